@@ -1,0 +1,68 @@
+"""The MCP server: the low-level `mcp.server.Server` publishing the catalogue over any transport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from server import SERVER_NAME, __version__
+from server.attach import attach, detach
+from server.ports import ClientSampler, RequestProgress, UnavailableConsent
+from server.publish import to_call_result, to_mcp_tool
+from tools.context import Attachment, Ports, Runtime
+from tools.executor import execute
+
+INSTRUCTIONS = (
+    "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
+    "and tools marked always_ask wait for a person's approval. Start with environment_describe and "
+    "session_get_snapshot."
+)
+
+
+@dataclass(frozen=True)
+class ConnectionState:
+    runtime: Runtime
+    attachment: Attachment
+
+
+def build_server(runtime: Runtime, *, transport: str, session_id: str | None = None) -> Server[ConnectionState]:
+    """A server whose every connection attaches to `session_id` (or a new session) and opens a wake."""
+    listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+
+    @asynccontextmanager
+    async def lifespan(_: Server[ConnectionState]) -> AsyncIterator[ConnectionState]:
+        attachment = await attach(runtime, session_id, transport)
+        try:
+            yield ConnectionState(runtime, attachment)
+        finally:
+            await detach(runtime, attachment)
+
+    async def list_tools(
+        ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return listing
+
+    async def call_tool(
+        ctx: ServerRequestContext[ConnectionState], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        ports = Ports(
+            consent=UnavailableConsent(),
+            progress=RequestProgress(ctx.session),
+            sampler=ClientSampler(ctx.session, ctx.request_id),
+        )
+        result = await execute(runtime, ctx.lifespan_context.attachment, ports, params.name, params.arguments)
+        return to_call_result(result)
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        title="Managed tools",
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

@@ -1,0 +1,46 @@
+"""Opening the process-wide runtime: the state database, the registry, the environment."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from server import SERVER_NAME, __version__
+from server.config import ServeConfig
+from stores import sessions
+from stores.db import Database
+from stores.errors import StoreError
+from tools.catalogue import build_registry
+from tools.context import Environment, Runtime
+from tools.definition import ToolDefinition
+
+
+class StartupError(Exception):
+    """The server cannot start as configured; the message tells the user what to change."""
+
+
+@asynccontextmanager
+async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, ...] = ()) -> AsyncIterator[Runtime]:
+    if not config.workspace.is_dir():
+        raise StartupError(f"The workspace {config.workspace} is not a directory.")
+    registry = build_registry(extra_tools)
+    db = await Database.open(config.state_path)
+    try:
+        if config.session is not None:
+            async with db.read() as tx:
+                try:
+                    await sessions.get_agent_session(tx, config.session, config.agent)
+                except StoreError as exc:
+                    raise StartupError(
+                        f"Cannot resume session {config.session}: {exc} Run without --session to start a new one."
+                    ) from exc
+        environment = Environment(
+            agent_id=config.agent,
+            workspace=config.workspace,
+            data_dir=config.data_dir,
+            server_name=SERVER_NAME,
+            server_version=__version__,
+        )
+        yield Runtime(environment=environment, db=db, registry=registry)
+    finally:
+        await db.close()

@@ -1,0 +1,207 @@
+"""The async SQLite database: one writer connection, a small pool of readers, migrations at start-up.
+
+Several server processes share one file (every stdio client spawns its own process), so every write runs
+in `BEGIN IMMEDIATE`: SQLite's own lock serialises writers across processes, the busy timeout makes a
+writer wait for another process instead of failing at once, and WAL lets readers see a consistent
+snapshot while a writer works.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from stores.errors import DatabaseBusyError
+from stores.migrations import MIGRATIONS
+
+Params = Sequence[Any] | dict[str, Any]
+
+DEFAULT_BUSY_TIMEOUT_MS = 5_000
+DEFAULT_READERS = 2
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class Tx:
+    """One open transaction. Savepoints nest inside it; nothing is visible to others until it commits."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._depth = 0
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement; returns the number of rows it changed."""
+        cursor = await self._conn.execute(sql, params)
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        """Run an INSERT; returns the new rowid."""
+        cursor = await self._conn.execute(sql, params)
+        rowid = cursor.lastrowid
+        await cursor.close()
+        return int(rowid or 0)
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        await self._conn.executemany(sql, rows)
+
+    async def fetchone(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        cursor = await self._conn.execute(sql, params)
+        row = await cursor.fetchone()
+        await cursor.close()
+        return row
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        cursor = await self._conn.execute(sql, params)
+        rows = await cursor.fetchall()
+        await cursor.close()
+        return list(rows)
+
+    async def scalar(self, sql: str, params: Params = ()) -> Any:
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[Tx]:
+        """A nested unit of work: rolled back on its own if the body raises, released otherwise."""
+        self._depth += 1
+        name = f"sp_{self._depth}"
+        await self._conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield self
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._conn.execute(f"ROLLBACK TO {name}")
+                await self._conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            await self._conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
+
+
+class Database:
+    """The state file. Open it with `Database.open(path)`; it applies pending migrations first."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]) -> None:
+        self.path = path
+        self._writer = writer
+        self._write_lock = anyio.Lock()
+        self._readers = readers
+        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
+        for conn in readers:
+            self._reader_send.send_nowait(conn)
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        readers: int = DEFAULT_READERS,
+    ) -> Database:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path, busy_timeout_ms)
+        try:
+            await writer.execute("PRAGMA journal_mode=WAL")
+            await _migrate(writer)
+            pool = [await _connect(path, busy_timeout_ms) for _ in range(max(1, readers))]
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(path, writer, pool)
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for conn in [self._writer, *self._readers]:
+                await conn.close()
+            self._reader_send.close()
+            self._reader_recv.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Tx]:
+        """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
+        async with self._write_lock:
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc):
+                    raise DatabaseBusyError(
+                        "The state database is locked by another process; try again in a moment."
+                    ) from exc
+                raise
+            try:
+                yield Tx(self._writer)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._writer.rollback()
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._writer.commit()
+                    except sqlite3.OperationalError as exc:
+                        await self._writer.rollback()
+                        if _is_busy(exc):
+                            raise DatabaseBusyError(
+                                "The state database stayed locked by another process; nothing was written."
+                            ) from exc
+                        raise
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Tx]:
+        """A read-only snapshot on a pooled connection, so reads never wait for this process's writer."""
+        conn = await self._reader_recv.receive()
+        try:
+            await conn.execute("BEGIN")
+            try:
+                yield Tx(conn)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.rollback()
+        finally:
+            self._reader_send.send_nowait(conn)
+
+
+async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    conn = await aiosqlite.connect(str(path), isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    await conn.execute("PRAGMA foreign_keys=ON")
+    await conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+async def _migrate(conn: aiosqlite.Connection) -> None:
+    """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
+
+    The version is read inside the transaction, so two processes starting at once never apply one twice.
+    """
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+    )
+    for version, name, statements in MIGRATIONS:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
+            done = await cursor.fetchone()
+            await cursor.close()
+            if done is None:
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
+        except BaseException:
+            await conn.rollback()
+            raise
+        await conn.commit()

@@ -1,0 +1,17 @@
+"""Errors raised by the stores; each message is meant to be shown to a person or a model as is."""
+
+
+class StoreError(Exception):
+    """A store refused an operation for a reason the caller can act on."""
+
+
+class NotFoundError(StoreError):
+    """The named record does not exist."""
+
+
+class AccessDeniedError(StoreError):
+    """The record exists but belongs to another agent or scope."""
+
+
+class DatabaseBusyError(StoreError):
+    """Another process held the database write lock longer than the busy timeout."""

@@ -1,0 +1,196 @@
+"""The append-only event log of each session: tool spans, wake spans, permission decisions, and more."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from stores.db import Tx
+from stores.errors import NotFoundError
+from stores.ids import utc_now, uuid7
+
+
+class EventRecord(BaseModel):
+    seq: int
+    id: str
+    session_id: str
+    wake_id: str | None
+    type: str
+    created_at: str
+    processed: bool
+    summary: str | None
+    payload: dict[str, Any]
+
+
+class TraceSummary(BaseModel):
+    wake_id: str
+    started_at: str
+    updated_at: str
+    event_count: int
+    event_types: list[str]
+    latest_summary: str | None
+
+
+class EventFilter(BaseModel):
+    """Filters applied after the positional window is chosen; `limit` keeps the last N that pass."""
+
+    wake_id: str | None = None
+    types: Sequence[str] | None = None
+    include_processed: bool = True
+    limit: int = 20
+
+
+def _event(row: sqlite3.Row) -> EventRecord:
+    data = dict(row)
+    data["payload"] = json.loads(data["payload"])
+    data["processed"] = bool(data["processed"])
+    return EventRecord(**data)
+
+
+async def append_event(
+    tx: Tx,
+    session_id: str,
+    wake_id: str | None,
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    summary: str | None = None,
+    processed: bool = True,
+) -> EventRecord:
+    event_id, created_at = uuid7(), utc_now()
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    seq = await tx.insert(
+        "INSERT INTO events (id, session_id, wake_id, type, created_at, processed, summary, payload) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (event_id, session_id, wake_id, event_type, created_at, int(processed), summary, body),
+    )
+    return EventRecord(
+        seq=seq,
+        id=event_id,
+        session_id=session_id,
+        wake_id=wake_id,
+        type=event_type,
+        created_at=created_at,
+        processed=processed,
+        summary=summary,
+        payload=payload,
+    )
+
+
+async def _seq_of(tx: Tx, session_id: str, event_id: str) -> int:
+    seq = await tx.scalar("SELECT seq FROM events WHERE session_id = ? AND id = ?", (session_id, event_id))
+    if seq is None:
+        raise NotFoundError(f"No event {event_id} exists in session {session_id}.")
+    return int(seq)
+
+
+async def _neighbour_seq(tx: Tx, session_id: str, seq: int, steps: int, *, before: bool) -> int:
+    """The seq `steps` events before (or after) `seq` in the session, or the farthest one there is."""
+    if steps <= 0:
+        return seq
+    op, order = ("<", "DESC") if before else (">", "ASC")
+    value = await tx.scalar(
+        f"SELECT seq FROM (SELECT seq FROM events WHERE session_id = ? AND seq {op} ? ORDER BY seq {order} "
+        f"LIMIT ?) ORDER BY seq {'ASC' if before else 'DESC'} LIMIT 1",
+        (session_id, seq, steps),
+    )
+    return seq if value is None else int(value)
+
+
+async def window_events(
+    tx: Tx,
+    session_id: str,
+    flt: EventFilter,
+    *,
+    after_event_id: str | None = None,
+    before_event_id: str | None = None,
+    around_event_id: str | None = None,
+    before_limit: int = 0,
+    after_limit: int = 0,
+) -> list[EventRecord]:
+    """Events of one session in log order.
+
+    `around_event_id` wins: the window is that event plus `before_limit` events before and `after_limit`
+    after it. Otherwise the window is everything after `after_event_id` and before `before_event_id`.
+    The filters then apply, and `flt.limit` keeps the last N.
+    """
+    low, high = 0, 2**62
+    if around_event_id is not None:
+        centre = await _seq_of(tx, session_id, around_event_id)
+        low = await _neighbour_seq(tx, session_id, centre, before_limit, before=True)
+        high = await _neighbour_seq(tx, session_id, centre, after_limit, before=False)
+    else:
+        if after_event_id is not None:
+            low = await _seq_of(tx, session_id, after_event_id) + 1
+        if before_event_id is not None:
+            high = await _seq_of(tx, session_id, before_event_id) - 1
+    sql = "SELECT * FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?"
+    params: list[Any] = [session_id, low, high]
+    if flt.wake_id is not None:
+        sql += " AND wake_id = ?"
+        params.append(flt.wake_id)
+    if flt.types:
+        sql += f" AND type IN ({','.join('?' * len(flt.types))})"
+        params.extend(flt.types)
+    if not flt.include_processed:
+        sql += " AND processed = 0"
+    rows = await tx.fetchall(f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) ORDER BY seq ASC", [*params, flt.limit])
+    return [_event(row) for row in rows]
+
+
+async def list_traces(tx: Tx, session_id: str, limit: int) -> list[TraceSummary]:
+    """One summary per wake of the session, the most recently active wake first."""
+    rows = await tx.fetchall(
+        "SELECT wake_id, MIN(created_at) AS started_at, MAX(created_at) AS updated_at, COUNT(*) AS event_count, "
+        "MAX(seq) AS last_seq, (SELECT e2.summary FROM events e2 WHERE e2.wake_id = e.wake_id "
+        "AND e2.summary IS NOT NULL ORDER BY e2.seq DESC LIMIT 1) AS latest_summary "
+        "FROM events e WHERE session_id = ? AND wake_id IS NOT NULL GROUP BY wake_id "
+        "ORDER BY last_seq DESC LIMIT ?",
+        (session_id, limit),
+    )
+    traces: list[TraceSummary] = []
+    for row in rows:
+        type_rows = await tx.fetchall(
+            "SELECT type FROM events WHERE wake_id = ? GROUP BY type ORDER BY MIN(seq)", (row["wake_id"],)
+        )
+        traces.append(
+            TraceSummary(
+                wake_id=row["wake_id"],
+                started_at=row["started_at"],
+                updated_at=row["updated_at"],
+                event_count=row["event_count"],
+                event_types=[t["type"] for t in type_rows],
+                latest_summary=row["latest_summary"],
+            )
+        )
+    return traces
+
+
+async def latest_summary(tx: Tx, session_id: str) -> str | None:
+    value = await tx.scalar(
+        "SELECT summary FROM events WHERE session_id = ? AND summary IS NOT NULL ORDER BY seq DESC LIMIT 1",
+        (session_id,),
+    )
+    return None if value is None else str(value)
+
+
+async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | None]:
+    """(number of events, number of unprocessed events, id of the newest event)."""
+    row = await tx.fetchone(
+        "SELECT COUNT(*) AS n, COALESCE(SUM(processed = 0), 0) AS pending, "
+        "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id "
+        "FROM events WHERE session_id = ?",
+        (session_id, session_id),
+    )
+    assert row is not None
+    return int(row["n"]), int(row["pending"]), row["last_id"]
+
+
+async def count_events(tx: Tx, session_id: str, event_type: str) -> int:
+    return int(
+        await tx.scalar("SELECT COUNT(*) FROM events WHERE session_id = ? AND type = ?", (session_id, event_type))
+    )

@@ -1,0 +1,149 @@
+"""Sessions (the durable unit of work) and wakes (one attachment of a connection to a session)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Literal
+
+from pydantic import BaseModel
+
+from stores.db import Tx
+from stores.errors import AccessDeniedError, NotFoundError
+from stores.ids import utc_now, uuid7
+
+SessionStatus = Literal["idle", "running", "requires_action", "terminated"]
+
+
+class SessionRecord(BaseModel):
+    id: str
+    agent_id: str
+    parent_id: str | None
+    title: str | None
+    status: SessionStatus
+    stop_reason: str | None
+    created_at: str
+    updated_at: str
+    last_activity_at: str
+
+
+class WakeRecord(BaseModel):
+    id: str
+    session_id: str
+    started_at: str
+    ended_at: str | None
+    transport: str
+    pid: int
+    setup_fingerprint: str
+
+
+def _session(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(**dict(row))
+
+
+async def create_session(
+    tx: Tx, agent_id: str, *, parent_id: str | None = None, title: str | None = None
+) -> SessionRecord:
+    now = utc_now()
+    record = SessionRecord(
+        id=uuid7(),
+        agent_id=agent_id,
+        parent_id=parent_id,
+        title=title,
+        status="idle",
+        stop_reason=None,
+        created_at=now,
+        updated_at=now,
+        last_activity_at=now,
+    )
+    await tx.execute(
+        "INSERT INTO sessions (id, agent_id, parent_id, title, status, stop_reason, created_at, updated_at, "
+        "last_activity_at) VALUES (:id, :agent_id, :parent_id, :title, :status, :stop_reason, :created_at, "
+        ":updated_at, :last_activity_at)",
+        record.model_dump(),
+    )
+    return record
+
+
+async def get_session(tx: Tx, session_id: str) -> SessionRecord:
+    row = await tx.fetchone("SELECT * FROM sessions WHERE id = ?", (session_id,))
+    if row is None:
+        raise NotFoundError(f"Session {session_id} does not exist.")
+    return _session(row)
+
+
+async def get_agent_session(tx: Tx, session_id: str, agent_id: str) -> SessionRecord:
+    """The session, only if it belongs to `agent_id` (a tool never reaches another agent's sessions)."""
+    row = await tx.fetchone("SELECT * FROM sessions WHERE id = ?", (session_id,))
+    if row is None or row["agent_id"] != agent_id:
+        # The same message whether it exists or not: another agent's ids are not confirmed.
+        raise AccessDeniedError(f"Session {session_id} is not available to agent {agent_id}.")
+    return _session(row)
+
+
+async def list_agent_sessions(tx: Tx, agent_id: str, *, active_since: str | None = None) -> list[SessionRecord]:
+    """Every session of the agent, most recently active first."""
+    sql = "SELECT * FROM sessions WHERE agent_id = ?"
+    params: list[str] = [agent_id]
+    if active_since is not None:
+        sql += " AND last_activity_at >= ?"
+        params.append(active_since)
+    rows = await tx.fetchall(sql + " ORDER BY last_activity_at DESC, id DESC", params)
+    return [_session(row) for row in rows]
+
+
+async def child_counts(tx: Tx, agent_id: str) -> dict[str, int]:
+    rows = await tx.fetchall(
+        "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND parent_id IS NOT NULL "
+        "GROUP BY parent_id",
+        (agent_id,),
+    )
+    return {row["parent_id"]: row["n"] for row in rows}
+
+
+async def touch_session(tx: Tx, session_id: str) -> None:
+    now = utc_now()
+    await tx.execute(
+        "UPDATE sessions SET last_activity_at = ?, updated_at = ? WHERE id = ?", (now, now, session_id)
+    )
+
+
+async def open_wake(tx: Tx, session_id: str, *, transport: str, setup_fingerprint: str) -> WakeRecord:
+    record = WakeRecord(
+        id=uuid7(),
+        session_id=session_id,
+        started_at=utc_now(),
+        ended_at=None,
+        transport=transport,
+        pid=os.getpid(),
+        setup_fingerprint=setup_fingerprint,
+    )
+    await tx.execute(
+        "INSERT INTO wakes (id, session_id, started_at, ended_at, transport, pid, setup_fingerprint) "
+        "VALUES (:id, :session_id, :started_at, :ended_at, :transport, :pid, :setup_fingerprint)",
+        record.model_dump(),
+    )
+    await touch_session(tx, session_id)
+    return record
+
+
+async def close_wake(tx: Tx, wake_id: str) -> None:
+    await tx.execute("UPDATE wakes SET ended_at = ? WHERE id = ? AND ended_at IS NULL", (utc_now(), wake_id))
+
+
+async def latest_wake(tx: Tx, session_id: str) -> WakeRecord | None:
+    row = await tx.fetchone(
+        "SELECT * FROM wakes WHERE session_id = ? ORDER BY started_at DESC, id DESC LIMIT 1", (session_id,)
+    )
+    return None if row is None else WakeRecord(**dict(row))
+
+
+async def latest_setup_fingerprints(tx: Tx, agent_id: str) -> dict[str, str]:
+    """The setup fingerprint of each session's newest wake."""
+    rows = await tx.fetchall(
+        "SELECT w.session_id, w.setup_fingerprint FROM wakes w JOIN sessions s ON s.id = w.session_id "
+        "WHERE s.agent_id = ? AND w.id = (SELECT id FROM wakes WHERE session_id = w.session_id "
+        "ORDER BY started_at DESC, id DESC LIMIT 1)",
+        (agent_id,),
+    )
+    return {row["session_id"]: row["setup_fingerprint"] for row in rows}

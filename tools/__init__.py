@@ -1,0 +1,5 @@
+"""The managed catalogue: tool definitions, the registry and its rules, the executor, and the tool families.
+
+Never imports `mcp` or `server` (ARCHITECTURE §1): the outside world reaches handlers through the ports
+in `tools.ports`.
+"""

@@ -1,0 +1,76 @@
+"""What a handler gets: who is calling, where, the open transaction, the ports, and the deadline."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from stores.db import Database, Tx
+from tools.ports import Consent, Progress, Sampler
+
+if TYPE_CHECKING:
+    from tools.registry import Registry
+
+
+class Environment(BaseModel):
+    """The server's fixed surroundings, set by the user at start-up and never by a tool."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    workspace: Path
+    data_dir: Path
+    server_name: str
+    server_version: str
+    vaults: dict[str, Path] = {}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Process-wide parts shared by every connection."""
+
+    environment: Environment
+    db: Database
+    registry: Registry
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """The durable session and the wake a connection is attached to."""
+
+    session_id: str
+    wake_id: str
+    transport: str
+
+
+@dataclass(frozen=True)
+class Ports:
+    consent: Consent
+    progress: Progress
+    sampler: Sampler
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    runtime: Runtime
+    attachment: Attachment
+    ports: Ports
+    tx: Tx
+    deadline: float
+    log: logging.Logger
+
+    @property
+    def agent_id(self) -> str:
+        return self.runtime.environment.agent_id
+
+    @property
+    def session_id(self) -> str:
+        return self.attachment.session_id
+
+    @property
+    def wake_id(self) -> str:
+        return self.attachment.wake_id

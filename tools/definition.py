@@ -1,0 +1,122 @@
+"""The ToolDefinition contract (ARCHITECTURE §2; reference §1; seeds 000, 001, 002, 003)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.models import Arguments, WireModel
+
+if TYPE_CHECKING:
+    from tools.context import ToolContext
+
+Ownership = Literal["managed", "mcp", "custom"]
+PermissionPolicy = Literal["always_allow", "always_ask"]
+InterruptBehavior = Literal["cancel", "block"]
+ToolEffect = Literal[
+    "session_read",
+    "session_write",
+    "resource_read",
+    "resource_write",
+    "memory_read",
+    "memory_write",
+    "learning_read",
+    "skill_read",
+    "sandbox_execute",
+]
+WRITE_EFFECTS: frozenset[str] = frozenset({"session_write", "resource_write", "memory_write", "sandbox_execute"})
+
+Handler = Callable[["ToolContext", Any], Awaitable[BaseModel]]
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
+
+
+class Variable(BaseModel):
+    """A value a tool needs from its environment (seed 000 §3); secrets are encrypted at rest, never shown."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    type: Literal["text", "secret"] = "text"
+    required: bool = False
+    scoped: bool = False
+    description: str = ""
+
+
+class ToolExample(BaseModel):
+    """A worked call: validated against the tool's models at registration (seed 002)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: Annotated[str, Field(min_length=1, max_length=200)]
+    input: dict[str, Any]
+    output: dict[str, Any] | None = None
+
+
+class ToolDefinition(BaseModel):
+    """One tool of the catalogue: its schemas, its policy, and its handler.
+
+    `handler=None` is a latent tool (seed 003): the client's model fulfils it through the Sampler port.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    name: str
+    title: str
+    description: str
+    input_model: type[Arguments]
+    output_model: type[WireModel]
+    handler: Handler | None
+    ownership: Ownership = "managed"
+    permission_policy: PermissionPolicy = "always_allow"
+    effects: tuple[ToolEffect, ...] = ()
+    read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+    interrupt_behavior: InterruptBehavior = "block"
+    examples: tuple[ToolExample, ...] = ()
+    variables: tuple[Variable, ...] = ()
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)
+    max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
+
+    def input_schema(self) -> dict[str, Any]:
+        return _drop_null_options(_clean_schema(self.input_model.model_json_schema(by_alias=True)))
+
+    def output_schema(self) -> dict[str, Any]:
+        return _clean_schema(self.output_model.model_json_schema(by_alias=True, mode="serialization"))
+
+
+def _clean_schema(node: Any) -> Any:
+    """Drop the generated `title` keywords: they repeat the property names and bloat tools/list."""
+    if isinstance(node, list):
+        return [_clean_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("default", "const", "enum", "examples"):
+            cleaned[key] = value
+        elif key in ("properties", "$defs"):
+            cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
+        else:
+            cleaned[key] = _clean_schema(value)
+    return cleaned
+
+
+def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional argument is published as its plain type: omitting it is how a client says "none"."""
+    for holder in [schema, *schema.get("$defs", {}).values()]:
+        for name, prop in holder.get("properties", {}).items():
+            options = prop.get("anyOf")
+            if prop.get("default", 0) is None and isinstance(options, list) and {"type": "null"} in options:
+                rest = [option for option in options if option != {"type": "null"}]
+                merged = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+                merged.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+                holder["properties"][name] = merged
+    return schema

@@ -1,0 +1,9 @@
+"""Errors a handler raises to give the model an actionable message (turned into an isError result)."""
+
+
+class ToolError(Exception):
+    """The call cannot be done as asked; the message says why and what to do instead."""
+
+
+class RegistryError(Exception):
+    """A tool definition breaks a registry rule; raised at start-up so a broken catalogue never serves."""

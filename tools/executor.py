@@ -1,0 +1,330 @@
+"""The executor: the one path every tool call takes (ARCHITECTURE §3, seed 002 "Runtime Dispatch").
+
+1 lookup, 2 parse (extra="forbid"), 3 deadline, 4 permission, 5 context, 6 handler inside a transaction
+(rolled back on failure), 7 span events, 8 result shaping. Every outcome, including refusals before the
+handler runs, is written as `span.started` / `span.completed` events before the result is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+from pydantic import ValidationError
+
+from stores import events, sessions
+from stores.db import Tx
+from stores.errors import DatabaseBusyError, StoreError
+from stores.ids import canonical_json, sha256_hex, uuid7
+from tools.context import Attachment, Ports, Runtime, ToolContext
+from tools.definition import ToolDefinition
+from tools.errors import ToolError
+from tools.models import Arguments
+from tools.ports import ApprovalRequest
+
+log = logging.getLogger("managed_tools.executor")
+
+Status = Literal["success", "error", "blocked", "cancelled"]
+ErrorKind = Literal[
+    "unknown_tool", "invalid_arguments", "deadline", "permission", "tool_error", "timeout", "busy", "internal"
+]
+PREVIEW_CHARS = 200
+MAX_NAME_CHARS = 64
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What the server turns into a CallToolResult: structured output on success, a message otherwise."""
+
+    status: Status
+    text: str
+    structured: dict[str, Any] | None = None
+    error_kind: ErrorKind | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "success"
+
+
+class _Refusal(Exception):
+    def __init__(self, kind: ErrorKind, message: str, status: Status = "error") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+@dataclass
+class _Span:
+    runtime: Runtime
+    attachment: Attachment
+    tool_name: str
+    span_id: str = field(default_factory=uuid7)
+    started: float = field(default_factory=time.perf_counter)
+    completed: bool = False
+
+    def completed_payload(self, result: CallResult) -> tuple[dict[str, Any], str]:
+        duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
+        payload: dict[str, Any] = {
+            "spanId": self.span_id,
+            "spanKind": "tool",
+            "toolName": self.tool_name,
+            "result": result.status,
+            "durationMs": duration_ms,
+        }
+        if result.is_error:
+            payload["errorKind"] = result.error_kind
+            payload["error"] = _clip(result.text, 400)
+        summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
+        return payload, summary
+
+    async def write_started(self, tx: Tx, payload: dict[str, Any]) -> None:
+        body = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
+        await events.append_event(tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body)
+        await sessions.touch_session(tx, self.attachment.session_id)
+
+    async def write_completed(self, tx: Tx, result: CallResult) -> None:
+        payload, summary = self.completed_payload(result)
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
+        )
+
+
+async def execute(
+    runtime: Runtime,
+    attachment: Attachment,
+    ports: Ports,
+    name: str,
+    arguments: Any,
+    *,
+    timeout_seconds: float | None = None,
+) -> CallResult:
+    """Run one tool call to completion and return its shaped result. Never raises for a tool's failure."""
+    span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
+    definition = runtime.registry.get(name)
+    try:
+        if definition is None:
+            raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name))
+        args = _parse_arguments(definition, arguments)
+        canonical = args.model_dump(mode="json", by_alias=True)
+        digest = sha256_hex(canonical_json({"tool": definition.name, "arguments": canonical}))
+    except _Refusal as refusal:
+        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
+        return await _record_refusal(span, result, arguments)
+
+    try:
+        async with runtime.db.write() as tx:
+            await span.write_started(
+                tx,
+                {
+                    "ownership": definition.ownership,
+                    "permissionPolicy": definition.permission_policy,
+                    "argsDigest": digest,
+                    "args": _preview(canonical),
+                },
+            )
+    except DatabaseBusyError as exc:
+        # Without an audit record the call must not run at all.
+        return CallResult("error", str(exc), error_kind="busy")
+
+    try:
+        result = await _run(definition, args, canonical, digest, runtime, attachment, ports, span, timeout_seconds)
+    except BaseException:
+        # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
+        if not span.completed:
+            with anyio.CancelScope(shield=True):
+                await _write_completed(span, CallResult("cancelled", "The call was cancelled.", error_kind="internal"))
+        raise
+    return result
+
+
+async def _run(
+    definition: ToolDefinition,
+    args: Arguments,
+    canonical: dict[str, Any],
+    digest: str,
+    runtime: Runtime,
+    attachment: Attachment,
+    ports: Ports,
+    span: _Span,
+    timeout_seconds: float | None,
+) -> CallResult:
+    timeout = definition.timeout_seconds if timeout_seconds is None else min(timeout_seconds, definition.timeout_seconds)
+    try:
+        if timeout <= 0:
+            raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
+        if definition.permission_policy == "always_ask":
+            await _require_approval(definition, canonical, digest, ports)
+        if definition.handler is None:
+            raise _Refusal(
+                "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
+            )
+        shield = definition.interrupt_behavior == "block"
+        with anyio.CancelScope(shield=shield), anyio.fail_after(timeout):
+            if definition.read_only:
+                async with runtime.db.read() as tx:
+                    structured = await _call_handler(definition, args, runtime, attachment, ports, tx, timeout)
+                result = _success(structured)
+                await _write_completed(span, result)
+            else:
+                async with runtime.db.write() as tx:
+                    structured = await _call_handler(definition, args, runtime, attachment, ports, tx, timeout)
+                    result = _success(structured)
+                    # Committed with the handler's writes: the effect and its audit record land together.
+                    await span.write_completed(tx, result)
+                span.completed = True
+        return result
+    except _Refusal as refusal:
+        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
+    except ToolError as exc:
+        result = CallResult("error", str(exc), error_kind="tool_error")
+    except DatabaseBusyError as exc:
+        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind="busy")
+    except StoreError as exc:
+        result = CallResult("error", str(exc), error_kind="tool_error")
+    except TimeoutError:
+        result = CallResult(
+            "error",
+            f"{definition.name} did not finish within {timeout:g} s and was stopped; nothing it started was kept.",
+            error_kind="timeout",
+        )
+    except Exception as exc:
+        log.exception("tool %s failed", definition.name)
+        result = CallResult(
+            "error",
+            f"{definition.name} failed unexpectedly ({type(exc).__name__}); nothing it started was kept. "
+            "The server log has the details.",
+            error_kind="internal",
+        )
+    await _write_completed(span, result)
+    return result
+
+
+async def _call_handler(
+    definition: ToolDefinition,
+    args: Arguments,
+    runtime: Runtime,
+    attachment: Attachment,
+    ports: Ports,
+    tx: Tx,
+    timeout: float,
+) -> dict[str, Any]:
+    assert definition.handler is not None
+    ctx = ToolContext(
+        runtime=runtime,
+        attachment=attachment,
+        ports=ports,
+        tx=tx,
+        deadline=anyio.current_time() + timeout,
+        log=logging.getLogger(f"managed_tools.tools.{definition.name}"),
+    )
+    output = await definition.handler(ctx, args)
+    if not isinstance(output, definition.output_model):
+        raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
+    return output.model_dump(mode="json", by_alias=True)
+
+
+def _success(structured: dict[str, Any]) -> CallResult:
+    return CallResult("success", json.dumps(structured, separators=(",", ":"), ensure_ascii=False), structured)
+
+
+async def _require_approval(definition: ToolDefinition, canonical: dict[str, Any], digest: str, ports: Ports) -> None:
+    request = ApprovalRequest(
+        tool_name=definition.name,
+        arguments=canonical,
+        args_digest=digest,
+        message=f"Allow {definition.name} to run with these exact arguments?",
+    )
+    decision = await ports.consent.approve(request)
+    if decision.status == "approved":
+        return
+    if decision.status == "denied":
+        note = f": {decision.note}" if decision.note else ""
+        raise _Refusal("permission", f"The user denied confirmation for {definition.name}{note}.", "blocked")
+    raise _Refusal(
+        "permission",
+        f"{definition.name} needs a person's approval and no way to ask one is available here, "
+        "so it was not run (always_ask tools fail closed).",
+        "blocked",
+    )
+
+
+async def _write_completed(span: _Span, result: CallResult) -> None:
+    try:
+        async with span.runtime.db.write() as tx:
+            await span.write_completed(tx, result)
+        span.completed = True
+    except DatabaseBusyError:
+        log.error("could not record the completion of %s: the state database stayed locked", span.tool_name)
+
+
+async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
+    """A call refused before parsing succeeded: both span events in one transaction, without argument values."""
+    keys = sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []
+    try:
+        async with span.runtime.db.write() as tx:
+            await span.write_started(tx, {"argKeys": keys})
+            await span.write_completed(tx, result)
+    except DatabaseBusyError:
+        log.error("could not record the refused call of %s: the state database stayed locked", span.tool_name)
+    return result
+
+
+def _parse_arguments(definition: ToolDefinition, arguments: Any) -> Arguments:
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise _Refusal("invalid_arguments", f"Arguments for {definition.name} must be a JSON object.")
+    size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    if size > definition.max_argument_bytes:
+        raise _Refusal(
+            "invalid_arguments",
+            f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}.",
+        )
+    try:
+        return definition.input_model.model_validate(arguments)
+    except ValidationError as exc:
+        raise _Refusal("invalid_arguments", _describe_validation(definition, exc)) from None
+
+
+def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> str:
+    accepted = ", ".join(definition.input_schema().get("properties", {})) or "no arguments"
+    problems: list[str] = []
+    for error in exc.errors(include_url=False)[:8]:
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unexpected field '{where}' (accepted: {accepted})")
+        elif error["type"] == "missing":
+            problems.append(f"missing required field '{where}'")
+        else:
+            got = _clip(json.dumps(error.get("input"), default=str), 60)
+            problems.append(f"field '{where}': {error['msg']} (got {got})")
+    more = len(exc.errors()) - len(problems)
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"Invalid arguments for {definition.name}: " + "; ".join(problems) + tail + "."
+
+
+def _unknown_tool_message(runtime: Runtime, name: str) -> str:
+    near = runtime.registry.near_names(name)
+    hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
+    return f"Unknown tool '{_clip(name, MAX_NAME_CHARS)}'.{hint}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _preview(value: Any) -> Any:
+    """Arguments as recorded in events: every string cut to PREVIEW_CHARS so the log stays bounded."""
+    if isinstance(value, str):
+        return _clip(value, PREVIEW_CHARS)
+    if isinstance(value, list):
+        return [_preview(item) for item in value[:20]]
+    if isinstance(value, dict):
+        return {key: _preview(item) for key, item in list(value.items())[:40]}
+    return value
+

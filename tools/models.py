@@ -1,0 +1,37 @@
+"""Base models for tool inputs and outputs: camelCase on the wire, snake_case in Python, no extra fields."""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    """Every tool output: camelCase on the wire, built from snake_case names in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=True,
+        serialize_by_alias=True,
+        extra="forbid",
+    )
+
+
+class Arguments(WireModel):
+    """Every tool input: only the published camelCase names are accepted, and extra fields are refused
+    so that a typo is an error rather than a silently ignored option."""
+
+    model_config = ConfigDict(validate_by_name=False)
+
+
+class NoArguments(Arguments):
+    """The input of a tool that takes no arguments."""
+
+
+NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+SessionId = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
+    Field(description="A session of this agent; defaults to the current session."),
+]

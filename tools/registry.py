@@ -1,0 +1,138 @@
+"""The registry: every tool the server publishes, checked against the catalogue's rules at start-up."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from tools.definition import ToolDefinition
+from tools.errors import RegistryError
+
+NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
+MAX_DESCRIPTION_CHARS = 200
+MAX_SCHEMA_DEPTH = 7
+# The argument kinds seed 001 §3.2 allows: primitives, literals, enums, optional/nullable/default,
+# arrays, objects, records and unions. Anything else (conditionals, negation, ...) is refused.
+ALLOWED_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array", "object"})
+ALLOWED_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "items", "prefixItems", "enum", "const",
+        "anyOf", "oneOf", "discriminator", "$ref", "$defs", "default", "description", "title", "examples",
+        "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "minProperties",
+        "maxProperties", "propertyNames", "writeOnly", "readOnly", "deprecated",
+    }
+)  # fmt: skip
+
+log = logging.getLogger(__name__)
+
+
+class Registry:
+    """An ordered, validated set of tool definitions."""
+
+    def __init__(self, definitions: Iterable[ToolDefinition] = ()) -> None:
+        self._tools: dict[str, ToolDefinition] = {}
+        for definition in definitions:
+            self.add(definition)
+
+    def add(self, definition: ToolDefinition) -> None:
+        if definition.name in self._tools:
+            raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
+        check_definition(definition)
+        self._tools[definition.name] = definition
+
+    def get(self, name: str) -> ToolDefinition | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def near_names(self, name: str, count: int = 3) -> list[str]:
+        return difflib.get_close_matches(name, list(self._tools), n=count, cutoff=0.5)
+
+    def __iter__(self) -> Iterator[ToolDefinition]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def check_definition(definition: ToolDefinition) -> None:
+    """Apply every registry rule; raise RegistryError naming the tool and the broken rule."""
+    name = definition.name
+    if not NAME_PATTERN.fullmatch(name):
+        message = f"Tool name {name!r} must match {NAME_PATTERN.pattern}."
+        if definition.ownership == "managed":
+            raise RegistryError(message)
+        # Names of user-supplied tools are the user's to choose (seed 001): warn, don't refuse.
+        log.warning("%s It is published anyway because it is a %s tool.", message, definition.ownership)
+    description = definition.description.strip()
+    if not description:
+        raise RegistryError(f"Tool {name!r} has no description; a model cannot choose a tool it cannot read about.")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise RegistryError(
+            f"Tool {name!r} has a {len(description)}-character description; the limit is {MAX_DESCRIPTION_CHARS}."
+        )
+    if not definition.title.strip():
+        raise RegistryError(f"Tool {name!r} has no title.")
+    if definition.read_only and definition.destructive:
+        raise RegistryError(f"Tool {name!r} cannot be both read-only and destructive.")
+    for label, schema in (("input", definition.input_schema()), ("output", definition.output_schema())):
+        if schema.get("type") != "object":
+            raise RegistryError(f"Tool {name!r} {label} schema must be an object schema.")
+        _check_schema(name, label, schema, schema.get("$defs", {}))
+    _check_examples(definition)
+
+
+def _check_schema(tool: str, label: str, root: dict[str, Any], defs: dict[str, Any]) -> None:
+    def walk(node: Any, depth: int, refs: tuple[str, ...], where: str) -> None:
+        if not isinstance(node, dict):
+            return
+        unknown = set(node) - ALLOWED_KEYWORDS
+        if unknown:
+            raise RegistryError(f"Tool {tool!r} {label} schema uses unsupported keywords {sorted(unknown)} at {where}.")
+        kinds = node.get("type")
+        for kind in kinds if isinstance(kinds, list) else [kinds] if kinds else []:
+            if kind not in ALLOWED_TYPES:
+                raise RegistryError(f"Tool {tool!r} {label} schema uses unsupported type {kind!r} at {where}.")
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = ref.removeprefix("#/$defs/")
+            if target in refs:
+                raise RegistryError(f"Tool {tool!r} {label} schema is recursive at {where} ({target}).")
+            if target not in defs:
+                raise RegistryError(f"Tool {tool!r} {label} schema has an unresolved $ref {ref!r}.")
+            walk(defs[target], depth, (*refs, target), f"{where}->{target}")
+        nested = depth + 1 if kinds in ("object", "array") or "properties" in node or "items" in node else depth
+        if nested > MAX_SCHEMA_DEPTH:
+            raise RegistryError(
+                f"Tool {tool!r} {label} schema nests deeper than {MAX_SCHEMA_DEPTH} levels at {where}."
+            )
+        for key, sub in node.get("properties", {}).items():
+            walk(sub, nested, refs, f"{where}.{key}")
+        for key in ("items", "additionalProperties", "propertyNames"):
+            if isinstance(node.get(key), dict):
+                walk(node[key], nested, refs, f"{where}[{key}]")
+        for key in ("anyOf", "oneOf", "prefixItems"):
+            for index, sub in enumerate(node.get(key, [])):
+                walk(sub, depth if key != "prefixItems" else nested, refs, f"{where}.{key}[{index}]")
+
+    walk({k: v for k, v in root.items() if k != "$defs"}, 0, (), "$")
+
+
+def _check_examples(definition: ToolDefinition) -> None:
+    for index, example in enumerate(definition.examples):
+        try:
+            definition.input_model.model_validate(example.input)
+            if example.output is not None:
+                definition.output_model.model_validate(example.output)
+        except ValidationError as exc:
+            raise RegistryError(
+                f"Tool {definition.name!r} example {index} ({example.description!r}) does not match its models: "
+                f"{exc.errors(include_url=False)[0]['msg']}"
+            ) from exc

@@ -1,0 +1,361 @@
+"""Session navigation: list sessions, snapshot one, read its events and traces (reference §2a)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from stores import events, sessions
+from stores.events import EventFilter, EventRecord
+from stores.sessions import SessionRecord, SessionStatus
+from tools.context import ToolContext
+from tools.definition import ToolDefinition, ToolExample
+from tools.environment import setup_fingerprint
+from tools.errors import ToolError
+from tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+
+Relation = Literal["parent", "child", "sibling"]
+Lineage = Literal["related", "parent", "children", "siblings"]
+MAX_EVENT_LIMIT = 200
+EventTypes = Annotated[list[NonEmptyStr], Field(max_length=32, description="Only events of these types.")]
+Limit = Annotated[int, Field(ge=1, le=MAX_EVENT_LIMIT)]
+
+
+async def scoped_session(ctx: ToolContext, session_id: str | None) -> SessionRecord:
+    """The session a tool may reach: the current one by default, else one of the same agent."""
+    return await sessions.get_agent_session(ctx.tx, session_id or ctx.session_id, ctx.agent_id)
+
+
+# ---- summaries ---------------------------------------------------------------------------------------
+
+
+class EventCursor(WireModel):
+    last_event_id: str | None
+    event_count: int
+
+
+class SessionSummary(WireModel):
+    session_id: str
+    agent_id: str
+    parent_session_id: str | None
+    title: str | None
+    status: SessionStatus
+    stop_reason: str | None
+    created_at: str
+    updated_at: str
+    last_activity_at: str
+    requires_action: bool
+    is_current: bool
+    relation_to_current: Relation | None
+    child_count: int
+    setup_matches_current: bool
+
+
+class SessionSnapshot(SessionSummary):
+    environment_id: str
+    pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
+    pending_action_tool_name: str | None
+    turns: int
+    pending_event_count: int
+    last_wake_id: str | None
+    latest_summary: str | None
+    event_cursor: EventCursor
+    agent_setup_fingerprint: str | None
+
+
+def relation(current: SessionRecord, other: SessionRecord) -> Relation | None:
+    if other.id == current.id:
+        return None
+    if current.parent_id is not None and other.id == current.parent_id:
+        return "parent"
+    if other.parent_id == current.id:
+        return "child"
+    if current.parent_id is not None and other.parent_id == current.parent_id:
+        return "sibling"
+    return None
+
+
+def _summary_fields(
+    record: SessionRecord, current: SessionRecord, children: dict[str, int], setups: dict[str, str], setup: str
+) -> dict[str, Any]:
+    return {
+        "session_id": record.id,
+        "agent_id": record.agent_id,
+        "parent_session_id": record.parent_id,
+        "title": record.title,
+        "status": record.status,
+        "stop_reason": record.stop_reason,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "last_activity_at": record.last_activity_at,
+        "requires_action": record.status == "requires_action",
+        "is_current": record.id == current.id,
+        "relation_to_current": relation(current, record),
+        "child_count": children.get(record.id, 0),
+        "setup_matches_current": setups.get(record.id) == setup,
+    }
+
+
+# ---- session_list ------------------------------------------------------------------------------------
+
+
+class SessionListInput(Arguments):
+    include_current: bool = Field(default=True, description="Include the current session.")
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    active_minutes: Annotated[int | None, Field(ge=1, description="Only sessions active in the last N minutes.")] = (
+        None
+    )
+    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    status: SessionStatus | None = None
+
+
+class SessionListOutput(WireModel):
+    agent_id: str
+    count: int
+    total: int
+    sessions: list[SessionSummary]
+
+
+_LINEAGE: dict[Lineage, set[Relation]] = {
+    "related": {"parent", "child", "sibling"},
+    "parent": {"parent"},
+    "children": {"child"},
+    "siblings": {"sibling"},
+}
+
+
+async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListOutput:
+    current = await scoped_session(ctx, None)
+    since = None
+    if args.active_minutes is not None:
+        since = (datetime.now(UTC) - timedelta(minutes=args.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, active_since=since)
+    children = await sessions.child_counts(ctx.tx, ctx.agent_id)
+    setups = await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id)
+    setup = setup_fingerprint(ctx.runtime)
+    summaries: list[SessionSummary] = []
+    for record in records:
+        if record.id == current.id and not args.include_current:
+            continue
+        if args.status is not None and record.status != args.status:
+            continue
+        summary = SessionSummary(**_summary_fields(record, current, children, setups, setup))
+        if args.lineage is not None and summary.relation_to_current not in _LINEAGE[args.lineage]:
+            continue
+        summaries.append(summary)
+    rank = {"parent": 2, "child": 2, "sibling": 1}
+    # Stable sorts, least significant key first: activity, relation, requires-action, same setup.
+    summaries.sort(key=lambda s: s.last_activity_at, reverse=True)
+    summaries.sort(key=lambda s: rank.get(s.relation_to_current or "", 0), reverse=True)
+    summaries.sort(key=lambda s: s.requires_action, reverse=True)
+    summaries.sort(key=lambda s: s.setup_matches_current, reverse=True)
+    shown = summaries[: args.limit]
+    return SessionListOutput(agent_id=ctx.agent_id, count=len(shown), total=len(summaries), sessions=shown)
+
+
+# ---- session_get_snapshot ----------------------------------------------------------------------------
+
+
+class SessionScopedInput(Arguments):
+    session_id: SessionId | None = None
+
+
+async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> SessionSnapshot:
+    current = await scoped_session(ctx, None)
+    record = await scoped_session(ctx, args.session_id)
+    children = await sessions.child_counts(ctx.tx, ctx.agent_id)
+    setups = await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id)
+    count, pending, last_id = await events.session_event_stats(ctx.tx, record.id)
+    wake = await sessions.latest_wake(ctx.tx, record.id)
+    return SessionSnapshot(
+        **_summary_fields(record, current, children, setups, setup_fingerprint(ctx.runtime)),
+        environment_id=f"local:{ctx.agent_id}",
+        pending_action_kind=None,
+        pending_action_tool_name=None,
+        turns=await events.count_events(ctx.tx, record.id, "span.completed"),
+        pending_event_count=pending,
+        last_wake_id=None if wake is None else wake.id,
+        latest_summary=await events.latest_summary(ctx.tx, record.id),
+        event_cursor=EventCursor(last_event_id=last_id, event_count=count),
+        agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
+    )
+
+
+# ---- events and traces -------------------------------------------------------------------------------
+
+
+class EventView(WireModel):
+    id: str
+    type: str
+    created_at: str
+    wake_id: str | None
+    processed: bool
+    summary: str | None
+    payload: dict[str, Any]
+
+
+def _view(event: EventRecord) -> EventView:
+    return EventView(
+        id=event.id,
+        type=event.type,
+        created_at=event.created_at,
+        wake_id=event.wake_id,
+        processed=event.processed,
+        summary=event.summary,
+        payload=event.payload,
+    )
+
+
+class SessionEventsInput(Arguments):
+    session_id: SessionId | None = None
+    after_event_id: NonEmptyStr | None = Field(default=None, description="Only events after this one.")
+    before_event_id: NonEmptyStr | None = Field(default=None, description="Only events before this one.")
+    around_event_id: NonEmptyStr | None = Field(
+        default=None, description="A window around this event (wins over after/before)."
+    )
+    wake_id: NonEmptyStr | None = None
+    before_limit: Annotated[int, Field(ge=0, le=MAX_EVENT_LIMIT)] = 0
+    after_limit: Annotated[int, Field(ge=0, le=MAX_EVENT_LIMIT)] = 0
+    include_processed: bool = True
+    limit: Limit = Field(default=20, description="Keep the last N events of the window.")
+    types: EventTypes | None = None
+
+    @model_validator(mode="after")
+    def _limits_need_around(self) -> SessionEventsInput:
+        if (self.before_limit or self.after_limit) and self.around_event_id is None:
+            raise ValueError("beforeLimit and afterLimit only apply with aroundEventId")
+        return self
+
+
+class EventsOutput(WireModel):
+    session_id: str
+    count: int
+    events: list[EventView]
+
+
+async def session_get_events(ctx: ToolContext, args: SessionEventsInput) -> EventsOutput:
+    record = await scoped_session(ctx, args.session_id)
+    found = await events.window_events(
+        ctx.tx,
+        record.id,
+        EventFilter(wake_id=args.wake_id, types=args.types, include_processed=args.include_processed, limit=args.limit),
+        after_event_id=args.after_event_id,
+        before_event_id=args.before_event_id,
+        around_event_id=args.around_event_id,
+        before_limit=args.before_limit,
+        after_limit=args.after_limit,
+    )
+    return EventsOutput(session_id=record.id, count=len(found), events=[_view(e) for e in found])
+
+
+class TracesInput(Arguments):
+    session_id: SessionId | None = None
+    limit: Annotated[int, Field(ge=1, le=100)] = 8
+
+
+class TraceView(WireModel):
+    wake_id: str
+    started_at: str
+    updated_at: str
+    event_count: int
+    event_types: list[str]
+    latest_summary: str | None
+
+
+class TracesOutput(WireModel):
+    session_id: str
+    count: int
+    traces: list[TraceView]
+
+
+async def session_list_traces(ctx: ToolContext, args: TracesInput) -> TracesOutput:
+    record = await scoped_session(ctx, args.session_id)
+    traces = await events.list_traces(ctx.tx, record.id, args.limit)
+    views = [TraceView(**t.model_dump()) for t in traces]
+    return TracesOutput(session_id=record.id, count=len(views), traces=views)
+
+
+class TraceInput(Arguments):
+    session_id: SessionId | None = None
+    wake_id: NonEmptyStr
+    types: EventTypes | None = None
+    limit: Limit = 50
+
+
+class TraceOutput(WireModel):
+    session_id: str
+    wake_id: str
+    count: int
+    events: list[EventView]
+
+
+async def session_get_trace(ctx: ToolContext, args: TraceInput) -> TraceOutput:
+    record = await scoped_session(ctx, args.session_id)
+    found = await events.window_events(
+        ctx.tx, record.id, EventFilter(wake_id=args.wake_id, types=args.types, limit=args.limit)
+    )
+    if not found and not await ctx.tx.scalar(
+        "SELECT 1 FROM wakes WHERE id = ? AND session_id = ?", (args.wake_id, record.id)
+    ):
+        raise ToolError(f"No wake {args.wake_id} exists in session {record.id}; session_list_traces lists them.")
+    return TraceOutput(session_id=record.id, wake_id=args.wake_id, count=len(found), events=[_view(e) for e in found])
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="session_list",
+        title="List sessions",
+        description="List this agent's sessions (current, parent, children, siblings, recent) with status and "
+        "relation to the current session.",
+        input_model=SessionListInput,
+        output_model=SessionListOutput,
+        handler=session_list,
+        effects=("session_read",),
+    ),
+    ToolDefinition(
+        name="session_get_snapshot",
+        title="Snapshot a session",
+        description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
+        input_model=SessionScopedInput,
+        output_model=SessionSnapshot,
+        handler=session_get_snapshot,
+        effects=("session_read",),
+    ),
+    ToolDefinition(
+        name="session_get_events",
+        title="Read session events",
+        description="Read a session's event log: a window after/before/around an event, filtered by wake and "
+        "type, last N kept.",
+        input_model=SessionEventsInput,
+        output_model=EventsOutput,
+        handler=session_get_events,
+        effects=("session_read",),
+        examples=(
+            ToolExample(description="The last 5 tool completions", input={"types": ["span.completed"], "limit": 5}),
+            ToolExample(
+                description="Two events either side of one",
+                input={"aroundEventId": "0192f0c4-0000-7000-8000-000000000000", "beforeLimit": 2, "afterLimit": 2},
+            ),
+        ),
+    ),
+    ToolDefinition(
+        name="session_list_traces",
+        title="List session traces",
+        description="List the wakes (connections) of a session, newest first, with event counts and types.",
+        input_model=TracesInput,
+        output_model=TracesOutput,
+        handler=session_list_traces,
+        effects=("session_read",),
+    ),
+    ToolDefinition(
+        name="session_get_trace",
+        title="Read one trace",
+        description="Read the events of one wake of a session (see session_list_traces for wake ids).",
+        input_model=TraceInput,
+        output_model=TraceOutput,
+        handler=session_get_trace,
+        effects=("session_read",),
+    ),
+)
