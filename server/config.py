@@ -18,6 +18,7 @@ class ServeConfig(BaseModel):
     data_dir: Path
     agent: AgentName = "default"
     session: str | None = None
+    busy_timeout_ms: Annotated[int, Field(ge=0)] = 5_000
 
     @classmethod
     def build(

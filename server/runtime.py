@@ -24,7 +24,7 @@ async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, .
     if not config.workspace.is_dir():
         raise StartupError(f"The workspace {config.workspace} is not a directory.")
     registry = build_registry(extra_tools)
-    db = await Database.open(config.state_path)
+    db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
     try:
         if config.session is not None:
             async with db.read() as tx:

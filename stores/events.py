@@ -190,7 +190,12 @@ async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | 
     return int(row["n"]), int(row["pending"]), row["last_id"]
 
 
-async def count_events(tx: Tx, session_id: str, event_type: str) -> int:
+async def count_tool_calls(tx: Tx, session_id: str) -> int:
+    """Completed tool calls of the session (wake spans are not calls)."""
     return int(
-        await tx.scalar("SELECT COUNT(*) FROM events WHERE session_id = ? AND type = ?", (session_id, event_type))
+        await tx.scalar(
+            "SELECT COUNT(*) FROM events WHERE session_id = ? AND type = 'span.completed' "
+            "AND json_extract(payload, '$.spanKind') = 'tool'",
+            (session_id,),
+        )
     )

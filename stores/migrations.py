@@ -46,6 +46,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX events_session ON events(session_id, seq)",
             "CREATE INDEX events_wake ON events(wake_id, seq)",
             "CREATE INDEX events_type ON events(session_id, type, seq)",
+            # Every event is activity: the session's clock moves in the same statement as the append.
+            """CREATE TRIGGER events_touch_session AFTER INSERT ON events BEGIN
+                UPDATE sessions SET last_activity_at = NEW.created_at, updated_at = NEW.created_at
+                WHERE id = NEW.session_id;
+            END""",
         ),
     ),
 )

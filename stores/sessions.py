@@ -94,18 +94,10 @@ async def list_agent_sessions(tx: Tx, agent_id: str, *, active_since: str | None
 
 async def child_counts(tx: Tx, agent_id: str) -> dict[str, int]:
     rows = await tx.fetchall(
-        "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND parent_id IS NOT NULL "
-        "GROUP BY parent_id",
+        "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND parent_id IS NOT NULL GROUP BY parent_id",
         (agent_id,),
     )
     return {row["parent_id"]: row["n"] for row in rows}
-
-
-async def touch_session(tx: Tx, session_id: str) -> None:
-    now = utc_now()
-    await tx.execute(
-        "UPDATE sessions SET last_activity_at = ?, updated_at = ? WHERE id = ?", (now, now, session_id)
-    )
 
 
 async def open_wake(tx: Tx, session_id: str, *, transport: str, setup_fingerprint: str) -> WakeRecord:
@@ -123,7 +115,6 @@ async def open_wake(tx: Tx, session_id: str, *, transport: str, setup_fingerprin
         "VALUES (:id, :session_id, :started_at, :ended_at, :transport, :pid, :setup_fingerprint)",
         record.model_dump(),
     )
-    await touch_session(tx, session_id)
     return record
 
 

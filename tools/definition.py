@@ -87,7 +87,8 @@ class ToolDefinition(BaseModel):
         return _drop_null_options(_clean_schema(self.input_model.model_json_schema(by_alias=True)))
 
     def output_schema(self) -> dict[str, Any]:
-        return _clean_schema(self.output_model.model_json_schema(by_alias=True, mode="serialization"))
+        schema: dict[str, Any] = _clean_schema(self.output_model.model_json_schema(by_alias=True, mode="serialization"))
+        return schema
 
 
 def _clean_schema(node: Any) -> Any:

@@ -41,9 +41,7 @@ class EnvironmentOutput(WireModel):
 def mounted_resources(runtime: Runtime) -> list[MountedResource]:
     env = runtime.environment
     return [
-        MountedResource(
-            kind=m.kind, mount_path=m.mount_path, access=m.access, scope=m.scope, prompt=m.prompt
-        )
+        MountedResource(kind=m.kind, mount_path=m.mount_path, access=m.access, scope=m.scope, prompt=m.prompt)
         for m in default_mounts(env.workspace, env.data_dir, env.agent_id, env.vaults)
     ]
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from stores import events, sessions
+from stores import events
 from stores.db import Tx
 from stores.errors import DatabaseBusyError, StoreError
 from stores.ids import canonical_json, sha256_hex, uuid7
@@ -85,7 +85,6 @@ class _Span:
     async def write_started(self, tx: Tx, payload: dict[str, Any]) -> None:
         body = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
         await events.append_event(tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body)
-        await sessions.touch_session(tx, self.attachment.session_id)
 
     async def write_completed(self, tx: Tx, result: CallResult) -> None:
         payload, summary = self.completed_payload(result)
@@ -117,7 +116,7 @@ async def execute(
         return await _record_refusal(span, result, arguments)
 
     try:
-        async with runtime.db.write() as tx:
+        async with runtime.db.autocommit() as tx:
             await span.write_started(
                 tx,
                 {
@@ -132,7 +131,10 @@ async def execute(
         return CallResult("error", str(exc), error_kind="busy")
 
     try:
-        result = await _run(definition, args, canonical, digest, runtime, attachment, ports, span, timeout_seconds)
+        timeout = definition.timeout_seconds
+        if timeout_seconds is not None:
+            timeout = min(timeout, timeout_seconds)
+        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout))
     except BaseException:
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
@@ -142,38 +144,39 @@ async def execute(
     return result
 
 
-async def _run(
-    definition: ToolDefinition,
-    args: Arguments,
-    canonical: dict[str, Any],
-    digest: str,
-    runtime: Runtime,
-    attachment: Attachment,
-    ports: Ports,
-    span: _Span,
-    timeout_seconds: float | None,
-) -> CallResult:
-    timeout = definition.timeout_seconds if timeout_seconds is None else min(timeout_seconds, definition.timeout_seconds)
+@dataclass(frozen=True)
+class _Call:
+    """One parsed call on its way through steps 3 to 8."""
+
+    definition: ToolDefinition
+    args: Arguments
+    canonical: dict[str, Any]
+    digest: str
+    ports: Ports
+    span: _Span
+    timeout: float
+
+
+async def _run(call: _Call) -> CallResult:
+    definition, span, runtime = call.definition, call.span, call.span.runtime
     try:
-        if timeout <= 0:
+        if call.timeout <= 0:
             raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
         if definition.permission_policy == "always_ask":
-            await _require_approval(definition, canonical, digest, ports)
+            await _require_approval(call)
         if definition.handler is None:
             raise _Refusal(
                 "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
             )
         shield = definition.interrupt_behavior == "block"
-        with anyio.CancelScope(shield=shield), anyio.fail_after(timeout):
+        with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.read_only:
                 async with runtime.db.read() as tx:
-                    structured = await _call_handler(definition, args, runtime, attachment, ports, tx, timeout)
-                result = _success(structured)
+                    result = _success(await _call_handler(call, tx))
                 await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
-                    structured = await _call_handler(definition, args, runtime, attachment, ports, tx, timeout)
-                    result = _success(structured)
+                    result = _success(await _call_handler(call, tx))
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
@@ -189,7 +192,7 @@ async def _run(
     except TimeoutError:
         result = CallResult(
             "error",
-            f"{definition.name} did not finish within {timeout:g} s and was stopped; nothing it started was kept.",
+            f"{definition.name} did not finish within {call.timeout:g} s and was stopped; nothing it started was kept.",
             error_kind="timeout",
         )
     except Exception as exc:
@@ -204,25 +207,18 @@ async def _run(
     return result
 
 
-async def _call_handler(
-    definition: ToolDefinition,
-    args: Arguments,
-    runtime: Runtime,
-    attachment: Attachment,
-    ports: Ports,
-    tx: Tx,
-    timeout: float,
-) -> dict[str, Any]:
+async def _call_handler(call: _Call, tx: Tx) -> dict[str, Any]:
+    definition = call.definition
     assert definition.handler is not None
     ctx = ToolContext(
-        runtime=runtime,
-        attachment=attachment,
-        ports=ports,
+        runtime=call.span.runtime,
+        attachment=call.span.attachment,
+        ports=call.ports,
         tx=tx,
-        deadline=anyio.current_time() + timeout,
+        deadline=anyio.current_time() + call.timeout,
         log=logging.getLogger(f"managed_tools.tools.{definition.name}"),
     )
-    output = await definition.handler(ctx, args)
+    output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     return output.model_dump(mode="json", by_alias=True)
@@ -232,14 +228,15 @@ def _success(structured: dict[str, Any]) -> CallResult:
     return CallResult("success", json.dumps(structured, separators=(",", ":"), ensure_ascii=False), structured)
 
 
-async def _require_approval(definition: ToolDefinition, canonical: dict[str, Any], digest: str, ports: Ports) -> None:
+async def _require_approval(call: _Call) -> None:
+    definition = call.definition
     request = ApprovalRequest(
         tool_name=definition.name,
-        arguments=canonical,
-        args_digest=digest,
+        arguments=call.canonical,
+        args_digest=call.digest,
         message=f"Allow {definition.name} to run with these exact arguments?",
     )
-    decision = await ports.consent.approve(request)
+    decision = await call.ports.consent.approve(request)
     if decision.status == "approved":
         return
     if decision.status == "denied":
@@ -255,7 +252,7 @@ async def _require_approval(definition: ToolDefinition, canonical: dict[str, Any
 
 async def _write_completed(span: _Span, result: CallResult) -> None:
     try:
-        async with span.runtime.db.write() as tx:
+        async with span.runtime.db.autocommit() as tx:
             await span.write_completed(tx, result)
         span.completed = True
     except DatabaseBusyError:
@@ -327,4 +324,3 @@ def _preview(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _preview(item) for key, item in list(value.items())[:40]}
     return value
-

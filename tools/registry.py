@@ -83,9 +83,9 @@ def check_definition(definition: ToolDefinition) -> None:
     if definition.read_only and definition.destructive:
         raise RegistryError(f"Tool {name!r} cannot be both read-only and destructive.")
     for label, schema in (("input", definition.input_schema()), ("output", definition.output_schema())):
+        _check_schema(name, label, schema, schema.get("$defs", {}))
         if schema.get("type") != "object":
             raise RegistryError(f"Tool {name!r} {label} schema must be an object schema.")
-        _check_schema(name, label, schema, schema.get("$defs", {}))
     _check_examples(definition)
 
 
@@ -110,9 +110,7 @@ def _check_schema(tool: str, label: str, root: dict[str, Any], defs: dict[str, A
             walk(defs[target], depth, (*refs, target), f"{where}->{target}")
         nested = depth + 1 if kinds in ("object", "array") or "properties" in node or "items" in node else depth
         if nested > MAX_SCHEMA_DEPTH:
-            raise RegistryError(
-                f"Tool {tool!r} {label} schema nests deeper than {MAX_SCHEMA_DEPTH} levels at {where}."
-            )
+            raise RegistryError(f"Tool {tool!r} {label} schema nests deeper than {MAX_SCHEMA_DEPTH} levels at {where}.")
         for key, sub in node.get("properties", {}).items():
             walk(sub, nested, refs, f"{where}.{key}")
         for key in ("items", "additionalProperties", "propertyNames"):

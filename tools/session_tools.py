@@ -104,9 +104,7 @@ def _summary_fields(
 class SessionListInput(Arguments):
     include_current: bool = Field(default=True, description="Include the current session.")
     limit: Annotated[int, Field(ge=1, le=100)] = 10
-    active_minutes: Annotated[int | None, Field(ge=1, description="Only sessions active in the last N minutes.")] = (
-        None
-    )
+    active_minutes: Annotated[int | None, Field(ge=1, description="Only sessions active in the last N minutes.")] = None
     lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
     status: SessionStatus | None = None
 
@@ -174,7 +172,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         environment_id=f"local:{ctx.agent_id}",
         pending_action_kind=None,
         pending_action_tool_name=None,
-        turns=await events.count_events(ctx.tx, record.id, "span.completed"),
+        turns=await events.count_tool_calls(ctx.tx, record.id),
         pending_event_count=pending,
         last_wake_id=None if wake is None else wake.id,
         latest_summary=await events.latest_summary(ctx.tx, record.id),

@@ -1,0 +1,64 @@
+"""The baseline for bench/stdio_roundtrip.py: a bare low-level MCP server with one `echo` tool over stdio.
+
+It does what the SDK must do for any tool call and nothing more (no validation, no database, no audit
+events), so the gap between it and managed-tools is our own per-call cost.
+
+Run: python bench/bare_echo_server.py   (speaks MCP on stdin/stdout)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+ECHO = types.Tool(
+    name="echo",
+    title="Echo",
+    description="Return the text it was given.",
+    input_schema={
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+    annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+)
+LISTING = types.ListToolsResult(tools=[ECHO])
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return LISTING
+
+
+async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name != "echo":
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+    text = str((params.arguments or {}).get("text", ""))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content={"text": text},
+    )
+
+
+server: Server[Any] = Server("bare-echo", version="0.0.1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main() -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)

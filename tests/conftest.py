@@ -1,0 +1,86 @@
+"""Shared fixtures: a real workspace on disk, a real SQLite file, and a real MCP client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult
+
+from server.app import build_server
+from server.config import ServeConfig
+from server.runtime import open_runtime
+from tools.context import Runtime
+from tools.definition import ToolDefinition
+
+ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era (2025-11-25)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def config(workspace: Path) -> ServeConfig:
+    return ServeConfig.build(workspace=workspace, data_dir=None)
+
+
+@pytest.fixture
+async def runtime(config: ServeConfig) -> AsyncIterator[Runtime]:
+    async with open_runtime(config) as rt:
+        yield rt
+
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture
+def connect() -> Connect:
+    """`connect(runtime, mode=..., session_id=...)`: an in-process client attached to a fresh wake."""
+
+    @asynccontextmanager
+    async def _connect(
+        runtime: Runtime, mode: str = "auto", session_id: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Client]:
+        server = build_server(runtime, transport="memory", session_id=session_id)
+        async with Client(server, mode=mode, **kwargs) as client:
+            yield client
+
+    return _connect
+
+
+@asynccontextmanager
+async def runtime_with(config: ServeConfig, *tools: ToolDefinition) -> AsyncIterator[Runtime]:
+    async with open_runtime(config, extra_tools=tools) as rt:
+        yield rt
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """The structured result of a successful call, checked against its text twin."""
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    text = result.content[0]
+    assert text.type == "text"
+    structured: dict[str, Any] = result.structured_content
+    assert json.loads(text.text) == structured
+    return structured
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result.structured_content
+    text = result.content[0]
+    assert text.type == "text"
+    return text.text

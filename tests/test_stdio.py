@@ -1,0 +1,140 @@
+"""The real thing: `managed-tools serve` as a subprocess, spoken to over stdio by `mcp.Client` and by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import ERAS, data
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+SERVE = [sys.executable, "-m", "server", "serve"]
+
+
+@asynccontextmanager
+async def stdio_client(workspace: Path, *extra: str, mode: str = "auto") -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--workspace", str(workspace), *extra])
+    async with Client(params, mode=mode) as client:
+        yield client
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_catalogue_over_stdio(workspace: Path, mode: str) -> None:
+    async with stdio_client(workspace, mode=mode) as client:
+        listing = await client.list_tools()
+        events = data(await client.call_tool("session_get_events", {"limit": 5}))
+        bad = await client.call_tool("session_get_events", {"limit": -1})
+    assert "session_get_events" in {t.name for t in listing.tools}
+    assert events["events"][0]["payload"]["transport"] == "stdio"
+    assert bad.is_error
+    assert (workspace / ".managed-tools" / "state.db").is_file()
+
+
+async def test_resume_a_session_by_id(workspace: Path) -> None:
+    async with stdio_client(workspace) as client:
+        first = data(await client.call_tool("session_get_snapshot", {}))["sessionId"]
+    async with stdio_client(workspace, "--session", first, mode="legacy") as client:
+        again = data(await client.call_tool("session_get_snapshot", {}))
+        traces = data(await client.call_tool("session_list_traces", {}))
+    assert again["sessionId"] == first
+    assert traces["count"] == 2
+
+
+def test_unknown_session_is_a_clear_startup_error(workspace: Path) -> None:
+    proc = subprocess.run(
+        [*SERVE, "--workspace", str(workspace), "--session", "nope"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "Cannot resume session nope: Session nope is not available to agent default." in proc.stderr
+
+
+def test_a_missing_workspace_is_a_clear_startup_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*SERVE, "--workspace", str(tmp_path / "absent")], check=False, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr
+
+
+def _rpc(method: str, params: dict[str, Any], ident: int) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}) + "\n"
+
+
+def test_malformed_json_rpc_does_not_kill_the_server(workspace: Path) -> None:
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "by-hand", "version": "0"},
+    }
+    lines = [
+        "this is not json\n",
+        '{"jsonrpc": "2.0", "id": 99, "method": \n',  # truncated
+        '{"no": "jsonrpc"}\n',
+        _rpc("initialize", initialize, 1),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n",
+        "[1, 2, 3]\n",
+        _rpc("no/such/method", {}, 2),
+        _rpc("tools/call", {"name": "session_list", "arguments": {"limit": "x"}}, 3),
+        _rpc("tools/call", {"name": "environment_describe"}, 4),
+    ]
+    proc = subprocess.Popen(
+        [*SERVE, "--workspace", str(workspace), "--log-level", "DEBUG"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write("".join(lines))
+    proc.stdin.flush()
+    by_id: dict[Any, dict[str, Any]] = {}
+    while not {1, 2, 3, 4} <= set(by_id):  # stdin stays open until every answer is in
+        line = proc.stdout.readline()
+        assert line, "the server closed stdout early"
+        reply = json.loads(line)  # stdout carries nothing but protocol
+        by_id[reply.get("id")] = reply
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    stderr = proc.stderr.read()
+    assert by_id[1]["result"]["protocolVersion"] == "2025-11-25"
+    assert by_id[2]["error"]["code"] == -32601
+    assert by_id[3]["result"]["isError"] is True
+    assert "Invalid arguments for session_list" in by_id[3]["result"]["content"][0]["text"]
+    assert by_id[4]["result"]["structuredContent"]["agentId"] == "default"
+    assert "DEBUG" in stderr  # logs went to stderr
+
+
+async def test_two_server_processes_share_one_database(workspace: Path) -> None:
+    seen: dict[str, str] = {}
+
+    async def worker(label: str, mode: str) -> None:
+        async with stdio_client(workspace, mode=mode) as client:
+            seen[label] = data(await client.call_tool("session_get_snapshot", {}))["sessionId"]
+            for _ in range(20):
+                data(await client.call_tool("session_get_events", {"limit": 3}))
+                data(await client.call_tool("session_list", {}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker, "a", "auto")
+        tg.start_soon(worker, "b", "legacy")
+    assert seen["a"] != seen["b"]
+    async with stdio_client(workspace) as client:
+        listed = data(await client.call_tool("session_list", {"limit": 10}))
+        for label in ("a", "b"):
+            snap = data(await client.call_tool("session_get_snapshot", {"sessionId": seen[label]}))
+            assert snap["turns"] == 41  # every call of that process recorded its completion
+    assert {seen["a"], seen["b"]} <= {s["sessionId"] for s in listed["sessions"]}
