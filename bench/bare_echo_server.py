@@ -1,13 +1,19 @@
-"""The baseline for bench/stdio_roundtrip.py: a bare low-level MCP server with one `echo` tool over stdio.
+"""The baseline for bench/stdio_roundtrip.py: a bare low-level MCP server with an `echo` tool over stdio.
 
 It does what the SDK must do for any tool call and nothing more (no validation, no database, no audit
 events), so the gap between it and managed-tools is our own per-call cost.
+
+With `BENCH_REPLAY_FILE=<json>` set it also serves `replay`: it answers every call with the canned result and
+output schema in that file (a real managed-tools result), so the comparison can hold the payload size equal.
 
 Run: python bench/bare_echo_server.py   (speaks MCP on stdin/stdout)
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,7 +39,19 @@ ECHO = types.Tool(
     },
     annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
 )
-LISTING = types.ListToolsResult(tools=[ECHO])
+REPLAY_FILE = os.environ.get("BENCH_REPLAY_FILE")
+REPLAY: dict[str, Any] = json.loads(Path(REPLAY_FILE).read_text()) if REPLAY_FILE else {}
+TOOLS = [ECHO]
+if REPLAY:
+    TOOLS.append(
+        types.Tool(
+            name="replay",
+            description="Return a canned result.",
+            input_schema={"type": "object"},
+            output_schema=REPLAY["outputSchema"],
+        )
+    )
+LISTING = types.ListToolsResult(tools=TOOLS)
 
 
 async def list_tools(
@@ -43,6 +61,11 @@ async def list_tools(
 
 
 async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "replay" and REPLAY:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=REPLAY["text"])],
+            structured_content=REPLAY["structured"],
+        )
     if params.name != "echo":
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
     text = str((params.arguments or {}).get("text", ""))
