@@ -24,7 +24,7 @@ from tools.context import Attachment, Ports, Runtime, ToolContext
 from tools.definition import ToolDefinition
 from tools.errors import ToolError
 from tools.models import Arguments
-from tools.ports import ApprovalRequest
+from tools.ports import ApprovalRequest, SamplingUnavailableError
 
 log = logging.getLogger("managed_tools.executor")
 
@@ -187,7 +187,7 @@ async def _run(call: _Call) -> CallResult:
         result = CallResult("error", str(exc), error_kind="tool_error")
     except DatabaseBusyError as exc:
         result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind="busy")
-    except StoreError as exc:
+    except (StoreError, SamplingUnavailableError) as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
     except TimeoutError:
         result = CallResult(
