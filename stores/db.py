@@ -9,8 +9,8 @@ snapshot while a writer works.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,19 @@ DEFAULT_BUSY_TIMEOUT_MS = 5_000
 DEFAULT_READERS = 2
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+LOCKED = "The state database is locked by another process; try again in a moment."
+
+
+@contextmanager
+def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
+    """SQLite's "database is locked" after the busy timeout becomes an error a person can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            raise DatabaseBusyError(message) from exc
+        raise
 
 
 class Tx:
@@ -127,14 +137,8 @@ class Database:
     async def write(self) -> AsyncIterator[Tx]:
         """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
         async with self._write_lock:
-            try:
+            with _busy_is_an_error():
                 await self._writer.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if _is_busy(exc):
-                    raise DatabaseBusyError(
-                        "The state database is locked by another process; try again in a moment."
-                    ) from exc
-                raise
             try:
                 yield Tx(self._writer)
             except BaseException:
@@ -142,15 +146,12 @@ class Database:
                     await self._writer.rollback()
                 raise
             else:
-                with anyio.CancelScope(shield=True):
+                stayed_locked = "The state database stayed locked by another process; nothing was written."
+                with anyio.CancelScope(shield=True), _busy_is_an_error(stayed_locked):
                     try:
                         await self._writer.commit()
-                    except sqlite3.OperationalError as exc:
+                    except sqlite3.OperationalError:
                         await self._writer.rollback()
-                        if _is_busy(exc):
-                            raise DatabaseBusyError(
-                                "The state database stayed locked by another process; nothing was written."
-                            ) from exc
                         raise
 
     @asynccontextmanager
@@ -160,14 +161,8 @@ class Database:
         For single-statement writes (an event append), which then cost one hop instead of three.
         """
         async with self._write_lock:
-            try:
+            with _busy_is_an_error():
                 yield Tx(self._writer)
-            except sqlite3.OperationalError as exc:
-                if _is_busy(exc):
-                    raise DatabaseBusyError(
-                        "The state database is locked by another process; try again in a moment."
-                    ) from exc
-                raise
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
