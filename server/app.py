@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -21,6 +22,17 @@ INSTRUCTIONS = (
     "and tools marked always_ask wait for a person's approval. Start with environment_describe and "
     "session_get_snapshot."
 )
+
+
+TIMEOUT_META_KEY = "managed-tools/timeoutMs"
+
+
+def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
+    """A client may shorten a call's deadline with `_meta["managed-tools/timeoutMs"]` (never lengthen it)."""
+    value = (meta or {}).get(TIMEOUT_META_KEY)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value / 1000
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,14 @@ def build_server(runtime: Runtime, *, transport: str, session_id: str | None = N
             progress=RequestProgress(ctx.session),
             sampler=ClientSampler(ctx.session, ctx.request_id),
         )
-        result = await execute(runtime, ctx.lifespan_context.attachment, ports, params.name, params.arguments)
+        result = await execute(
+            runtime,
+            ctx.lifespan_context.attachment,
+            ports,
+            params.name,
+            params.arguments,
+            timeout_seconds=requested_timeout(params.meta),
+        )
         return to_call_result(result)
 
     return Server(

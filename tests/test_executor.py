@@ -14,6 +14,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 from conftest import ERAS, Connect, data, error_text, runtime_with
+from mcp_types import RequestParamsMeta
 from pydantic import Field
 
 from server.config import ServeConfig
@@ -257,3 +258,13 @@ async def test_a_short_lock_is_waited_out(probed: Runtime, connect: Connect) -> 
         result = data(await client.call_tool("probe_write", {"label": "mine"}))
         await proc.wait()
     assert result == {"rows": 2}
+
+
+async def test_a_client_deadline_shortens_the_timeout(probed: Runtime, connect: Connect) -> None:
+    expired: RequestParamsMeta = {"managed-tools/timeoutMs": 0}  # type: ignore[typeddict-unknown-key]
+    generous: RequestParamsMeta = {"managed-tools/timeoutMs": 10_000_000}  # type: ignore[typeddict-unknown-key]
+    async with connect(probed) as client:
+        late = await client.call_tool("probe_write", {"label": "a"}, meta=expired)
+        ok = await client.call_tool("probe_write", {"label": "a"}, meta=generous)
+    assert "deadline for probe_write had already passed; it was not run" in error_text(late)
+    assert data(ok) == {"rows": 1}  # a long deadline cannot lengthen the tool's own timeout, nor break it
