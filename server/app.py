@@ -9,10 +9,12 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from server import SERVER_NAME, __version__
 from server.attach import attach, detach
-from server.ports import ClientSampler, RequestProgress, UnavailableConsent
+from server.consent import CallConsent
+from server.ports import ClientSampler, RequestProgress
 from server.publish import to_call_result, to_mcp_tool
 from tools.context import Attachment, Ports, Runtime
 from tools.executor import execute
@@ -41,8 +43,21 @@ class ConnectionState:
     attachment: Attachment
 
 
-def build_server(runtime: Runtime, *, transport: str, session_id: str | None = None) -> Server[ConnectionState]:
-    """A server whose every connection attaches to `session_id` (or a new session) and opens a wake."""
+DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
+
+
+def build_server(
+    runtime: Runtime,
+    *,
+    transport: str,
+    session_id: str | None = None,
+    approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS,
+) -> Server[ConnectionState]:
+    """A server whose every connection attaches to `session_id` (or a new session) and opens a wake.
+
+    `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
+    lifetime of a sealed `requestState` (2026-07-28).
+    """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
 
     @asynccontextmanager
@@ -60,23 +75,22 @@ def build_server(runtime: Runtime, *, transport: str, session_id: str | None = N
 
     async def call_tool(
         ctx: ServerRequestContext[ConnectionState], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        attachment = ctx.lifespan_context.attachment
+        consent = CallConsent(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds)
         ports = Ports(
-            consent=UnavailableConsent(),
+            consent=consent,
             progress=RequestProgress(ctx.session),
             sampler=ClientSampler(ctx.session, ctx.request_id),
         )
         result = await execute(
-            runtime,
-            ctx.lifespan_context.attachment,
-            ports,
-            params.name,
-            params.arguments,
-            timeout_seconds=requested_timeout(params.meta),
+            runtime, attachment, ports, params.name, params.arguments, timeout_seconds=requested_timeout(params.meta)
         )
+        if result.error_kind == "input_required" and consent.input_required is not None:
+            return consent.input_required
         return to_call_result(result)
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         title="Managed tools",
@@ -85,3 +99,7 @@ def build_server(runtime: Runtime, *, transport: str, session_id: str | None = N
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
+    security = RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
+    return server

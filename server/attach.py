@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 
 from stores import events, sessions
+from stores.errors import DatabaseBusyError
 from tools.context import Attachment, Runtime
 from tools.environment import setup_fingerprint
+
+log = logging.getLogger("managed_tools.attach")
 
 
 async def attach(runtime: Runtime, session_id: str | None, transport: str) -> Attachment:
@@ -32,14 +37,22 @@ async def attach(runtime: Runtime, session_id: str | None, transport: str) -> At
 
 
 async def detach(runtime: Runtime, attachment: Attachment) -> None:
+    """Close the wake. A database still locked by another process only costs the wake its end time."""
     with anyio.CancelScope(shield=True):
-        async with runtime.db.write() as tx:
-            await sessions.close_wake(tx, attachment.wake_id)
-            await events.append_event(
-                tx,
-                attachment.session_id,
-                attachment.wake_id,
-                "span.completed",
-                {"spanId": attachment.wake_id, "spanKind": "wake", "result": "success"},
-                summary="Disconnected",
-            )
+        try:
+            await _close(runtime, attachment)
+        except DatabaseBusyError:
+            log.warning("wake %s left open: the state database stayed locked at disconnect", attachment.wake_id)
+
+
+async def _close(runtime: Runtime, attachment: Attachment) -> None:
+    async with runtime.db.write() as tx:
+        await sessions.close_wake(tx, attachment.wake_id)
+        await events.append_event(
+            tx,
+            attachment.session_id,
+            attachment.wake_id,
+            "span.completed",
+            {"spanId": attachment.wake_id, "spanKind": "wake", "result": "success"},
+            summary="Disconnected",
+        )

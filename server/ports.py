@@ -5,14 +5,7 @@ from __future__ import annotations
 import mcp_types as types
 from mcp.server.session import ServerSession
 
-from tools.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
-
-
-class UnavailableConsent:
-    """Nobody can be asked yet, so every always_ask call is refused (fail closed)."""
-
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision(status="unavailable")
+from tools.ports import SamplingUnavailableError
 
 
 class RequestProgress:

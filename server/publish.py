@@ -11,6 +11,7 @@ from tools.executor import CallResult
 
 TOOL_META_KEY = "managed-tools/tool"
 ERROR_META_KEY = "managed-tools/error"
+ACTION_META_KEY = "managed-tools/requiresAction"
 
 
 def tool_meta(definition: ToolDefinition) -> dict[str, Any]:
@@ -47,5 +48,7 @@ def to_call_result(result: CallResult) -> types.CallToolResult:
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
     if not result.is_error:
         return types.CallToolResult(content=content, structured_content=result.structured)
-    meta = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}, **result.meta}
+    meta: dict[str, Any] = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}}
+    if result.action_required is not None:
+        meta[ACTION_META_KEY] = result.action_required
     return types.CallToolResult(content=content, is_error=True, _meta=meta)

@@ -53,4 +53,29 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             END""",
         ),
     ),
+    (
+        2,
+        "permission requests",
+        (
+            """CREATE TABLE approvals (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                kind TEXT NOT NULL CHECK (kind IN ('tool_confirmation','custom_tool')),
+                tool_name TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                args_digest TEXT NOT NULL,
+                channel TEXT NOT NULL CHECK (channel IN ('elicitation','input_required','out_of_band')),
+                status TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending','approved','denied','consumed','cleared')),
+                requested_at TEXT NOT NULL,
+                decided_at TEXT,
+                decided_by TEXT,
+                note TEXT,
+                response TEXT,
+                consumed_at TEXT
+            )""",
+            "CREATE INDEX approvals_lookup ON approvals(session_id, tool_name, args_digest, status)",
+            "CREATE INDEX approvals_status ON approvals(status, requested_at)",
+        ),
+    ),
 )

@@ -30,9 +30,18 @@ log = logging.getLogger("managed_tools.executor")
 
 Status = Literal["success", "error", "blocked", "cancelled"]
 ErrorKind = Literal[
-    "unknown_tool", "invalid_arguments", "deadline", "permission", "tool_error", "timeout", "busy", "internal"
+    "unknown_tool",
+    "invalid_arguments",
+    "deadline",
+    "permission",
+    "input_required",
+    "tool_error",
+    "timeout",
+    "busy",
+    "internal",
 ]
 PREVIEW_CHARS = 200
+CONSENT_ARGS_CHARS = 2000
 MAX_NAME_CHARS = 64
 
 
@@ -44,7 +53,7 @@ class CallResult:
     text: str
     structured: dict[str, Any] | None = None
     error_kind: ErrorKind | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    action_required: dict[str, Any] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -52,10 +61,13 @@ class CallResult:
 
 
 class _Refusal(Exception):
-    def __init__(self, kind: ErrorKind, message: str, status: Status = "error") -> None:
+    def __init__(
+        self, kind: ErrorKind, message: str, status: Status = "error", action: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.action = action
 
 
 @dataclass
@@ -162,12 +174,17 @@ async def _run(call: _Call) -> CallResult:
     try:
         if call.timeout <= 0:
             raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
-        if definition.permission_policy == "always_ask":
-            await _require_approval(call)
         if definition.handler is None:
-            raise _Refusal(
-                "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
-            )
+            if definition.ownership != "custom":
+                raise _Refusal(
+                    "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
+                )
+            # A person is the implementation of a custom tool: their answer, once valid, is the result.
+            result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+            await _write_completed(span, result)
+            return result
+        if definition.permission_policy == "always_ask":
+            await _ask(call, "tool_confirmation")
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.read_only:
@@ -182,7 +199,7 @@ async def _run(call: _Call) -> CallResult:
                 span.completed = True
         return result
     except _Refusal as refusal:
-        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
+        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
     except ToolError as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
     except DatabaseBusyError as exc:
@@ -228,26 +245,58 @@ def _success(structured: dict[str, Any]) -> CallResult:
     return CallResult("success", json.dumps(structured, separators=(",", ":"), ensure_ascii=False), structured)
 
 
-async def _require_approval(call: _Call) -> None:
+async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:
+    """Step 4: nothing happens until a person has said yes to these exact arguments (or answered, for a
+    custom tool). Every answer but `approved` becomes a refusal; the value of an approved custom call returns."""
     definition = call.definition
+    name = definition.name
     request = ApprovalRequest(
-        tool_name=definition.name,
+        kind=kind,
+        tool_name=name,
         arguments=call.canonical,
         args_digest=call.digest,
-        message=f"Allow {definition.name} to run with these exact arguments?",
+        message=_consent_message(definition, call.canonical, kind),
+        value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
-    decision = await call.ports.consent.approve(request)
+    decision = await call.ports.consent.ask(request)
     if decision.status == "approved":
-        return
+        return decision.value
+    action = {"requestId": decision.request_id, "toolName": name, "argsDigest": call.digest}
     if decision.status == "denied":
         note = f": {decision.note}" if decision.note else ""
-        raise _Refusal("permission", f"The user denied confirmation for {definition.name}{note}.", "blocked")
+        why = f" ({decision.reason})" if decision.reason and decision.reason != "declined" else ""
+        raise _Refusal("permission", f"The user denied confirmation for {name}{note}{why}.", "blocked")
+    if decision.status == "pending":
+        raise _Refusal("permission", decision.reason or f"{name} is waiting for a person.", "blocked", action)
+    if decision.status == "input_required":
+        raise _Refusal("input_required", f"{name} is waiting for the user's answer.", "blocked", action)
     raise _Refusal(
         "permission",
-        f"{definition.name} needs a person's approval and no way to ask one is available here, "
+        f"{name} needs a person's approval and no way to ask one is available here, "
         "so it was not run (always_ask tools fail closed).",
         "blocked",
     )
+
+
+def _consent_message(definition: ToolDefinition, arguments: dict[str, Any], kind: str) -> str:
+    shown = json.dumps(arguments, indent=2, ensure_ascii=False)
+    if len(shown) > CONSENT_ARGS_CHARS:
+        shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
+    if kind == "custom_tool":
+        return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
+    return f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
+
+
+def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        output = call.definition.output_model.model_validate(value or {})
+    except ValidationError as exc:
+        raise _Refusal(
+            "tool_error",
+            f"The answer given for {call.definition.name} does not match its output schema: "
+            f"{exc.errors(include_url=False)[0]['msg']}.",
+        ) from None
+    return output.model_dump(mode="json", by_alias=True)
 
 
 async def _write_completed(span: _Span, result: CallResult) -> None:

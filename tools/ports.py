@@ -12,30 +12,42 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ApprovalRequest(BaseModel):
-    """The exact action a person must judge: a tool, its canonical arguments and their digest."""
+    """What a person must judge: a tool, its canonical arguments and their digest, and a message describing
+    the exact action. `kind="custom_tool"` asks the person for the tool's result, shaped by `value_schema`."""
 
     model_config = ConfigDict(frozen=True)
 
+    kind: Literal["tool_confirmation", "custom_tool"] = "tool_confirmation"
     tool_name: str
     arguments: dict[str, Any]
     args_digest: str
     message: str
+    value_schema: dict[str, Any] | None = None
 
 
 class ApprovalDecision(BaseModel):
-    """`unavailable` means nobody could be asked; the executor treats it as a refusal (fail closed)."""
+    """The answer, or why there is none yet.
+
+    - `approved`: run now (for a custom tool, `value` is the person's result);
+    - `denied`: a person said no, or the wait ended without a yes (`reason` says which);
+    - `pending`: recorded as request `request_id`, to be answered out of band before the call is retried;
+    - `input_required`: the server returns the question to the client, which retries with the answer;
+    - `unavailable`: nobody can be asked. Every status but `approved` means the action does not happen.
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    status: Literal["approved", "denied", "unavailable"]
-    note: str | None = None
+    status: Literal["approved", "denied", "pending", "input_required", "unavailable"]
     request_id: str | None = None
+    note: str | None = None
+    reason: str | None = None
+    value: dict[str, Any] | None = None
 
 
 class Consent(Protocol):
-    """Ask a human to approve an action before its side effect happens."""
+    """Ask a human to approve an action (or supply a custom tool's result) before anything happens."""
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision: ...
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision: ...
 
 
 class Progress(Protocol):

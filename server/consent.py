@@ -1,0 +1,266 @@
+"""The Consent port over MCP: how a permission question reaches a person, for every kind of client.
+
+1. An approval already given out of band for exactly this call (same session, tool and argument digest) is
+   used, once.
+2. A 2026-07-28 client that declared elicitation gets an input-required result carrying the question; its
+   retry carries the answer and a sealed `requestState` naming the request (the SDK's boundary verifies the
+   seal, expiry and binding to tool + arguments; the request store refuses a replay).
+3. A handshake-era client that declared elicitation gets `elicitation/create` on the call's own stream, with a
+   bounded wait.
+4. Anyone else: fail closed. The request is recorded and the answer comes from `managed-tools approve` (or
+   `respond` for a custom tool); the next call with the same arguments then runs, once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+
+from stores import approvals
+from stores.approvals import ApprovalRecord
+from stores.db import Tx
+from stores.errors import NotFoundError
+from tools.context import Attachment, Runtime
+from tools.ports import ApprovalDecision, ApprovalRequest
+
+log = logging.getLogger("managed_tools.consent")
+
+INPUT_KEY = "consent"
+MAX_NOTE_CHARS = 500
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve", "description": "Run exactly this action?"},
+        "note": {"type": "string", "title": "Note", "description": "Optional note for the record"},
+    },
+    "required": ["approve"],
+}
+FORM_TYPES = frozenset({"string", "number", "integer", "boolean"})
+
+
+class _State(BaseModel):
+    """The plaintext of our `requestState`; the SDK seals it, so a client can neither read nor forge it."""
+
+    request_id: str
+
+
+def form_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An output schema usable as an elicitation form (flat properties of primitive types), else None."""
+    if not schema or schema.get("type") != "object" or "$defs" in schema:
+        return None
+    properties = schema.get("properties", {})
+    for prop in properties.values():
+        if prop.get("type") not in FORM_TYPES:
+            return None
+    return {"type": "object", "properties": properties, "required": list(schema.get("required", []))}
+
+
+class CallConsent:
+    """Consent for one `tools/call`. After a call, `input_required` holds the result to send back (2026-07-28)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        attachment: Attachment,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        *,
+        wait_seconds: float,
+    ) -> None:
+        self._runtime = runtime
+        self._attachment = attachment
+        self._ctx = ctx
+        self._params = params
+        self._wait = wait_seconds
+        self.input_required: types.InputRequiredResult | None = None
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        used = await self._use_out_of_band_answer(request)
+        if used is not None:
+            return used
+        caps = self._ctx.session.client_capabilities
+        elicits = caps is not None and caps.elicitation is not None
+        schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
+        if elicits and schema is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await self._input_required_round(request, schema)
+        if elicits and schema is not None and self._ctx.session.can_send_request:
+            return await self._elicit(request, schema)
+        return await self._out_of_band(request)
+
+    # -- 1. an answer given out of band ------------------------------------------------------------------
+
+    async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        async with self._runtime.db.write() as tx:
+            record = await approvals.find(
+                tx,
+                self._attachment.session_id,
+                request.tool_name,
+                request.args_digest,
+                status="approved",
+                kind=request.kind,
+            )
+            if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
+                return None
+        return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
+
+    # -- 2. 2026-07-28: input-required round trip -------------------------------------------------------
+
+    async def _input_required_round(self, request: ApprovalRequest, schema: dict[str, Any]) -> ApprovalDecision:
+        state = self._params.request_state
+        if state is None:
+            record = await self._record(request, "input_required")
+            elicitation = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message=request.message, requested_schema=schema)
+            )
+            self.input_required = types.InputRequiredResult(
+                input_requests={INPUT_KEY: elicitation},
+                request_state=_State(request_id=record.id).model_dump_json(),
+            )
+            return ApprovalDecision(status="input_required", request_id=record.id)
+        try:
+            request_id = _State.model_validate_json(state).request_id
+        except ValidationError:
+            return ApprovalDecision(status="denied", reason="the request state is not ours")
+        async with self._runtime.db.read() as tx:
+            try:
+                record = await approvals.get(tx, request_id)
+            except NotFoundError:
+                return ApprovalDecision(status="denied", reason="the request state names no request")
+        if not self._same_call(record, request, "input_required") or record.status != "pending":
+            return ApprovalDecision(
+                status="denied", request_id=request_id, reason="that answer was already used or is for another call"
+            )
+        answer = (self._params.input_responses or {}).get(INPUT_KEY)
+        return await self._settle(record, request, answer if isinstance(answer, types.ElicitResult) else None)
+
+    # -- 3. handshake era: elicitation/create on the call's own stream -------------------------------------
+
+    async def _elicit(self, request: ApprovalRequest, schema: dict[str, Any]) -> ApprovalDecision:
+        record = await self._record(request, "elicitation")
+        answer: types.ElicitResult | None = None
+        with anyio.move_on_after(self._wait):
+            try:
+                answer = await self._ctx.session.elicit_form(
+                    request.message, requested_schema=schema, related_request_id=self._ctx.request_id
+                )
+            except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
+                log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
+                return await self._settle(record, request, None, reason="the client could not show the question")
+        return await self._settle(record, request, answer, reason=None if answer else "no answer in time")
+
+    # -- 4. out of band ----------------------------------------------------------------------------------
+
+    async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self._runtime.db.write() as tx:
+            record = await approvals.find(
+                tx,
+                self._attachment.session_id,
+                request.tool_name,
+                request.args_digest,
+                status="pending",
+                kind=request.kind,
+            )
+            if record is None:
+                record = await self._create(tx, request, "out_of_band")
+        return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
+
+    def _instructions(self, record: ApprovalRecord) -> str:
+        where = f" --data-dir {shlex.quote(str(self._runtime.environment.data_dir))}"
+        if record.kind == "custom_tool":
+            return (
+                f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
+                f"Request {record.id} is waiting: ask them to run `managed-tools respond {record.id} --json "
+                f"'<result>'{where}` in a terminal, then call {record.tool_name} again with the same arguments."
+            )
+        return (
+            f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
+            f"Request {record.id} is waiting: ask them to run `managed-tools approve {record.id}{where}` (or "
+            f"`managed-tools deny {record.id}{where}`) in a terminal, then call {record.tool_name} again with "
+            "exactly the same arguments. It runs once; other arguments need their own approval."
+        )
+
+    # -- shared ------------------------------------------------------------------------------------------
+
+    async def _record(self, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
+        async with self._runtime.db.write() as tx:
+            return await self._create(tx, request, channel)
+
+    async def _create(self, tx: Tx, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
+        return await approvals.create(
+            tx,
+            session_id=self._attachment.session_id,
+            wake_id=self._attachment.wake_id,
+            kind=request.kind,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            args_digest=request.args_digest,
+            channel=channel,
+        )
+
+    def _same_call(self, record: ApprovalRecord, request: ApprovalRequest, channel: str) -> bool:
+        return (
+            record.session_id == self._attachment.session_id
+            and record.tool_name == request.tool_name
+            and record.args_digest == request.args_digest
+            and record.kind == request.kind
+            and record.channel == channel
+        )
+
+    async def _settle(
+        self,
+        record: ApprovalRecord,
+        request: ApprovalRequest,
+        answer: types.ElicitResult | None,
+        *,
+        reason: str | None = None,
+    ) -> ApprovalDecision:
+        """Turn the client's answer into a decision, record it, and consume it if it is a yes."""
+        approved, note, value, why = _judge(request, answer)
+        async with self._runtime.db.write() as tx:
+            await approvals.decide(
+                tx,
+                record.id,
+                approved=approved,
+                by=f"{record.channel}:{self._client_name()}",
+                wake_id=self._attachment.wake_id,
+                note=note,
+                reason=reason or why,
+                response=value,
+            )
+            if approved:
+                await approvals.consume(tx, record.id, self._attachment.wake_id)
+        if approved:
+            return ApprovalDecision(status="approved", request_id=record.id, note=note, value=value)
+        return ApprovalDecision(status="denied", request_id=record.id, note=note, reason=reason or why)
+
+    def _client_name(self) -> str:
+        params = self._ctx.session.client_params
+        return params.client_info.name if params is not None else "client"
+
+
+def _judge(
+    request: ApprovalRequest, answer: types.ElicitResult | None
+) -> tuple[bool, str | None, dict[str, Any] | None, str]:
+    """(approved, note, value, reason). Anything but a well-formed yes is a no."""
+    if answer is None:
+        return False, None, None, "no answer"
+    if answer.action != "accept":
+        return False, None, None, {"decline": "declined", "cancel": "cancelled"}[answer.action]
+    content = answer.content if isinstance(answer.content, dict) else {}
+    if request.kind == "custom_tool":
+        return True, None, dict(content), "answered"
+    raw_note = content.get("note")
+    note = raw_note[:MAX_NOTE_CHARS] if isinstance(raw_note, str) and raw_note.strip() else None
+    if content.get("approve") is True:
+        return True, note, None, "approved"
+    if content.get("approve") is False:
+        return False, note, None, "declined"
+    return False, note, None, "the answer was not a yes or no: " + json.dumps(content, default=str)[:80]

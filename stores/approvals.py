@@ -1,0 +1,210 @@
+"""Permission requests: what a person was asked to approve (a tool and its exact arguments), and the answer.
+
+A request moves pending → approved → consumed (it ran, once) or pending → denied, or is cleared by an interrupt.
+Every change is an event in the same transaction, and the session's status follows: `requires_action` while
+any request of it waits for a person, `idle` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from stores import events
+from stores.db import Tx
+from stores.errors import NotFoundError, StoreError
+from stores.ids import utc_now, uuid7
+
+Kind = Literal["tool_confirmation", "custom_tool"]
+Channel = Literal["elicitation", "input_required", "out_of_band"]
+Status = Literal["pending", "approved", "denied", "consumed", "cleared"]
+
+
+class ApprovalRecord(BaseModel):
+    id: str
+    session_id: str
+    kind: Kind
+    tool_name: str
+    arguments: dict[str, Any]
+    args_digest: str
+    channel: Channel
+    status: Status
+    requested_at: str
+    decided_at: str | None
+    decided_by: str | None
+    note: str | None
+    response: dict[str, Any] | None
+    consumed_at: str | None
+
+
+def _record(row: sqlite3.Row) -> ApprovalRecord:
+    data = dict(row)
+    data["arguments"] = json.loads(data["arguments"])
+    data["response"] = None if data["response"] is None else json.loads(data["response"])
+    return ApprovalRecord(**data)
+
+
+async def _sync_session_status(tx: Tx, session_id: str) -> None:
+    waiting = await tx.scalar(
+        "SELECT COUNT(*) FROM approvals WHERE session_id = ? AND status = 'pending'", (session_id,)
+    )
+    status, reason = ("requires_action", "requires_action") if waiting else ("idle", None)
+    await tx.execute(
+        "UPDATE sessions SET status = ?, stop_reason = ? WHERE id = ? AND status != 'terminated'",
+        (status, reason, session_id),
+    )
+
+
+async def create(
+    tx: Tx,
+    *,
+    session_id: str,
+    wake_id: str | None,
+    kind: Kind,
+    tool_name: str,
+    arguments: dict[str, Any],
+    args_digest: str,
+    channel: Channel,
+) -> ApprovalRecord:
+    record = ApprovalRecord(
+        id=uuid7(),
+        session_id=session_id,
+        kind=kind,
+        tool_name=tool_name,
+        arguments=arguments,
+        args_digest=args_digest,
+        channel=channel,
+        status="pending",
+        requested_at=utc_now(),
+        decided_at=None,
+        decided_by=None,
+        note=None,
+        response=None,
+        consumed_at=None,
+    )
+    await tx.execute(
+        "INSERT INTO approvals (id, session_id, kind, tool_name, arguments, args_digest, channel, status, "
+        "requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        (
+            record.id,
+            session_id,
+            kind,
+            tool_name,
+            json.dumps(arguments, ensure_ascii=False),
+            args_digest,
+            channel,
+            record.requested_at,
+        ),
+    )
+    await events.append_event(
+        tx,
+        session_id,
+        wake_id,
+        "permission.requested",
+        {"requestId": record.id, "kind": kind, "toolName": tool_name, "argsDigest": args_digest, "channel": channel},
+        summary=f"Awaiting {'confirmation to run' if kind == 'tool_confirmation' else 'a result for'} {tool_name}.",
+    )
+    await _sync_session_status(tx, session_id)
+    return record
+
+
+async def get(tx: Tx, request_id: str) -> ApprovalRecord:
+    row = await tx.fetchone("SELECT * FROM approvals WHERE id = ?", (request_id,))
+    if row is None:
+        raise NotFoundError(f"No permission request {request_id} exists.")
+    return _record(row)
+
+
+async def find(
+    tx: Tx, session_id: str, tool_name: str, args_digest: str, *, status: Status, kind: Kind
+) -> ApprovalRecord | None:
+    """The oldest request of the session for exactly this tool, kind and arguments, in `status`."""
+    row = await tx.fetchone(
+        "SELECT * FROM approvals WHERE session_id = ? AND tool_name = ? AND args_digest = ? AND status = ? "
+        "AND kind = ? ORDER BY requested_at, id LIMIT 1",
+        (session_id, tool_name, args_digest, status, kind),
+    )
+    return None if row is None else _record(row)
+
+
+async def decide(
+    tx: Tx,
+    request_id: str,
+    *,
+    approved: bool,
+    by: str,
+    wake_id: str | None = None,
+    note: str | None = None,
+    reason: str | None = None,
+    response: dict[str, Any] | None = None,
+) -> ApprovalRecord:
+    """Record a person's answer. Only a pending request can be decided, and only once."""
+    record = await get(tx, request_id)
+    if record.status != "pending":
+        raise StoreError(f"Permission request {request_id} is already {record.status}; it cannot be decided again.")
+    status: Status = "approved" if approved else "denied"
+    now = utc_now()
+    await tx.execute(
+        "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, note = ?, response = ? "
+        "WHERE id = ? AND status = 'pending'",
+        (status, now, by, note, None if response is None else json.dumps(response, ensure_ascii=False), request_id),
+    )
+    payload: dict[str, Any] = {"requestId": request_id, "toolName": record.tool_name, "allowed": approved, "by": by}
+    if note:
+        payload["note"] = note
+    if reason:
+        payload["reason"] = reason
+    verdict = "approved" if approved else "denied"
+    await events.append_event(
+        tx, record.session_id, wake_id, "permission.decided", payload, summary=f"{record.tool_name} {verdict}."
+    )
+    await _sync_session_status(tx, record.session_id)
+    return record.model_copy(update={"status": status, "decided_at": now, "decided_by": by, "note": note})
+
+
+async def consume(tx: Tx, request_id: str, wake_id: str | None) -> bool:
+    """Mark an approved request as used; True only for the one caller that flips it (an approval runs once)."""
+    changed = await tx.execute(
+        "UPDATE approvals SET status = 'consumed', consumed_at = ? WHERE id = ? AND status = 'approved'",
+        (utc_now(), request_id),
+    )
+    if changed != 1:
+        return False
+    record = await get(tx, request_id)
+    await events.append_event(
+        tx, record.session_id, wake_id, "permission.consumed", {"requestId": request_id, "toolName": record.tool_name}
+    )
+    return True
+
+
+async def list_open(tx: Tx, session_id: str | None = None) -> list[ApprovalRecord]:
+    """Requests still waiting for a person (pending) or for the model's retry (approved), oldest first."""
+    sql = "SELECT * FROM approvals WHERE status IN ('pending', 'approved')"
+    params: tuple[str, ...] = ()
+    if session_id is not None:
+        sql += " AND session_id = ?"
+        params = (session_id,)
+    return [_record(row) for row in await tx.fetchall(sql + " ORDER BY requested_at, id", params)]
+
+
+async def interrupt(tx: Tx, session_id: str, *, by: str, note: str | None = None) -> int:
+    """Clear every open request of the session; the session is idle again. Returns how many were cleared."""
+    cleared = await tx.execute(
+        "UPDATE approvals SET status = 'cleared', decided_at = ?, decided_by = ?, note = ? "
+        "WHERE session_id = ? AND status IN ('pending', 'approved')",
+        (utc_now(), by, note, session_id),
+    )
+    suffix = f": {note}" if note else ""
+    await events.append_event(
+        tx,
+        session_id,
+        None,
+        "session.interrupted",
+        {"cleared": cleared, "by": by, **({"note": note} if note else {})},
+        summary=f"User interrupted prior blocked work{suffix}",
+    )
+    await _sync_session_status(tx, session_id)
+    return cleared
