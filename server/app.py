@@ -13,6 +13,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from server import SERVER_NAME, __version__
 from server.attach import attach, detach
+from server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from server.consent import CallConsent
 from server.ports import ClientSampler, RequestProgress
 from server.publish import to_call_result, to_mcp_tool
@@ -41,9 +42,6 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 class ConnectionState:
     runtime: Runtime
     attachment: Attachment
-
-
-DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
 
 
 def build_server(

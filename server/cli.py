@@ -6,15 +6,16 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
-from server import __version__
+from server import __version__, human
 from server.app import build_server
-from server.config import ServeConfig
+from server.config import ConfigError, ServeConfig
 from server.publish import to_mcp_tool
 from server.runtime import StartupError, open_runtime
 from tools.catalogue import build_registry
@@ -29,42 +30,85 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Run 'managed-tools serve' from an MCP client configuration (see mcp.json).",
     )
     parser.add_argument("--version", action="version", version=f"managed-tools {__version__}")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
+    where.add_argument("--data-dir", type=Path, help="where state lives (default: <workspace>/.managed-tools)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve the catalogue to one MCP client over stdio")
-    serve.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
-    serve.add_argument("--data-dir", type=Path, help="where state lives (default: <workspace>/.managed-tools)")
+    serve = commands.add_parser("serve", parents=[where], help="serve the catalogue to one MCP client over stdio")
     serve.add_argument("--agent", default="default", help="the agent identity sessions belong to (default: default)")
     serve.add_argument("--session", metavar="ID", help="resume this session instead of starting a new one")
+    serve.add_argument("--allow", metavar="TOOL", action="append", default=[], help="pre-approve TOOL (repeatable)")
+    serve.add_argument("--ask", metavar="TOOL", action="append", default=[], help="always ask before TOOL runs")
+    serve.add_argument(
+        "--approval-wait", metavar="SECONDS", type=float, help="how long a person has to answer (default: 120)"
+    )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
     tools = commands.add_parser("tools", help="print the tool catalogue")
     tools.add_argument("--json", action="store_true", help="one JSON document for machines")
+
+    pending = commands.add_parser("pending", parents=[where], help="list permission requests waiting for a person")
+    pending.add_argument("--json", action="store_true", help="one JSON document for machines")
+    for name, verb in (("approve", "approve"), ("deny", "refuse")):
+        sub = commands.add_parser(name, parents=[where], help=f"{verb} a waiting permission request")
+        sub.add_argument("request_id", metavar="ID")
+        sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
+    respond = commands.add_parser("respond", parents=[where], help="answer a custom tool's request with its result")
+    respond.add_argument("request_id", metavar="ID")
+    respond.add_argument("--json", dest="answer", required=True, metavar="OBJECT", help="the result, a JSON object")
+    stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
+    stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
+    stop.add_argument("--note", help="a note recorded with the interrupt")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "serve":
-        return _serve(args)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     if args.command == "tools":
         return _print_tools(as_json=args.json)
-    parser.print_help(sys.stderr)
-    return 2
-
-
-def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        stream=sys.stderr, level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     try:
         config = ServeConfig.build(
-            workspace=args.workspace, data_dir=args.data_dir, agent=args.agent, session=args.session
+            workspace=args.workspace,
+            data_dir=args.data_dir,
+            agent=getattr(args, "agent", "default"),
+            session=getattr(args, "session", None) if args.command == "serve" else None,
+            allow=tuple(getattr(args, "allow", ())),
+            ask=tuple(getattr(args, "ask", ())),
+            approval_wait_seconds=getattr(args, "approval_wait", None),
         )
     except ValidationError as exc:
         print(f"managed-tools: invalid configuration: {exc.errors(include_url=False)[0]['msg']}", file=sys.stderr)
         return 2
+    except ConfigError as exc:
+        print(f"managed-tools: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        return _serve(config, args.log_level)
+    return _human(args, config)
+
+
+def _human(args: argparse.Namespace, config: ServeConfig) -> int:
+    commands: dict[str, Callable[[], Awaitable[None]]] = {
+        "pending": lambda: human.pending(config, as_json=args.json),
+        "approve": lambda: human.decide(config, args.request_id, approve=True, note=args.note),
+        "deny": lambda: human.decide(config, args.request_id, approve=False, note=args.note),
+        "respond": lambda: human.respond(config, args.request_id, args.answer),
+        "interrupt": lambda: human.interrupt(config, args.session, note=args.note),
+    }
+    try:
+        anyio.run(commands[args.command])
+    except human.HumanError as exc:
+        return human.fail(str(exc))
+    return 0
+
+
+def _serve(config: ServeConfig, log_level: str) -> int:
+    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         anyio.run(_serve_stdio, config)
     except StartupError as exc:
@@ -77,7 +121,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _serve_stdio(config: ServeConfig) -> None:
     async with open_runtime(config) as runtime:
-        server = build_server(runtime, transport="stdio", session_id=config.session)
+        server = build_server(
+            runtime,
+            transport="stdio",
+            session_id=config.session,
+            approval_wait_seconds=config.approval_wait_seconds,
+        )
         log.info("serving agent %s from %s over stdio", config.agent, config.data_dir)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

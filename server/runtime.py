@@ -12,7 +12,9 @@ from stores.db import Database
 from stores.errors import StoreError
 from tools.catalogue import build_registry
 from tools.context import Environment, Runtime
+from tools.custom import custom_tool
 from tools.definition import ToolDefinition
+from tools.errors import RegistryError
 
 
 class StartupError(Exception):
@@ -23,7 +25,11 @@ class StartupError(Exception):
 async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, ...] = ()) -> AsyncIterator[Runtime]:
     if not config.workspace.is_dir():
         raise StartupError(f"The workspace {config.workspace} is not a directory.")
-    registry = build_registry(extra_tools)
+    try:
+        custom = tuple(custom_tool(spec) for spec in config.custom_tools)
+        registry = build_registry(custom + extra_tools, config.policy)
+    except RegistryError as exc:
+        raise StartupError(str(exc)) from exc
     db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
     try:
         if config.session is not None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tools import environment, session_tools
-from tools.definition import ToolDefinition
+from tools.definition import PermissionPolicy, ToolDefinition
+from tools.errors import RegistryError
 from tools.registry import Registry
 
 FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
@@ -12,6 +15,19 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
 )
 
 
-def build_registry(extra: tuple[ToolDefinition, ...] = ()) -> Registry:
-    """The managed tools plus `extra` (user or test tools), all checked against the registry rules."""
-    return Registry([definition for family in FAMILIES for definition in family] + list(extra))
+def build_registry(
+    extra: tuple[ToolDefinition, ...] = (), policy: Mapping[str, PermissionPolicy] | None = None
+) -> Registry:
+    """The managed tools plus `extra` (user or test tools), all checked against the registry rules.
+
+    `policy` is the user's per-tool override of permissionPolicy; naming a tool that does not exist is an error,
+    so a typo never silently leaves a tool ungated.
+    """
+    definitions = [definition for family in FAMILIES for definition in family] + list(extra)
+    overrides = dict(policy or {})
+    unknown = sorted(set(overrides) - {d.name for d in definitions})
+    if unknown:
+        raise RegistryError(f"The permission policy names tools that do not exist: {', '.join(unknown)}.")
+    return Registry(
+        d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d for d in definitions
+    )

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.context import ToolContext
 from tools.models import Arguments, WireModel
-
-if TYPE_CHECKING:
-    from tools.context import ToolContext
 
 Ownership = Literal["managed", "mcp", "custom"]
 PermissionPolicy = Literal["always_allow", "always_ask"]
@@ -28,7 +26,7 @@ ToolEffect = Literal[
 ]
 WRITE_EFFECTS: frozenset[str] = frozenset({"session_write", "resource_write", "memory_write", "sandbox_execute"})
 
-Handler = Callable[["ToolContext", Any], Awaitable[BaseModel]]
+Handler = Callable[[ToolContext, Any], Awaitable[BaseModel]]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20

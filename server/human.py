@@ -1,0 +1,154 @@
+"""The human side of permission pauses, run from a terminal while servers keep running on the same data dir.
+
+Each command opens the state file like any server process would (WAL, busy timeout), so it is safe next to
+running servers, and prints for a person. Errors go to stderr with exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from server.config import ServeConfig
+from stores import approvals, sessions
+from stores.approvals import ApprovalRecord
+from stores.db import Database, Tx
+from stores.errors import StoreError
+from tools.catalogue import build_registry
+from tools.custom import custom_tool
+
+BY = "cli"
+
+
+class HumanError(Exception):
+    """A command that cannot be carried out; the message is for the person at the terminal."""
+
+
+@asynccontextmanager
+async def _database(config: ServeConfig) -> AsyncIterator[Database]:
+    if not config.state_path.exists():
+        raise HumanError(f"No state database at {config.state_path}; has a server run with this data dir?")
+    db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
+def _age(requested_at: str) -> str:
+    then = datetime.strptime(requested_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    seconds = int((datetime.now(UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _view(record: ApprovalRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "status": record.status,
+        "tool": record.tool_name,
+        "session": record.session_id,
+        "requestedAt": record.requested_at,
+        "age": _age(record.requested_at),
+        "arguments": record.arguments,
+    }
+
+
+async def pending(config: ServeConfig, *, as_json: bool) -> None:
+    async with _database(config) as db, db.read() as tx:
+        records = await approvals.list_open(tx)
+    if as_json:
+        print(json.dumps({"requests": [_view(r) for r in records]}, indent=2, ensure_ascii=False))
+        return
+    if not records:
+        print("No permission requests are waiting.")
+        return
+    print(f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`.")
+    for r in records:
+        args = json.dumps(r.arguments, ensure_ascii=False, separators=(",", ":"))
+        shown = args if len(args) <= 100 else args[:99] + "…"
+        waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
+        what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
+        print(f"\n{r.id}  {r.tool_name}  ({what}, {_age(r.requested_at)} old)\n  session {r.session_id}\n  {shown}")
+
+
+async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: str | None) -> None:
+    async with _database(config) as db, db.write() as tx:
+        record = await _get(tx, request_id)
+        if record.kind == "custom_tool" and approve:
+            raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
+        await _decide(tx, record, approved=approve, note=note)
+    verdict = "Approved" if approve else "Denied"
+    then = " It runs when the model calls it again with the same arguments." if approve else ""
+    print(f"{verdict} {record.tool_name} (request {request_id}).{then}")
+
+
+async def respond(config: ServeConfig, request_id: str, answer: str) -> None:
+    try:
+        value = json.loads(answer)
+    except json.JSONDecodeError as exc:
+        raise HumanError(f"--json is not valid JSON: {exc.msg} at character {exc.pos}.") from exc
+    if not isinstance(value, dict):
+        raise HumanError("--json must be a JSON object.")
+    async with _database(config) as db, db.write() as tx:
+        record = await _get(tx, request_id)
+        if record.kind != "custom_tool":
+            raise HumanError(f"Request {request_id} asks for approval, not a result: use approve or deny.")
+        registry = build_registry(tuple(custom_tool(spec) for spec in config.custom_tools))
+        definition = registry.get(record.tool_name)
+        if definition is None:
+            raise HumanError(f"{record.tool_name} is no longer declared in the configuration.")
+        try:
+            definition.output_model.model_validate(value)
+        except ValidationError as exc:
+            raise HumanError(f"That result does not match {record.tool_name}'s output schema: {exc}") from exc
+        await _decide(tx, record, approved=True, note=None, response=value)
+    print(f"Answered {record.tool_name} (request {request_id}). The model gets it when it calls again.")
+
+
+async def interrupt(config: ServeConfig, session_id: str | None, *, note: str | None) -> None:
+    async with _database(config) as db, db.write() as tx:
+        if session_id is None:
+            waiting = sorted({r.session_id for r in await approvals.list_open(tx)})
+            if not waiting:
+                print("No session has open requests; nothing to interrupt.")
+                return
+            if len(waiting) > 1:
+                raise HumanError("Several sessions have open requests; name one with --session: " + ", ".join(waiting))
+            session_id = waiting[0]
+        try:
+            await sessions.get_session(tx, session_id)
+        except StoreError as exc:
+            raise HumanError(str(exc)) from exc
+        cleared = await approvals.interrupt(tx, session_id, by=BY, note=note)
+    print(f"Interrupted session {session_id}: {cleared} open request(s) cleared; the session is idle.")
+
+
+async def _get(tx: Tx, request_id: str) -> ApprovalRecord:
+    try:
+        return await approvals.get(tx, request_id)
+    except StoreError as exc:
+        raise HumanError(str(exc)) from exc
+
+
+async def _decide(
+    tx: Tx, record: ApprovalRecord, *, approved: bool, note: str | None, response: dict[str, Any] | None = None
+) -> None:
+    try:
+        await approvals.decide(tx, record.id, approved=approved, by=BY, note=note, response=response)
+    except StoreError as exc:
+        raise HumanError(str(exc)) from exc
+
+
+def fail(message: str) -> int:
+    print(f"managed-tools: {message}", file=sys.stderr)
+    return 1
