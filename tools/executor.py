@@ -120,9 +120,10 @@ async def execute(
     try:
         if definition is None:
             raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name))
-        args = _parse_arguments(definition, arguments)
-        canonical = args.model_dump(mode="json", by_alias=True)
-        digest = sha256_hex(canonical_json({"tool": definition.name, "arguments": canonical}))
+        try:
+            args, canonical, digest = parse_call(definition, arguments)
+        except ArgumentError as exc:
+            raise _Refusal("invalid_arguments", str(exc)) from None
     except _Refusal as refusal:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
         return await _record_refusal(span, result, arguments)
@@ -320,21 +321,28 @@ async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> Ca
     return result
 
 
-def _parse_arguments(definition: ToolDefinition, arguments: Any) -> Arguments:
+class ArgumentError(Exception):
+    """Arguments that do not fit the tool; the message names each offending field."""
+
+
+def parse_call(definition: ToolDefinition, arguments: Any) -> tuple[Arguments, dict[str, Any], str]:
+    """Parse arguments as the tool's input model; return them, their canonical JSON form, and the digest of
+    tool name + canonical arguments that an approval binds to."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise _Refusal("invalid_arguments", f"Arguments for {definition.name} must be a JSON object.")
+        raise ArgumentError(f"Arguments for {definition.name} must be a JSON object.")
     size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
     if size > definition.max_argument_bytes:
-        raise _Refusal(
-            "invalid_arguments",
-            f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}.",
+        raise ArgumentError(
+            f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}."
         )
     try:
-        return definition.input_model.model_validate(arguments)
+        args = definition.input_model.model_validate(arguments)
     except ValidationError as exc:
-        raise _Refusal("invalid_arguments", _describe_validation(definition, exc)) from None
+        raise ArgumentError(_describe_validation(definition, exc)) from None
+    canonical = args.model_dump(mode="json", by_alias=True)
+    return args, canonical, sha256_hex(canonical_json({"tool": definition.name, "arguments": canonical}))
 
 
 def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> str:

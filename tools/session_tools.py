@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from stores import events, sessions
+from stores import approvals, events, sessions
 from stores.events import EventFilter, EventRecord
 from stores.sessions import SessionRecord, SessionStatus
 from tools.context import ToolContext
@@ -57,6 +57,7 @@ class SessionSnapshot(SessionSummary):
     environment_id: str
     pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
     pending_action_tool_name: str | None
+    pending_request_count: int
     turns: int
     pending_event_count: int
     last_wake_id: str | None
@@ -167,11 +168,13 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
     setups = await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id)
     count, pending, last_id = await events.session_event_stats(ctx.tx, record.id)
     wake = await sessions.latest_wake(ctx.tx, record.id)
+    waiting = [r for r in await approvals.list_open(ctx.tx, record.id) if r.status == "pending"]
     return SessionSnapshot(
         **_summary_fields(record, current, children, setups, setup_fingerprint(ctx.runtime)),
         environment_id=f"local:{ctx.agent_id}",
-        pending_action_kind=None,
-        pending_action_tool_name=None,
+        pending_action_kind=waiting[0].kind if waiting else None,
+        pending_action_tool_name=waiting[0].tool_name if waiting else None,
+        pending_request_count=len(waiting),
         turns=await events.count_tool_calls(ctx.tx, record.id),
         pending_event_count=pending,
         last_wake_id=None if wake is None else wake.id,
