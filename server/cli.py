@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--approval-wait", metavar="SECONDS", type=float, help="how long a person has to answer (default: 120)"
     )
+    serve.add_argument(
+        "--tools-module", metavar="MODULE", action="append", default=[], help="load your own tools from MODULE.TOOLS"
+    )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
     tools = commands.add_parser("tools", help="print the tool catalogue")
@@ -80,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             allow=tuple(getattr(args, "allow", ())),
             ask=tuple(getattr(args, "ask", ())),
             approval_wait_seconds=getattr(args, "approval_wait", None),
+            tool_modules=tuple(getattr(args, "tools_module", ())),
         )
     except ValidationError as exc:
         print(f"managed-tools: invalid configuration: {exc.errors(include_url=False)[0]['msg']}", file=sys.stderr)

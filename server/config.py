@@ -62,6 +62,7 @@ class ServeConfig(BaseModel):
     policy: dict[str, Policy] = Field(default_factory=dict)
     approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
+    tool_modules: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -74,6 +75,7 @@ class ServeConfig(BaseModel):
         allow: tuple[str, ...] = (),
         ask: tuple[str, ...] = (),
         approval_wait_seconds: float | None = None,
+        tool_modules: tuple[str, ...] = (),
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, `<workspace>/.managed-tools`) and merge the file."""
         root = (workspace or Path.cwd()).expanduser().resolve()
@@ -90,6 +92,7 @@ class ServeConfig(BaseModel):
             policy=policy,
             approval_wait_seconds=approval_wait_seconds or user.approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
+            tool_modules=tool_modules,
         )
 
     @property

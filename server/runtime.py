@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from server import SERVER_NAME, __version__
 from server.config import ServeConfig
+from server.extensions import ExtensionError, load_tools
 from stores import sessions
 from stores.db import Database
 from stores.errors import StoreError
@@ -26,9 +27,9 @@ async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, .
     if not config.workspace.is_dir():
         raise StartupError(f"The workspace {config.workspace} is not a directory.")
     try:
-        custom = tuple(custom_tool(spec) for spec in config.custom_tools)
-        registry = build_registry(custom + extra_tools, config.policy)
-    except RegistryError as exc:
+        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + load_tools(config.tool_modules)
+        registry = build_registry(user_tools + extra_tools, config.policy)
+    except (RegistryError, ExtensionError) as exc:
         raise StartupError(str(exc)) from exc
     db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
     try:

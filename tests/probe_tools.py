@@ -1,0 +1,49 @@
+"""Test-only tools with a side effect we can count, loaded like a user's own tools (`--tools-module probe_tools`)."""
+
+from __future__ import annotations
+
+from tools.context import ToolContext
+from tools.definition import ToolDefinition
+from tools.models import Arguments, WireModel
+
+
+class ProbeArgs(Arguments):
+    label: str
+    count: int = 1
+
+
+class ProbeRows(WireModel):
+    rows: int
+
+
+async def insert_rows(ctx: ToolContext, args: ProbeArgs) -> ProbeRows:
+    await ctx.tx.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+    for _ in range(args.count):
+        await ctx.tx.execute("INSERT INTO probe (label) VALUES (?)", (args.label,))
+    return ProbeRows(rows=int(await ctx.tx.scalar("SELECT COUNT(*) FROM probe")))
+
+
+TOOLS = (
+    ToolDefinition(
+        name="probe_danger",
+        title="Probe danger",
+        description="Test tool: an always_ask write whose rows can be counted.",
+        input_model=ProbeArgs,
+        output_model=ProbeRows,
+        handler=insert_rows,
+        read_only=False,
+        destructive=True,
+        permission_policy="always_ask",
+        effects=("session_write",),
+    ),
+    ToolDefinition(
+        name="probe_plain",
+        title="Probe plain",
+        description="Test tool: an always_allow write.",
+        input_model=ProbeArgs,
+        output_model=ProbeRows,
+        handler=insert_rows,
+        read_only=False,
+        effects=("session_write",),
+    ),
+)

@@ -1,0 +1,66 @@
+"""permissions_check and permissions_describe report the posture from our state and never change it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import data
+from test_permissions import cli, client_for, config, event_types, rt
+
+from server.config import ServeConfig
+from tools.context import Runtime
+
+pytestmark = pytest.mark.anyio
+__all__ = ["config", "rt"]  # fixtures shared with test_permissions
+
+
+async def test_describe_lists_the_posture(rt: Runtime) -> None:
+    async with client_for(rt) as client:
+        described = data(await client.call_tool("permissions_describe", {}))
+    assert [t["name"] for t in described["alwaysAskTools"]] == ["probe_danger"]
+    assert described["alwaysAskTools"][0]["effects"] == ["session_write"]
+    assert described["pendingToolConfirmationRequest"] is None and described["openRequests"] == []
+    assert described["outcomeGatedTools"] == []  # none of the gated tools exists yet
+    for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "shellMutationPosture"):
+        assert described[field] is None
+    assert "managed-tools approve" in described["howToApprove"]
+
+
+async def test_check_follows_a_request_from_none_to_approved(rt: Runtime, config: ServeConfig) -> None:
+    args = {"toolName": "probe_danger", "toolArgs": {"label": "x"}}
+    async with client_for(rt) as client:
+        before = data(await client.call_tool("permissions_check", args))
+        blocked = await client.call_tool("probe_danger", {"label": "x"})
+        request_id = (blocked.meta or {})["managed-tools/requiresAction"]["requestId"]
+        pending = data(await client.call_tool("permissions_check", args))
+        assert (await cli(config, "approve", request_id)).returncode == 0
+        approved = data(await client.call_tool("permissions_check", args))
+        other = data(
+            await client.call_tool("permissions_check", {"toolName": "probe_danger", "toolArgs": {"label": "y"}})
+        )
+    assert before["requiresConfirmation"] is True and before["argsValid"] is True
+    assert before["approvalState"] == "none" and before["nextStep"]["tool"] == "permissions_describe"
+    assert before["argsDigest"] == (blocked.meta or {})["managed-tools/requiresAction"]["argsDigest"]
+    assert (
+        pending["approvalState"] == "pending" and pending["pendingToolConfirmationRequest"]["requestId"] == request_id
+    )
+    assert approved["approvalState"] == "approved"
+    assert approved["nextStep"] == {
+        "tool": "probe_danger",
+        "args": {"label": "x"},
+        "rationale": f"Request {request_id} is approved: call it with exactly these arguments; it runs once.",
+    }
+    assert other["approvalState"] == "none"
+
+
+async def test_check_reports_bad_arguments_and_unknown_tools(rt: Runtime) -> None:
+    async with client_for(rt) as client:
+        invalid = data(
+            await client.call_tool("permissions_check", {"toolName": "probe_danger", "toolArgs": {"label": 1}})
+        )
+        unknown = data(await client.call_tool("permissions_check", {"toolName": "probe_dangr"}))
+        plain = data(await client.call_tool("permissions_check", {"toolName": "session_list"}))
+    assert invalid["argsValid"] is False and "field 'label'" in invalid["argumentErrors"]
+    assert unknown["exists"] is False and unknown["nearNames"][0] == "probe_danger"
+    assert plain["permissionPolicy"] == "always_allow" and plain["nextStep"] is None
+    assert plain["readOnly"] is True and plain["interruptBehavior"] == "block"
+    assert await event_types(rt) == []  # checking never creates a request
