@@ -23,6 +23,10 @@ async def insert_rows(ctx: ToolContext, args: ProbeArgs) -> ProbeRows:
     return ProbeRows(rows=int(await ctx.tx.scalar("SELECT COUNT(*) FROM probe")))
 
 
+async def preview_rows(ctx: ToolContext, args: ProbeArgs) -> str:
+    return f"This adds {args.count} row(s) labelled {args.label!r} to the probe table."
+
+
 TOOLS = (
     ToolDefinition(
         name="probe_danger",
@@ -35,6 +39,7 @@ TOOLS = (
         destructive=True,
         permission_policy="always_ask",
         effects=("session_write",),
+        consent_preview=preview_rows,
     ),
     ToolDefinition(
         name="probe_plain",

@@ -110,6 +110,7 @@ async def test_legacy_accept_runs_and_shows_the_exact_action(rt: Runtime) -> Non
     assert result == {"rows": 2}
     assert await rows(rt) == 2
     assert "probe_danger" in seen[0] and '"label": "go"' in seen[0] and '"count": 2' in seen[0]
+    assert "This adds 2 row(s) labelled 'go' to the probe table." in seen[0]  # the tool's own preview
     assert await event_types(rt) == ["permission.requested", "permission.decided", "permission.consumed"]
 
 
@@ -309,11 +310,13 @@ async def test_over_stdio_elicitation_and_out_of_band(config: ServeConfig) -> No
         assert "denied confirmation" in error_text(await client.call_tool("probe_danger", {"label": "stdio"}))
     async with stdio(config, "legacy", "--approval-wait", "0.5", elicitation_callback=never_answers) as client:
         assert "no answer in time" in error_text(await client.call_tool("probe_danger", {"label": "stdio"}))
+    async with stdio(config, "auto", elicitation_callback=answer("accept", {"approve": True})) as client:
+        assert data(await client.call_tool("probe_danger", {"label": "modern stdio"})) == {"rows": 2}
     async with stdio(config, "auto") as client:
         blocked = await client.call_tool("probe_danger", {"label": "stdio"})
         request_id = (blocked.meta or {})["managed-tools/requiresAction"]["requestId"]
         assert (await cli(config, "approve", request_id)).returncode == 0
-        assert data(await client.call_tool("probe_danger", {"label": "stdio"})) == {"rows": 2}
+        assert data(await client.call_tool("probe_danger", {"label": "stdio"})) == {"rows": 3}
         assert "needs a person's approval" in error_text(await client.call_tool("probe_danger", {"label": "stdio"}))
 
 

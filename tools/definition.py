@@ -27,6 +27,9 @@ ToolEffect = Literal[
 WRITE_EFFECTS: frozenset[str] = frozenset({"session_write", "resource_write", "memory_write", "sandbox_execute"})
 
 Handler = Callable[[ToolContext, Any], Awaitable[BaseModel]]
+# What a person must see to judge an always_ask call beyond its arguments (a shell command and its cwd, the
+# target and a short diff of a promotion). Runs before the call in a read snapshot; must not change anything.
+ConsentPreview = Callable[[ToolContext, Any], Awaitable[str]]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
@@ -68,6 +71,7 @@ class ToolDefinition(BaseModel):
     input_model: type[Arguments]
     output_model: type[WireModel]
     handler: Handler | None
+    consent_preview: ConsentPreview | None = None
     ownership: Ownership = "managed"
     permission_policy: PermissionPolicy = "always_allow"
     effects: tuple[ToolEffect, ...] = ()

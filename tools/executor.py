@@ -42,6 +42,7 @@ ErrorKind = Literal[
 ]
 PREVIEW_CHARS = 200
 CONSENT_ARGS_CHARS = 2000
+CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
 
 
@@ -225,18 +226,21 @@ async def _run(call: _Call) -> CallResult:
     return result
 
 
-async def _call_handler(call: _Call, tx: Tx) -> dict[str, Any]:
-    definition = call.definition
-    assert definition.handler is not None
-    ctx = ToolContext(
+def _context(call: _Call, tx: Tx) -> ToolContext:
+    return ToolContext(
         runtime=call.span.runtime,
         attachment=call.span.attachment,
         ports=call.ports,
         tx=tx,
         deadline=anyio.current_time() + call.timeout,
-        log=logging.getLogger(f"managed_tools.tools.{definition.name}"),
+        log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
     )
-    output = await definition.handler(ctx, call.args)
+
+
+async def _call_handler(call: _Call, tx: Tx) -> dict[str, Any]:
+    definition = call.definition
+    assert definition.handler is not None
+    output = await definition.handler(_context(call, tx), call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     return output.model_dump(mode="json", by_alias=True)
@@ -256,7 +260,7 @@ async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -
         tool_name=name,
         arguments=call.canonical,
         args_digest=call.digest,
-        message=_consent_message(definition, call.canonical, kind),
+        message=await _consent_message(call, kind),
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
@@ -279,13 +283,19 @@ async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -
     )
 
 
-def _consent_message(definition: ToolDefinition, arguments: dict[str, Any], kind: str) -> str:
-    shown = json.dumps(arguments, indent=2, ensure_ascii=False)
+async def _consent_message(call: _Call, kind: str) -> str:
+    definition = call.definition
+    shown = json.dumps(call.canonical, indent=2, ensure_ascii=False)
     if len(shown) > CONSENT_ARGS_CHARS:
         shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
     if kind == "custom_tool":
         return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
-    return f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
+    message = f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
+    if definition.consent_preview is not None:
+        async with call.span.runtime.db.read() as tx:
+            preview = await definition.consent_preview(_context(call, tx), call.args)
+        message += "\n\n" + _clip(preview, CONSENT_PREVIEW_CHARS)
+    return message
 
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
