@@ -99,14 +99,7 @@ class CallConsent:
 
     async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
         async with self._runtime.db.write() as tx:
-            record = await approvals.find(
-                tx,
-                self._attachment.session_id,
-                request.tool_name,
-                request.args_digest,
-                status="approved",
-                kind=request.kind,
-            )
+            record = await self._find(tx, request, "approved")
             if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
                 return None
         return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
@@ -160,14 +153,7 @@ class CallConsent:
 
     async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self._runtime.db.write() as tx:
-            record = await approvals.find(
-                tx,
-                self._attachment.session_id,
-                request.tool_name,
-                request.args_digest,
-                status="pending",
-                kind=request.kind,
-            )
+            record = await self._find(tx, request, "pending")
             if record is None:
                 record = await self._create(tx, request, "out_of_band")
         return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
@@ -188,6 +174,12 @@ class CallConsent:
         )
 
     # -- shared ------------------------------------------------------------------------------------------
+
+    async def _find(self, tx: Tx, request: ApprovalRequest, status: approvals.Status) -> ApprovalRecord | None:
+        """This session's request for exactly this call (tool, kind and argument digest) in `status`."""
+        return await approvals.find(
+            tx, self._attachment.session_id, request.tool_name, request.args_digest, status=status, kind=request.kind
+        )
 
     async def _record(self, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
         async with self._runtime.db.write() as tx:
