@@ -15,3 +15,7 @@ class AccessDeniedError(StoreError):
 
 class DatabaseBusyError(StoreError):
     """Another process held the database write lock longer than the busy timeout."""
+
+
+class PreconditionError(StoreError):
+    """An optimistic-concurrency precondition (expected version or content hash) did not hold; nothing changed."""

@@ -78,4 +78,109 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX approvals_status ON approvals(status, requested_at)",
         ),
     ),
+    (
+        3,
+        "memory, learnings, outcomes, plans and the search index",
+        (
+            # The current content of every writable memory document; `scope` is a session id or "agent:<id>".
+            """CREATE TABLE memory_documents (
+                scope TEXT NOT NULL,
+                target TEXT NOT NULL,
+                agent_id TEXT NOT NULL,
+                session_id TEXT REFERENCES sessions(id),
+                content TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                version_id TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (scope, target)
+            )""",
+            # Every write is an immutable version; the newest is the document's current content.
+            """CREATE TABLE memory_versions (
+                id TEXT PRIMARY KEY,
+                scope TEXT NOT NULL,
+                target TEXT NOT NULL,
+                agent_id TEXT NOT NULL,
+                session_id TEXT,
+                wake_id TEXT,
+                created_at TEXT NOT NULL,
+                source TEXT NOT NULL,
+                mode TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                size_bytes INTEGER NOT NULL,
+                preview TEXT NOT NULL,
+                content TEXT NOT NULL
+            )""",
+            "CREATE INDEX memory_versions_doc ON memory_versions(scope, target, created_at DESC, id DESC)",
+            """CREATE TABLE learnings (
+                id TEXT PRIMARY KEY,
+                agent_id TEXT NOT NULL,
+                session_id TEXT,
+                kind TEXT NOT NULL CHECK (kind IN ('lesson','correction','error')),
+                title TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                promote_to_memory INTEGER NOT NULL,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX learnings_agent ON learnings(agent_id, created_at)",
+            """CREATE TABLE outcomes (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                title TEXT NOT NULL,
+                detail TEXT,
+                criteria TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                defined_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX outcomes_session ON outcomes(session_id, defined_at)",
+            """CREATE TABLE outcome_evaluations (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                wake_id TEXT,
+                fingerprint TEXT NOT NULL,
+                iteration INTEGER NOT NULL,
+                evaluated_at TEXT NOT NULL,
+                outcome_title TEXT NOT NULL,
+                grade_status TEXT NOT NULL,
+                evaluation TEXT NOT NULL
+            )""",
+            "CREATE INDEX outcome_evaluations_session ON outcome_evaluations(session_id, evaluated_at)",
+            """CREATE TABLE plans (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                objective TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('active','completed')),
+                next_step_id INTEGER NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE plan_steps (
+                session_id TEXT NOT NULL REFERENCES plans(session_id),
+                step_id INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending','in_progress','done')),
+                PRIMARY KEY (session_id, step_id)
+            )""",
+            # The search index: one row per searchable text, keyed so a rewrite replaces it; FTS5 over `body`.
+            """CREATE TABLE search_docs (
+                id INTEGER PRIMARY KEY,
+                key TEXT NOT NULL UNIQUE,
+                source TEXT NOT NULL,
+                agent_id TEXT NOT NULL,
+                session_id TEXT,
+                title TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                body TEXT NOT NULL
+            )""",
+            "CREATE INDEX search_docs_agent ON search_docs(agent_id)",
+            "CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_docs', content_rowid='id')",
+            """CREATE TRIGGER search_docs_ai AFTER INSERT ON search_docs BEGIN
+                INSERT INTO search_fts(rowid, body) VALUES (new.id, new.body);
+            END""",
+            """CREATE TRIGGER search_docs_ad AFTER DELETE ON search_docs BEGIN
+                INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.id, old.body);
+            END""",
+            """CREATE TRIGGER search_docs_au AFTER UPDATE ON search_docs BEGIN
+                INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.id, old.body);
+                INSERT INTO search_fts(rowid, body) VALUES (new.id, new.body);
+            END""",
+        ),
+    ),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel
@@ -138,3 +139,16 @@ async def latest_setup_fingerprints(tx: Tx, agent_id: str) -> dict[str, str]:
         (agent_id,),
     )
     return {row["session_id"]: row["setup_fingerprint"] for row in rows}
+
+
+async def get_many(tx: Tx, session_ids: Collection[str]) -> dict[str, tuple[SessionRecord, str | None]]:
+    """Each named session with the setup fingerprint of its newest wake (None if it never connected)."""
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    rows = await tx.fetchall(
+        "SELECT s.*, (SELECT setup_fingerprint FROM wakes WHERE session_id = s.id ORDER BY started_at DESC, id DESC "
+        f"LIMIT 1) AS setup FROM sessions s WHERE s.id IN ({marks})",
+        list(session_ids),
+    )
+    return {row["id"]: (SessionRecord(**{k: row[k] for k in SessionRecord.model_fields}), row["setup"]) for row in rows}

@@ -16,10 +16,12 @@ __all__ = ["config", "rt"]  # fixtures shared with test_permissions
 async def test_describe_lists_the_posture(rt: Runtime) -> None:
     async with client_for(rt) as client:
         described = data(await client.call_tool("permissions_describe", {}))
-    assert [t["name"] for t in described["alwaysAskTools"]] == ["probe_danger"]
-    assert described["alwaysAskTools"][0]["effects"] == ["session_write"]
+    asking = {t["name"]: t for t in described["alwaysAskTools"]}
+    assert set(asking) == {"memory_promote_note", "probe_danger"}
+    assert asking["probe_danger"]["effects"] == ["session_write"]
     assert described["pendingToolConfirmationRequest"] is None and described["openRequests"] == []
-    assert described["outcomeGatedTools"] == []  # none of the gated tools exists yet
+    gated = described["outcomeGatedTools"]
+    assert [t["name"] for t in gated] == ["memory_promote_note"] and gated[0]["requiresOutcomePass"] is True
     for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "shellMutationPosture"):
         assert described[field] is None
     assert "managed-tools approve" in described["howToApprove"]

@@ -22,14 +22,15 @@ async def test_tools_list_publishes_schemas_annotations_and_meta(runtime: Runtim
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is True
-        assert tool.annotations.destructive_hint is False
-        assert tool.annotations.open_world_hint is False
         meta = (tool.meta or {})["managed-tools/tool"]
+        assert tool.annotations.read_only_hint is meta["readOnly"]
+        assert tool.annotations.destructive_hint is meta["destructive"] is False
+        assert tool.annotations.open_world_hint is False
         assert set(meta) == {
             "ownership", "permissionPolicy", "effects", "readOnly", "destructive", "interruptBehavior", "examples"
         }  # fmt: skip
-        assert meta["ownership"] == "managed" and meta["permissionPolicy"] == "always_allow"
+        assert meta["ownership"] == "managed"
+        assert meta["permissionPolicy"] == ("always_ask" if tool.name == "memory_promote_note" else "always_allow")
     assert tools["session_get_events"].input_schema["additionalProperties"] is False
     events_meta = tools["session_get_events"].meta or {}
     assert events_meta["managed-tools/tool"]["examples"][0]["input"]["limit"] == 5

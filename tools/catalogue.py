@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tools import environment, permissions, session_tools
+from tools import environment, memory_search, memory_tools, outcome_tools, permissions, planning, session_tools
 from tools.definition import PermissionPolicy, ToolDefinition
 from tools.errors import RegistryError
 from tools.registry import Registry
@@ -12,6 +12,10 @@ from tools.registry import Registry
 FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     environment.DEFINITIONS,
     session_tools.DEFINITIONS,
+    outcome_tools.DEFINITIONS,
+    memory_tools.DEFINITIONS,
+    memory_search.DEFINITIONS,
+    planning.DEFINITIONS,
     permissions.DEFINITIONS,  # last, as in the reference
 )
 

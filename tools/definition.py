@@ -30,6 +30,9 @@ Handler = Callable[[ToolContext, Any], Awaitable[BaseModel]]
 # What a person must see to judge an always_ask call beyond its arguments (a shell command and its cwd, the
 # target and a short diff of a promotion). Runs before the call in a read snapshot; must not change anything.
 ConsentPreview = Callable[[ToolContext, Any], Awaitable[str]]
+# A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
+# call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
+Precondition = Callable[[ToolContext, Any], Awaitable[None]]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
@@ -72,6 +75,7 @@ class ToolDefinition(BaseModel):
     output_model: type[WireModel]
     handler: Handler | None
     consent_preview: ConsentPreview | None = None
+    precondition: Precondition | None = None
     ownership: Ownership = "managed"
     permission_policy: PermissionPolicy = "always_allow"
     effects: tuple[ToolEffect, ...] = ()

@@ -185,6 +185,9 @@ async def _run(call: _Call) -> CallResult:
             result = _success(_custom_output(call, await _ask(call, "custom_tool")))
             await _write_completed(span, result)
             return result
+        if definition.precondition is not None:
+            async with runtime.db.read() as tx:
+                await definition.precondition(_context(call, tx), call.args)
         if definition.permission_policy == "always_ask":
             await _ask(call, "tool_confirmation")
         shield = definition.interrupt_behavior == "block"

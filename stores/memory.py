@@ -1,0 +1,175 @@
+"""Versioned memory documents: every write is an immutable version, and a write can be conditional.
+
+A document is addressed by (scope, target): the scope is a session id for session targets and `agent:<id>` for
+agent targets. Callers run writes inside a `BEGIN IMMEDIATE` transaction, so the precondition check and the write
+are one atomic step across every process sharing the database: of N writers racing on one version, one wins.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Literal
+
+from pydantic import BaseModel
+
+from stores import search
+from stores.db import Tx
+from stores.errors import NotFoundError, PreconditionError
+from stores.ids import sha256_hex, utc_now, uuid7
+
+Mode = Literal["replace", "append"]
+PREVIEW_CHARS = 160
+
+
+class Document(BaseModel):
+    content: str
+    content_hash: str | None
+    version_id: str | None
+
+
+class VersionRecord(BaseModel):
+    id: str
+    agent_id: str
+    session_id: str | None
+    target: str
+    created_at: str
+    source: str
+    mode: str
+    content_hash: str
+    size_bytes: int
+    wake_id: str | None
+    preview: str
+
+
+def agent_scope(agent_id: str) -> str:
+    return f"agent:{agent_id}"
+
+
+def preview(content: str) -> str:
+    """Whitespace collapsed, at most 160 characters (157 + "...")."""
+    flat = re.sub(r"\s+", " ", content).strip()
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 3] + "..."
+
+
+def combine(existing: str, content: str, mode: Mode) -> str:
+    """The reference's write rule: replace trims the end and adds a newline; append joins with one newline."""
+    if mode == "replace":
+        return content.rstrip() + "\n"
+    head = existing.rstrip()
+    return (head + "\n" + content.strip() if head else content.strip()) + "\n"
+
+
+async def read(tx: Tx, scope: str, target: str) -> Document:
+    row = await tx.fetchone(
+        "SELECT content, content_hash, version_id FROM memory_documents WHERE scope = ? AND target = ?",
+        (scope, target),
+    )
+    if row is None:
+        return Document(content="", content_hash=None, version_id=None)
+    return Document(content=row["content"], content_hash=row["content_hash"], version_id=row["version_id"])
+
+
+async def write(
+    tx: Tx,
+    *,
+    scope: str,
+    target: str,
+    agent_id: str,
+    session_id: str | None,
+    wake_id: str | None,
+    content: str,
+    mode: Mode,
+    source: str,
+    expected_version_id: str | None = None,
+    expected_content_hash: str | None = None,
+    searchable_title: str,
+) -> tuple[VersionRecord, str | None, str]:
+    """Write a new version; returns (version, previous version id, new content).
+
+    Raises PreconditionError, naming the latest version, when an expectation does not hold.
+    """
+    current = await read(tx, scope, target)
+    latest = current.version_id or "none"
+    if expected_version_id is not None and expected_version_id != current.version_id:
+        raise PreconditionError(
+            f"{source} version precondition failed for {target}: expected {expected_version_id} but latest is "
+            f"{latest}. Read it again (memory_read) and retry with expectedVersionId={latest}."
+        )
+    if expected_content_hash is not None and expected_content_hash != current.content_hash:
+        raise PreconditionError(
+            f"{source} content precondition failed for {target}: expected hash {expected_content_hash} but the "
+            f"current content hashes to {current.content_hash or 'nothing (empty)'} (latest version {latest})."
+        )
+    new_content = combine(current.content, content, mode)
+    digest = sha256_hex(new_content)
+    record = VersionRecord(
+        id=uuid7(),
+        agent_id=agent_id,
+        session_id=session_id,
+        target=target,
+        created_at=utc_now(),
+        source=source,
+        mode=mode,
+        content_hash=digest,
+        size_bytes=len(new_content.encode()),
+        wake_id=wake_id,
+        preview=preview(new_content),
+    )
+    await tx.execute(
+        "INSERT INTO memory_versions (id, scope, target, agent_id, session_id, wake_id, created_at, source, mode, "
+        "content_hash, size_bytes, preview, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.id,
+            scope,
+            target,
+            agent_id,
+            session_id,
+            wake_id,
+            record.created_at,
+            source,
+            mode,
+            digest,
+            record.size_bytes,
+            record.preview,
+            new_content,
+        ),
+    )
+    await tx.execute(
+        "INSERT INTO memory_documents (scope, target, agent_id, session_id, content, content_hash, version_id, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(scope, target) DO UPDATE SET "
+        "content = excluded.content, content_hash = excluded.content_hash, version_id = excluded.version_id, "
+        "updated_at = excluded.updated_at",
+        (scope, target, agent_id, session_id, new_content, digest, record.id, record.created_at),
+    )
+    await search.upsert(
+        tx,
+        key=f"memory:{scope}:{target}",
+        source=target,
+        agent_id=agent_id,
+        session_id=session_id,
+        title=searchable_title,
+        body=new_content,
+    )
+    return record, current.version_id, new_content
+
+
+def _version(row: sqlite3.Row) -> VersionRecord:
+    return VersionRecord(**{k: row[k] for k in VersionRecord.model_fields})
+
+
+async def list_versions(tx: Tx, scope: str, target: str, limit: int) -> list[VersionRecord]:
+    rows = await tx.fetchall(
+        "SELECT * FROM memory_versions WHERE scope = ? AND target = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        (scope, target, limit),
+    )
+    return [_version(row) for row in rows]
+
+
+async def read_version(tx: Tx, scope: str, target: str, version_id: str) -> tuple[VersionRecord, str]:
+    row = await tx.fetchone(
+        "SELECT * FROM memory_versions WHERE id = ? AND scope = ? AND target = ?", (version_id, scope, target)
+    )
+    if row is None:
+        raise NotFoundError(f"No managed memory version exists for versionId={version_id} in {target}.")
+    return _version(row), row["content"]

@@ -1,0 +1,184 @@
+"""`memory_search`: FTS5/bm25 over the agent's memory, learnings and outcomes, re-ranked with the reference's
+boosts (reference §3 "memory_search ranking") and explained hit by hit.
+
+score = lexical score (tools.retrieval) + source boost + session boosts + bm25 relevance. Ties break on
+setup match, relation, recency and key, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from stores import outcomes, search, sessions
+from stores.outcomes import Outcome
+from stores.search import SearchRow
+from tools.context import ToolContext
+from tools.definition import ToolDefinition, ToolExample
+from tools.environment import setup_fingerprint
+from tools.errors import ToolError
+from tools.models import Arguments, NonEmptyStr, WireModel
+from tools.retrieval import build_query, score_text
+from tools.session_tools import Lineage, relation
+
+SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
+LINEAGE_RELATIONS = {
+    "related": {"parent", "child", "sibling"},
+    "parent": {"parent"},
+    "children": {"child"},
+    "siblings": {"sibling"},
+}
+CANDIDATES = 60
+SNIPPET_CHARS = 180
+
+
+class Expansion(WireModel):
+    tool: str
+    args: dict[str, Any]
+    rationale: str
+
+
+class Hit(WireModel):
+    backend: Literal["memory"]
+    source: str
+    session_id: str | None
+    title: str
+    snippet: str
+    score: float
+    reasons: list[str]
+    outcome_status: str | None
+    promotion_ready: bool | None
+    outcome_trend: str | None
+    requires_action: bool
+    expansion: Expansion
+
+
+class SearchArgs(Arguments):
+    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
+    limit: Annotated[int, Field(ge=1, le=50)] = 8
+    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+
+
+class SearchOutput(WireModel):
+    agent_id: str
+    query: str
+    count: int
+    hits: list[Hit]
+
+
+def _expansion(row: SearchRow, same_setup: bool) -> Expansion:
+    sid = row.session_id
+    if sid is not None and not same_setup:
+        return Expansion(
+            tool="session_get_snapshot",
+            args={"sessionId": sid},
+            rationale="That session ran under another setup: check it before relying on its memory.",
+        )
+    if row.source == "learning":
+        return Expansion(tool="learning_list", args={}, rationale="Read the learning in full with its neighbours.")
+    if row.source in ("session_evaluation", "session_outcome"):
+        return Expansion(
+            tool="outcome_history", args={"sessionId": sid}, rationale="See how that outcome was judged over time."
+        )
+    args: dict[str, Any] = {"target": row.source}
+    if sid is not None:
+        args["sessionId"] = sid
+    return Expansion(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
+
+
+def _affinity(current: Outcome | None, other: Outcome | None) -> int:
+    if current is None or other is None:
+        return 0
+    boost = 3 if current.title.strip().lower() == other.title.strip().lower() else 0
+
+    def words(outcome: Outcome) -> set[str]:
+        return {w for c in outcome.success_criteria for w in c.lower().split() if len(w) > 2}
+
+    return boost + min(2, len(words(current) & words(other)))
+
+
+async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
+    query = build_query(args.query)
+    if query.empty:
+        raise ToolError("The query has no searchable words (stopwords and one-letter words are ignored).")
+    terms = [*query.terms, *query.identifiers, *query.path_terms]
+    rows = await search.search(
+        ctx.tx, ctx.agent_id, search.fts_query(terms, query.phrases), max(CANDIDATES, args.limit * 5)
+    )
+    session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
+    known = await sessions.get_many(ctx.tx, session_ids)
+    current = known[ctx.session_id][0]
+    setup = setup_fingerprint(ctx.runtime)
+    outcome_of = await outcomes.active_many(ctx.tx, session_ids)
+    evaluations = await outcomes.latest_evaluations(ctx.tx, session_ids)
+    ranked: list[tuple[tuple[Any, ...], Hit]] = []
+    for row in rows:
+        lexical, reasons = score_text(f"{row.title}\n{row.body}", query)
+        score = float(lexical)
+        boost = SOURCE_BOOST.get(row.source, 0)
+        if boost:
+            reasons.append(f"source:{row.source}+{boost}")
+        rel = None
+        same_setup = True
+        evaluation = None
+        if row.session_id is not None and row.session_id in known:
+            record, fingerprint = known[row.session_id]
+            rel = relation(current, record)
+            if args.lineage is not None and rel not in LINEAGE_RELATIONS[args.lineage]:
+                continue
+            same_setup = fingerprint == setup
+            for label, value in (
+                ("relation", {"parent": 2, "child": 2, "sibling": 1}.get(rel or "", 0)),
+                ("setup-match", 2 if same_setup else 0),
+                ("outcome-affinity", _affinity(outcome_of.get(ctx.session_id), outcome_of.get(row.session_id))),
+            ):
+                if value:
+                    boost += value
+                    reasons.append(f"{label}+{value}")
+            evaluation = evaluations.get(row.session_id)
+        elif args.lineage is not None:
+            continue  # agent-wide texts belong to no lineage
+        relevance = round(-row.bm25, 3)
+        reasons.append(f"bm25:{relevance}")
+        score = round(score + boost + relevance, 3)
+        hit = Hit(
+            backend="memory",
+            source=row.source,
+            session_id=row.session_id,
+            title=row.title,
+            snippet=row.snippet[:SNIPPET_CHARS],
+            score=score,
+            reasons=reasons,
+            outcome_status=None if evaluation is None else evaluation.evaluation.get("status"),
+            promotion_ready=None if evaluation is None else evaluation.evaluation.get("promotion_ready"),
+            outcome_trend=None if evaluation is None else evaluation.evaluation.get("trend"),
+            requires_action=row.session_id is not None
+            and row.session_id in known
+            and known[row.session_id][0].status == "requires_action",
+            expansion=_expansion(row, same_setup),
+        )
+        ranked.append(((-score, not same_setup, rel is None, _desc(row.created_at), row.key), hit))
+    ranked.sort(key=lambda pair: pair[0])
+    hits = [hit for _, hit in ranked[: args.limit]]
+    return SearchOutput(agent_id=ctx.agent_id, query=args.query, count=len(hits), hits=hits)
+
+
+def _desc(timestamp: str) -> str:
+    """Sort key that puts later ISO timestamps first."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="memory_search",
+        title="Search memory",
+        description="Search this agent's memory, learnings and outcomes (full text, bm25 plus boosts); each hit "
+        "says why it matched and what to read next.",
+        input_model=SearchArgs,
+        output_model=SearchOutput,
+        handler=memory_search,
+        effects=("memory_read", "learning_read"),
+        examples=(ToolExample(description="Find a past decision", input={"query": '"release notes" changelog'}),),
+    ),
+)

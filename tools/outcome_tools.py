@@ -1,0 +1,454 @@
+"""Outcomes: define what "done" means for a session, grade and evaluate progress, and gate promotions on it.
+
+The rubric (reference §4, adapted to a server without a harness; docs/outcomes.md explains it):
+grade — missing_outcome | blocked | in_progress | done_candidate; evaluation — missing_outcome | blocked |
+not_ready | uncertain | fail | pass, and only `pass` is promotion-ready.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from stores import approvals, events, memory, outcomes, sessions
+from stores.outcomes import Outcome
+from tools.context import ToolContext
+from tools.definition import ToolDefinition, ToolExample
+from tools.errors import ToolError
+from tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from tools.retrieval import build_query, score_text
+from tools.session_tools import scoped_session
+
+GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
+EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
+Confidence = Literal["low", "medium", "high"]
+Trend = Literal["first_iteration", "improving", "stable", "regressing"]
+CRITERION_MATCH_SCORE = 4
+STATUS_SCORE: dict[str, int] = {
+    "pass": 5,
+    "uncertain": 4,
+    "not_ready": 3,
+    "blocked": 2,
+    "fail": 1,
+    "missing_outcome": 0,
+}
+GRADED_TARGETS = ("session_state", "working_buffer")
+
+
+class NextTool(WireModel):
+    tool: str
+    args: dict[str, Any]
+    rationale: str
+
+
+class OutcomeView(WireModel):
+    title: str
+    detail: str | None
+    success_criteria: list[str]
+    defined_at: str
+
+
+class Grade(WireModel):
+    status: GradeStatus
+    confidence: Confidence
+    summary: str
+    matched_criteria: int
+    total_criteria: int
+    evidence: list[str]
+    next_suggested_tool: NextTool | None
+
+
+class Evaluation(WireModel):
+    status: EvalStatus
+    confidence: Confidence
+    promotion_ready: bool
+    trend: Trend
+    trend_summary: str
+    summary: str
+    evidence: list[str]
+    next_suggested_tool: NextTool | None
+
+
+class HistoryEntry(WireModel):
+    evaluated_at: str
+    wake_id: str | None
+    iteration: int
+    outcome_title: str
+    outcome_fingerprint: str
+    grade_status: str
+    evaluation: Evaluation
+
+
+def _view(outcome: Outcome | None) -> OutcomeView | None:
+    if outcome is None:
+        return None
+    return OutcomeView(
+        title=outcome.title,
+        detail=outcome.detail,
+        success_criteria=outcome.success_criteria,
+        defined_at=outcome.defined_at,
+    )
+
+
+# ---- the rubric ----------------------------------------------------------------------------------------
+
+
+async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> Grade:
+    if outcome is None:
+        return Grade(
+            status="missing_outcome",
+            confidence="high",
+            summary="No outcome is defined for this session.",
+            matched_criteria=0,
+            total_criteria=0,
+            evidence=[],
+            next_suggested_tool=NextTool(
+                tool="outcome_define", args={}, rationale="Say what done means before grading progress."
+            ),
+        )
+    total = len(outcome.success_criteria)
+    waiting = [r for r in await approvals.list_open(ctx.tx, session_id) if r.status == "pending"]
+    if waiting:
+        first = waiting[0]
+        return Grade(
+            status="blocked",
+            confidence="high",
+            summary=f"Waiting for a person: {first.tool_name} needs approval (request {first.id}).",
+            matched_criteria=0,
+            total_criteria=total,
+            evidence=[f"pending {r.kind} request {r.id} for {r.tool_name}" for r in waiting[:5]],
+            next_suggested_tool=NextTool(
+                tool="permissions_check",
+                args={"toolName": first.tool_name},
+                rationale="See what the person must decide before work can go on.",
+            ),
+        )
+    searchable = "\n".join([(await memory.read(ctx.tx, session_id, t)).content for t in GRADED_TARGETS])
+    matched: list[str] = []
+    evidence: list[str] = []
+    for criterion in outcome.success_criteria:
+        score, reasons = score_text(searchable, build_query(criterion))
+        if score >= CRITERION_MATCH_SCORE:
+            matched.append(criterion)
+            evidence.append(f"criterion met in session memory: {criterion} ({', '.join(reasons)})")
+        else:
+            evidence.append(f"criterion not yet shown in session memory: {criterion}")
+    if total and len(matched) == total:
+        return Grade(
+            status="done_candidate",
+            confidence="medium",
+            summary=f"All {total} success criteria appear in the session's memory.",
+            matched_criteria=total,
+            total_criteria=total,
+            evidence=evidence,
+            next_suggested_tool=NextTool(
+                tool="outcome_evaluate", args={}, rationale="Check the latest wake's tool results before promoting."
+            ),
+        )
+    missing = [c for c in outcome.success_criteria if c not in matched]
+    return Grade(
+        status="in_progress",
+        confidence="medium" if matched else "low",
+        summary=(
+            f"{len(matched)} of {total} success criteria appear in the session's memory."
+            if total
+            else "The outcome has no success criteria, so it can never be judged done; define some."
+        ),
+        matched_criteria=len(matched),
+        total_criteria=total,
+        evidence=evidence,
+        next_suggested_tool=NextTool(
+            tool="memory_write" if total else "outcome_define",
+            args={"target": "session_state", "mode": "append"} if total else {},
+            rationale=f"Record the work that meets: {missing[0]}" if missing else "Add success criteria.",
+        ),
+    )
+
+
+async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
+    """(wake id, successful tool calls, failed tool calls' names) of the session's latest wake."""
+    wake = await sessions.latest_wake(ctx.tx, session_id)
+    if wake is None:
+        return None, 0, []
+    rows = await ctx.tx.fetchall(
+        "SELECT json_extract(payload, '$.result') AS result, json_extract(payload, '$.toolName') AS tool "
+        "FROM events WHERE wake_id = ? AND type = 'span.completed' AND json_extract(payload, '$.spanKind') = 'tool'",
+        (wake.id,),
+    )
+    ok = sum(1 for r in rows if r["result"] == "success")
+    return wake.id, ok, [r["tool"] for r in rows if r["result"] == "error"]
+
+
+def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tuple[Trend, str]:
+    if previous is None:
+        return "first_iteration", "First evaluation of this outcome."
+    now = STATUS_SCORE[status] + int(ready)
+    before = STATUS_SCORE[previous.evaluation.status] + int(previous.evaluation.promotion_ready)
+    if now > before:
+        return "improving", f"Improving: {previous.evaluation.status} → {status}."
+    if now < before:
+        return "regressing", f"Regressing: {previous.evaluation.status} → {status}."
+    return "stable", f"Stable at {status} since iteration {previous.iteration}."
+
+
+async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, Grade, Evaluation, list[HistoryEntry]]:
+    outcome = await outcomes.active(ctx.tx, session_id)
+    graded = await grade(ctx, session_id, outcome)
+    history = [_entry(r) for r in await outcomes.history(ctx.tx, session_id)]
+    same = [h for h in history if outcome is not None and h.outcome_fingerprint == outcome.fingerprint]
+    status: EvalStatus
+    confidence: Confidence = graded.confidence
+    evidence = list(graded.evidence)
+    next_tool = graded.next_suggested_tool
+    if graded.status in ("missing_outcome", "blocked"):
+        status = graded.status
+        summary = graded.summary
+    elif graded.status == "in_progress":
+        status, summary = "not_ready", graded.summary
+    else:
+        wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)
+        if failed:
+            status, confidence = "fail", "high"
+            summary = f"The latest wake has {len(failed)} failed tool call(s): {', '.join(sorted(set(failed)))}."
+            evidence.append(summary)
+            next_tool = NextTool(
+                tool="session_get_trace",
+                args={"wakeId": wake_id, "types": ["span.completed"]},
+                rationale="Read the failed calls, fix them, then evaluate again.",
+            )
+        elif ok:
+            status, confidence = "pass", "high" if graded.confidence != "low" else "medium"
+            summary = f"All criteria met and the latest wake's {ok} tool call(s) succeeded."
+            next_tool = None
+        else:
+            status, summary = "uncertain", "All criteria met, but the latest wake ran no tool calls to judge."
+            next_tool = NextTool(tool="session_get_trace", args={"wakeId": wake_id}, rationale="Check the wake.")
+    if len(same) >= 2 and all(h.evaluation.status != "pass" for h in same[-3:]) and status != "pass":
+        next_tool = NextTool(
+            tool="outcome_history",
+            args={"sessionId": session_id, "limit": min(len(same), 6)},
+            rationale="Several evaluations without a pass: look at what changed between them.",
+        )
+    ready = status == "pass"
+    trend, trend_summary = _trend(status, ready, same[-1] if same else None)
+    evaluation = Evaluation(
+        status=status,
+        confidence=confidence,
+        promotion_ready=ready,
+        trend=trend,
+        trend_summary=trend_summary,
+        summary=summary,
+        evidence=evidence[:12],
+        next_suggested_tool=next_tool,
+    )
+    return outcome, graded, evaluation, history
+
+
+def _entry(record: outcomes.EvaluationRecord) -> HistoryEntry:
+    return HistoryEntry(
+        evaluated_at=record.evaluated_at,
+        wake_id=record.wake_id,
+        iteration=record.iteration,
+        outcome_title=record.outcome_title,
+        outcome_fingerprint=record.outcome_fingerprint,
+        grade_status=record.grade_status,
+        evaluation=Evaluation.model_validate(record.evaluation),
+    )
+
+
+async def enforce_gate(ctx: ToolContext, tool: str, require_outcome_pass: bool | None) -> Evaluation | None:
+    """The outcome gate: `true` always enforces, `false` bypasses, omitted enforces only when an outcome exists.
+    Returns the evaluation (for the tool's output) or raises a ToolError naming the next step."""
+    if require_outcome_pass is False:
+        return None
+    outcome, _, evaluation, _ = await evaluate(ctx, ctx.session_id)
+    if require_outcome_pass is None and outcome is None:
+        return None
+    if not evaluation.promotion_ready:
+        step = evaluation.next_suggested_tool
+        hint = f" Next tool: {step.tool} {json.dumps(step.args)}" if step else ""
+        raise ToolError(
+            f"{tool} requires outcome_evaluate to return status=pass before promoting shared state. "
+            f"Current status={evaluation.status}. Summary={evaluation.summary}{hint}"
+        )
+    return evaluation
+
+
+# ---- tools -------------------------------------------------------------------------------------------
+
+
+class SessionArgs(Arguments):
+    session_id: SessionId | None = None
+
+
+class ReadOutput(WireModel):
+    session_id: str
+    active_outcome: OutcomeView | None
+
+
+async def outcome_read(ctx: ToolContext, args: SessionArgs) -> ReadOutput:
+    session = await scoped_session(ctx, args.session_id)
+    return ReadOutput(session_id=session.id, active_outcome=_view(await outcomes.active(ctx.tx, session.id)))
+
+
+class DefineArgs(Arguments):
+    title: Annotated[NonEmptyStr, Field(max_length=200, description="What done means, in one line.")]
+    detail: Annotated[str | None, Field(max_length=2000)] = None
+    success_criteria: Annotated[
+        list[Annotated[str, Field(max_length=300)]],
+        Field(max_length=20, description="Checkable statements; progress is graded against them."),
+    ] = Field(default_factory=list)
+
+
+class DefineOutput(WireModel):
+    session_id: str
+    active_outcome: OutcomeView
+    event_id: str
+
+
+async def outcome_define(ctx: ToolContext, args: DefineArgs) -> DefineOutput:
+    criteria = list(dict.fromkeys(c.strip() for c in args.success_criteria if c.strip()))
+    detail = args.detail.strip() if args.detail and args.detail.strip() else None
+    outcome = await outcomes.define(
+        ctx.tx, session_id=ctx.session_id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
+    )
+    event = await _event(ctx, "user.define_outcome", {"title": outcome.title, "successCriteria": criteria})
+    view = _view(outcome)
+    assert view is not None
+    return DefineOutput(session_id=ctx.session_id, active_outcome=view, event_id=event)
+
+
+async def _event(ctx: ToolContext, kind: str, payload: dict[str, Any]) -> str:
+    record = await events.append_event(ctx.tx, ctx.session_id, ctx.wake_id, kind, payload)
+    return record.id
+
+
+class GradeOutput(WireModel):
+    session_id: str
+    active_outcome: OutcomeView | None
+    grade: Grade
+
+
+async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
+    session = await scoped_session(ctx, args.session_id)
+    outcome = await outcomes.active(ctx.tx, session.id)
+    return GradeOutput(
+        session_id=session.id, active_outcome=_view(outcome), grade=await grade(ctx, session.id, outcome)
+    )
+
+
+class EvaluateOutput(WireModel):
+    session_id: str
+    active_outcome: OutcomeView | None
+    grade: Grade
+    evaluation: Evaluation
+    evaluation_history: list[HistoryEntry]
+
+
+async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutput:
+    session = await scoped_session(ctx, args.session_id)
+    outcome, graded, evaluation, _ = await evaluate(ctx, session.id)
+    if outcome is not None:  # over MCP there is no harness: the evaluation records its own history entry
+        await outcomes.record_evaluation(
+            ctx.tx,
+            session_id=session.id,
+            agent_id=ctx.agent_id,
+            wake_id=ctx.wake_id if session.id == ctx.session_id else None,
+            outcome=outcome,
+            grade_status=graded.status,
+            evaluation=evaluation.model_dump(mode="json"),
+        )
+    history = [_entry(r) for r in await outcomes.history(ctx.tx, session.id)]
+    return EvaluateOutput(
+        session_id=session.id,
+        active_outcome=_view(outcome),
+        grade=graded,
+        evaluation=evaluation,
+        evaluation_history=history,
+    )
+
+
+class HistoryArgs(Arguments):
+    session_id: SessionId | None = None
+    limit: Annotated[int, Field(ge=1, le=outcomes.HISTORY_CAP)] = 12
+
+
+class HistoryOutput(WireModel):
+    session_id: str
+    active_outcome: OutcomeView | None
+    count: int
+    latest_iteration: int | None
+    evaluations: list[HistoryEntry]
+
+
+async def outcome_history(ctx: ToolContext, args: HistoryArgs) -> HistoryOutput:
+    session = await scoped_session(ctx, args.session_id)
+    entries = [_entry(r) for r in await outcomes.history(ctx.tx, session.id, args.limit)]
+    return HistoryOutput(
+        session_id=session.id,
+        active_outcome=_view(await outcomes.active(ctx.tx, session.id)),
+        count=len(entries),
+        latest_iteration=entries[-1].iteration if entries else None,
+        evaluations=entries,
+    )
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="outcome_define",
+        title="Define the outcome",
+        description="Define what done means for this session: a title, optional detail and success criteria to "
+        "grade against.",
+        input_model=DefineArgs,
+        output_model=DefineOutput,
+        handler=outcome_define,
+        read_only=False,
+        effects=("session_write",),
+        examples=(
+            ToolExample(
+                description="A release note outcome",
+                input={"title": "Release notes drafted", "successCriteria": ["lists breaking changes"]},
+            ),
+        ),
+    ),
+    ToolDefinition(
+        name="outcome_read",
+        title="Read the outcome",
+        description="Read a session's active outcome (title, detail, success criteria).",
+        input_model=SessionArgs,
+        output_model=ReadOutput,
+        handler=outcome_read,
+        effects=("session_read",),
+    ),
+    ToolDefinition(
+        name="outcome_grade",
+        title="Grade progress",
+        description="Grade progress against the active outcome's success criteria, with evidence and a next step.",
+        input_model=SessionArgs,
+        output_model=GradeOutput,
+        handler=outcome_grade,
+        effects=("session_read", "memory_read"),
+    ),
+    ToolDefinition(
+        name="outcome_evaluate",
+        title="Evaluate the outcome",
+        description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it in "
+        "the history.",
+        input_model=SessionArgs,
+        output_model=EvaluateOutput,
+        handler=outcome_evaluate,
+        read_only=False,
+        effects=("session_read", "memory_read", "session_write"),
+    ),
+    ToolDefinition(
+        name="outcome_history",
+        title="Outcome history",
+        description="List the last evaluations of a session's outcome, oldest first, with iterations and trends.",
+        input_model=HistoryArgs,
+        output_model=HistoryOutput,
+        handler=outcome_history,
+        effects=("session_read",),
+    ),
+)

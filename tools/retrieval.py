@@ -1,0 +1,94 @@
+"""Query parsing and lexical scoring shared by memory_search and outcome grading (reference §3, retrieval/query).
+
+A query yields terms (lower-cased words, stopwords and one-letter words dropped), quoted phrases, path-like
+terms (with `/`, `.` or `:`) and identifiers (with `_` or `-`, or digits mixed with letters). A text scores
++6 for the whole query, +4 per phrase, +5 per path term, +3 per identifier and +1 per term it contains.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "for",
+        "from",
+        "how",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "with",
+    ]
+)
+MAX_TERMS = 32
+_PHRASE = re.compile(r'"([^"]{2,160})"|`([^`]{2,160})`')
+_STRUCTURED = re.compile(r"[A-Za-z0-9_./:#-]+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Query:
+    normalized: str
+    terms: list[str]
+    phrases: list[str] = field(default_factory=list)
+    path_terms: list[str] = field(default_factory=list)
+    identifiers: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.terms or self.phrases or self.path_terms or self.identifiers)
+
+
+def build_query(text: str) -> Query:
+    normalized = re.sub(r"\s+", " ", text.lower()).strip()
+    phrases = [a or b for a, b in _PHRASE.findall(normalized)]
+    rest = _PHRASE.sub(" ", normalized)
+    structured = _STRUCTURED.findall(rest)
+    path_terms = [t.strip(".:") for t in structured if any(c in t for c in "/.:") and len(t.strip(".:")) > 1]
+    identifiers = [
+        t
+        for t in structured
+        if t not in path_terms
+        and ("_" in t or "-" in t.strip("-") or (any(c.isdigit() for c in t) and any(c.isalpha() for c in t)))
+    ]
+    terms = [w for w in _WORD.findall(rest) if len(w) > 1 and w not in STOPWORDS]
+    return Query(
+        normalized=normalized,
+        terms=list(dict.fromkeys(terms))[:MAX_TERMS],
+        phrases=list(dict.fromkeys(p.strip() for p in phrases if p.strip()))[:MAX_TERMS],
+        path_terms=list(dict.fromkeys(path_terms))[:MAX_TERMS],
+        identifiers=list(dict.fromkeys(identifiers))[:MAX_TERMS],
+    )
+
+
+def score_text(text: str, query: Query) -> tuple[int, list[str]]:
+    """(score, reasons) of one text for a query; case-insensitive substring tests, as the reference does."""
+    haystack = text.lower()
+    score = 0
+    reasons: list[str] = []
+    if query.normalized and query.normalized in haystack:
+        score += 6
+        reasons.append("exact-query")
+    for label, items, weight in (
+        ("exact-phrase", query.phrases, 4),
+        ("path-match", query.path_terms, 5),
+        ("identifier-match", query.identifiers, 3),
+        ("term-overlap", query.terms, 1),
+    ):
+        hits = sum(1 for item in items if item in haystack)
+        if hits:
+            score += weight * hits
+            reasons.append(f"{label}:{hits}")
+    return score, reasons
