@@ -18,9 +18,9 @@ from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.environment import setup_fingerprint
 from tools.errors import ToolError
-from tools.models import Arguments, NonEmptyStr, WireModel
+from tools.models import Arguments, NextTool, NonEmptyStr, WireModel
 from tools.retrieval import build_query, score_text
-from tools.session_tools import Lineage, relation
+from tools.scope import Lineage, relation
 
 SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
 LINEAGE_RELATIONS = {
@@ -31,12 +31,6 @@ LINEAGE_RELATIONS = {
 }
 CANDIDATES = 60
 SNIPPET_CHARS = 180
-
-
-class Expansion(WireModel):
-    tool: str
-    args: dict[str, Any]
-    rationale: str
 
 
 class Hit(WireModel):
@@ -51,7 +45,7 @@ class Hit(WireModel):
     promotion_ready: bool | None
     outcome_trend: str | None
     requires_action: bool
-    expansion: Expansion
+    expansion: NextTool
 
 
 class SearchArgs(Arguments):
@@ -67,24 +61,24 @@ class SearchOutput(WireModel):
     hits: list[Hit]
 
 
-def _expansion(row: SearchRow, same_setup: bool) -> Expansion:
+def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
     sid = row.session_id
     if sid is not None and not same_setup:
-        return Expansion(
+        return NextTool(
             tool="session_get_snapshot",
             args={"sessionId": sid},
             rationale="That session ran under another setup: check it before relying on its memory.",
         )
     if row.source == "learning":
-        return Expansion(tool="learning_list", args={}, rationale="Read the learning in full with its neighbours.")
+        return NextTool(tool="learning_list", args={}, rationale="Read the learning in full with its neighbours.")
     if row.source in ("session_evaluation", "session_outcome"):
-        return Expansion(
+        return NextTool(
             tool="outcome_history", args={"sessionId": sid}, rationale="See how that outcome was judged over time."
         )
     args: dict[str, Any] = {"target": row.source}
     if sid is not None:
         args["sessionId"] = sid
-    return Expansion(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
+    return NextTool(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
 
 
 def _affinity(current: Outcome | None, other: Outcome | None) -> int:

@@ -23,7 +23,7 @@ from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
 from tools.models import Arguments, NoArguments, NonEmptyStr, SessionId, WireModel
 from tools.outcome_tools import Evaluation, enforce_gate
-from tools.session_tools import scoped_session
+from tools.scope import scoped_session
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",
                  "shell_state"]  # fmt: skip

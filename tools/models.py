@@ -1,6 +1,6 @@
 """Base models for tool inputs and outputs: camelCase on the wire, snake_case in Python, no extra fields."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
@@ -35,3 +35,11 @@ SessionId = Annotated[
     StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
     Field(description="A session of this agent; defaults to the current session."),
 ]
+
+
+class NextTool(WireModel):
+    """A suggested next call: the tool, its arguments, and why."""
+
+    tool: str
+    args: dict[str, Any]
+    rationale: str

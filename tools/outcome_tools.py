@@ -17,9 +17,9 @@ from stores.outcomes import Outcome
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
-from tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from tools.models import Arguments, NextTool, NonEmptyStr, SessionId, WireModel
 from tools.retrieval import build_query, score_text
-from tools.session_tools import scoped_session
+from tools.scope import scoped_session
 
 GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
 EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
@@ -35,12 +35,7 @@ STATUS_SCORE: dict[str, int] = {
     "missing_outcome": 0,
 }
 GRADED_TARGETS = ("session_state", "working_buffer")
-
-
-class NextTool(WireModel):
-    tool: str
-    args: dict[str, Any]
-    rationale: str
+NOT_WORK = frozenset({"invalid_arguments", "unknown_tool", "deadline"})
 
 
 class OutcomeView(WireModel):
@@ -168,17 +163,27 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> G
 
 
 async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
-    """(wake id, successful tool calls, failed tool calls' names) of the session's latest wake."""
+    """(wake id, successful tool calls, tools whose latest call failed) of the session's latest wake.
+
+    A failure redone successfully later in the wake no longer counts, and neither do calls refused before they
+    ran (bad arguments, unknown tools, refusals by a person): those are not failed work.
+    """
     wake = await sessions.latest_wake(ctx.tx, session_id)
     if wake is None:
         return None, 0, []
     rows = await ctx.tx.fetchall(
-        "SELECT json_extract(payload, '$.result') AS result, json_extract(payload, '$.toolName') AS tool "
-        "FROM events WHERE wake_id = ? AND type = 'span.completed' AND json_extract(payload, '$.spanKind') = 'tool'",
+        "SELECT json_extract(payload, '$.toolName') AS tool, json_extract(payload, '$.result') AS result, "
+        "json_extract(payload, '$.errorKind') AS kind FROM events WHERE wake_id = ? AND type = 'span.completed' "
+        "AND json_extract(payload, '$.spanKind') = 'tool' ORDER BY seq",
         (wake.id,),
     )
+    latest: dict[str, tuple[str, str | None]] = {}
+    for row in rows:
+        if row["result"] == "error" and row["kind"] in NOT_WORK:
+            continue
+        latest[row["tool"]] = (row["result"], row["kind"])
     ok = sum(1 for r in rows if r["result"] == "success")
-    return wake.id, ok, [r["tool"] for r in rows if r["result"] == "error"]
+    return wake.id, ok, sorted(tool for tool, (result, _) in latest.items() if result == "error")
 
 
 def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tuple[Trend, str]:
@@ -211,7 +216,7 @@ async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, G
         wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)
         if failed:
             status, confidence = "fail", "high"
-            summary = f"The latest wake has {len(failed)} failed tool call(s): {', '.join(sorted(set(failed)))}."
+            summary = f"In the latest wake the last call of {', '.join(failed)} failed."
             evidence.append(summary)
             next_tool = NextTool(
                 tool="session_get_trace",
@@ -255,6 +260,50 @@ def _entry(record: outcomes.EvaluationRecord) -> HistoryEntry:
         outcome_fingerprint=record.outcome_fingerprint,
         grade_status=record.grade_status,
         evaluation=Evaluation.model_validate(record.evaluation),
+    )
+
+
+class OutcomePosture(WireModel):
+    """The outcome fields a snapshot and the permission tools report (reference §2a, §6)."""
+
+    active_outcome: OutcomeView | None
+    outcome_grade: GradeStatus | None
+    outcome_status: EvalStatus | None
+    outcome_trend: Trend | None
+    outcome_trend_summary: str | None
+    promotion_ready: bool
+    outcome_evaluation: Evaluation | None
+    next_outcome_step: NextTool | None
+    outcome_evaluation_history_count: int
+    outcome_evaluation_latest_iteration: int | None
+
+
+async def posture(ctx: ToolContext, session_id: str) -> OutcomePosture:
+    outcome, graded, evaluation, history = await evaluate(ctx, session_id)
+    step = None
+    if outcome is not None and not evaluation.promotion_ready:
+        if evaluation.trend in ("stable", "regressing"):
+            step = NextTool(
+                tool="outcome_history",
+                args={"sessionId": session_id},
+                rationale=evaluation.trend_summary + " Look at the history before trying again.",
+            )
+        else:
+            step = evaluation.next_suggested_tool or NextTool(
+                tool="outcome_evaluate", args={}, rationale="Evaluate the outcome."
+            )
+    has = outcome is not None
+    return OutcomePosture(
+        active_outcome=_view(outcome),
+        outcome_grade=graded.status if has else None,
+        outcome_status=evaluation.status if has else None,
+        outcome_trend=evaluation.trend if has else None,
+        outcome_trend_summary=evaluation.trend_summary if has else None,
+        promotion_ready=evaluation.promotion_ready,
+        outcome_evaluation=evaluation if has else None,
+        next_outcome_step=step,
+        outcome_evaluation_history_count=len(history),
+        outcome_evaluation_latest_iteration=history[-1].iteration if history else None,
     )
 
 

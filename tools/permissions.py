@@ -15,7 +15,8 @@ from stores.approvals import ApprovalRecord
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolEffect, ToolExample
 from tools.executor import ArgumentError, parse_call
-from tools.models import Arguments, NoArguments, NonEmptyStr, WireModel
+from tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
+from tools.outcome_tools import Evaluation, OutcomePosture, posture
 
 # The tools whose effect on shared state needs a passing outcome evaluation (reference §5, "Outcome gate").
 OUTCOME_GATED = frozenset({"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version"})
@@ -42,12 +43,6 @@ class ToolPosture(WireModel):
     effects: list[ToolEffect]
     read_only: bool
     requires_outcome_pass: bool
-
-
-class NextStep(WireModel):
-    tool: str
-    args: dict[str, Any]
-    rationale: str
 
 
 def _view(record: ApprovalRecord) -> RequestView:
@@ -81,14 +76,14 @@ def _posture(definition: ToolDefinition) -> ToolPosture:
 
 
 class PostureFields(WireModel):
-    """Filled by the outcome and shell issues; part of the published contract now."""
+    """The outcome posture, and the shell posture (filled by the shell issue; part of the contract now)."""
 
-    outcome_evaluation: dict[str, Any] | None = None
-    next_outcome_step: NextStep | None = None
+    outcome_evaluation: Evaluation | None = None
+    next_outcome_step: NextTool | None = None
     context_pressure: dict[str, Any] | None = None
     shell_mutation_posture: dict[str, Any] | None = None
-    read_only_alternative: NextStep | None = None
-    shell_read_first_alternatives: list[NextStep] = Field(default_factory=list)
+    read_only_alternative: NextTool | None = None
+    shell_read_first_alternatives: list[NextTool] = Field(default_factory=list)
 
 
 # ---- permissions_describe ----------------------------------------------------------------------------
@@ -101,14 +96,17 @@ class DescribeOutput(PostureFields):
     open_requests: list[RequestView]
     always_ask_tools: list[ToolPosture]
     outcome_gated_tools: list[ToolPosture]
-    next_shell_step: NextStep | None = None
+    next_shell_step: NextTool | None = None
     how_to_approve: str
 
 
 async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
     records = await approvals.list_open(ctx.tx, ctx.session_id)
     registry = ctx.runtime.registry
+    outcome = await posture(ctx, ctx.session_id)
     return DescribeOutput(
+        outcome_evaluation=outcome.outcome_evaluation,
+        next_outcome_step=outcome.next_outcome_step,
         session_id=ctx.session_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation"),
         pending_custom_tool_request=_oldest(records, "custom_tool"),
@@ -148,7 +146,7 @@ class CheckOutput(PostureFields):
     approval_state: Literal["none", "pending", "approved"] | None
     approval_request_id: str | None
     pending_tool_confirmation_request: RequestView | None
-    next_step: NextStep | None
+    next_step: NextTool | None
 
 
 async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
@@ -178,6 +176,8 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
             next_step=None,
         )
     asks = definition.permission_policy == "always_ask"
+    gated = definition.name in OUTCOME_GATED
+    outcome = await posture(ctx, ctx.session_id) if gated else None
     valid: bool | None = None
     errors = digest = None
     state: Literal["none", "pending", "approved"] | None = None
@@ -193,6 +193,8 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         state = "none" if match is None else match.status  # type: ignore[assignment]  # open = pending|approved
         request_id = None if match is None else match.id
     return CheckOutput(
+        outcome_evaluation=None if outcome is None else outcome.outcome_evaluation,
+        next_outcome_step=None if outcome is None else outcome.next_outcome_step,
         tool_name=definition.name,
         exists=True,
         allowed=True,
@@ -211,27 +213,35 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         approval_state=state,
         approval_request_id=request_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation", definition.name),
-        next_step=_next_step(definition, args.tool_args, state, request_id),
+        next_step=_next_step(definition, args.tool_args, state, request_id, outcome),
     )
 
 
 def _next_step(
-    definition: ToolDefinition, tool_args: dict[str, Any] | None, state: str | None, request_id: str | None
-) -> NextStep | None:
+    definition: ToolDefinition,
+    tool_args: dict[str, Any] | None,
+    state: str | None,
+    request_id: str | None,
+    outcome: OutcomePosture | None,
+) -> NextTool | None:
     if state == "approved":
-        return NextStep(
+        return NextTool(
             tool=definition.name,
             args=tool_args or {},
             rationale=f"Request {request_id} is approved: call it with exactly these arguments; it runs once.",
         )
+    if outcome is not None and outcome.outcome_status is not None and not outcome.promotion_ready:
+        step = outcome.next_outcome_step
+        if step is not None:
+            return NextTool(tool=step.tool, args=step.args, rationale="The outcome gate is closed: " + step.rationale)
     if state == "pending":
-        return NextStep(
+        return NextTool(
             tool="permissions_describe",
             args={},
             rationale=f"Request {request_id} waits for a person; {HOW_TO_APPROVE}",
         )
     if definition.permission_policy == "always_ask":
-        return NextStep(
+        return NextTool(
             tool="permissions_describe",
             args={},
             rationale="Calling it asks a person to approve these exact arguments first.",

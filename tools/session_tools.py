@@ -15,17 +15,12 @@ from tools.definition import ToolDefinition, ToolExample
 from tools.environment import setup_fingerprint
 from tools.errors import ToolError
 from tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from tools.outcome_tools import OutcomePosture, posture
+from tools.scope import Lineage, Relation, relation, scoped_session
 
-Relation = Literal["parent", "child", "sibling"]
-Lineage = Literal["related", "parent", "children", "siblings"]
 MAX_EVENT_LIMIT = 200
 EventTypes = Annotated[list[NonEmptyStr], Field(max_length=32, description="Only events of these types.")]
 Limit = Annotated[int, Field(ge=1, le=MAX_EVENT_LIMIT)]
-
-
-async def scoped_session(ctx: ToolContext, session_id: str | None) -> SessionRecord:
-    """The session a tool may reach: the current one by default, else one of the same agent."""
-    return await sessions.get_agent_session(ctx.tx, session_id or ctx.session_id, ctx.agent_id)
 
 
 # ---- summaries ---------------------------------------------------------------------------------------
@@ -53,7 +48,7 @@ class SessionSummary(WireModel):
     setup_matches_current: bool
 
 
-class SessionSnapshot(SessionSummary):
+class SessionSnapshot(SessionSummary, OutcomePosture):
     environment_id: str
     pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
     pending_action_tool_name: str | None
@@ -64,18 +59,7 @@ class SessionSnapshot(SessionSummary):
     latest_summary: str | None
     event_cursor: EventCursor
     agent_setup_fingerprint: str | None
-
-
-def relation(current: SessionRecord, other: SessionRecord) -> Relation | None:
-    if other.id == current.id:
-        return None
-    if current.parent_id is not None and other.id == current.parent_id:
-        return "parent"
-    if other.parent_id == current.id:
-        return "child"
-    if current.parent_id is not None and other.parent_id == current.parent_id:
-        return "sibling"
-    return None
+    shell_state: dict[str, Any] | None
 
 
 def _summary_fields(
@@ -181,6 +165,8 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         latest_summary=await events.latest_summary(ctx.tx, record.id),
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
+        shell_state=None,
+        **(await posture(ctx, record.id)).model_dump(),
     )
 
 

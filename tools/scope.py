@@ -1,0 +1,29 @@
+"""Which sessions a tool may reach, and how two sessions of one agent are related."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from stores import sessions
+from stores.sessions import SessionRecord
+from tools.context import ToolContext
+
+Relation = Literal["parent", "child", "sibling"]
+Lineage = Literal["related", "parent", "children", "siblings"]
+
+
+async def scoped_session(ctx: ToolContext, session_id: str | None) -> SessionRecord:
+    """The session a tool may reach: the current one by default, else one of the same agent."""
+    return await sessions.get_agent_session(ctx.tx, session_id or ctx.session_id, ctx.agent_id)
+
+
+def relation(current: SessionRecord, other: SessionRecord) -> Relation | None:
+    if other.id == current.id:
+        return None
+    if current.parent_id is not None and other.id == current.parent_id:
+        return "parent"
+    if other.parent_id == current.id:
+        return "child"
+    if current.parent_id is not None and other.parent_id == current.parent_id:
+        return "sibling"
+    return None
