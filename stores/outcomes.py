@@ -137,15 +137,20 @@ async def record_evaluation(
     grade_status: str,
     evaluation: dict[str, Any],
 ) -> EvaluationRecord:
-    """Append an evaluation (iteration 0-based per outcome fingerprint). An evaluation in the same wake for the same
-    outcome, or one with the same verdict as the last, replaces the last entry; the history keeps the last 12."""
+    """Append an evaluation (iteration 0-based per outcome fingerprint); the history keeps the last 12.
+
+    A verdict that repeats the last one for the same outcome replaces it instead (the history records changes).
+    The reference also replaces within one harness wake; over MCP a wake is a whole connection, so that rule
+    would keep a session at one entry, and it is not used.
+    """
     past = await history(tx, session_id)
     last = past[-1] if past else None
     same_fingerprint = [r for r in past if r.outcome_fingerprint == outcome.fingerprint]
+    verdict = (evaluation.get("status"), evaluation.get("promotion_ready"))
     replaces = (
         last is not None
         and last.outcome_fingerprint == outcome.fingerprint
-        and (last.wake_id == wake_id or last.evaluation.get("status") == evaluation.get("status"))
+        and (last.evaluation.get("status"), last.evaluation.get("promotion_ready")) == verdict
     )
     if replaces and last is not None:
         iteration = last.iteration
