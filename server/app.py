@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import ListenHandler
 
-from server import SERVER_NAME, __version__
+from server import SERVER_NAME, __version__, resources
 from server.attach import attach, detach
 from server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from server.consent import CallConsent
-from server.ports import ClientSampler, RequestProgress
+from server.ports import ClientSampler, NoConsent, RequestProgress
 from server.publish import to_call_result, to_mcp_tool
+from server.resources import Notifier
+from stores.errors import StoreError
 from tools.context import Attachment, Ports, Runtime
-from tools.executor import execute
+from tools.executor import execute, reading_context
+from tools.resources import read as read_resource_text
 
 INSTRUCTIONS = (
     "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
@@ -42,6 +47,8 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 class ConnectionState:
     runtime: Runtime
     attachment: Attachment
+    # The sessions this connection subscribed to resource updates with; forgotten when it closes.
+    subscribed: set[ServerSession] = field(default_factory=set)
 
 
 def build_server(
@@ -57,13 +64,16 @@ def build_server(
     lifetime of a sealed `requestState` (2026-07-28).
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+    notifier = Notifier()
 
     @asynccontextmanager
     async def lifespan(_: Server[ConnectionState]) -> AsyncIterator[ConnectionState]:
         attachment = await attach(runtime, session_id, transport)
+        state = ConnectionState(runtime, attachment)
         try:
-            yield ConnectionState(runtime, attachment)
+            yield state
         finally:
+            notifier.forget(state.subscribed)
             await detach(runtime, attachment)
 
     async def list_tools(
@@ -86,7 +96,45 @@ def build_server(
         )
         if result.error_kind == "input_required" and consent.input_required is not None:
             return consent.input_required
+        if result.touched:
+            await notifier.updated(result.touched)
         return to_call_result(result)
+
+    async def list_resources(
+        ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return resources.listing(ctx.lifespan_context.attachment.session_id)
+
+    async def list_templates(
+        ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return resources.templates()
+
+    async def read_resource(
+        ctx: ServerRequestContext[ConnectionState], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        ports = Ports(NoConsent(), RequestProgress(ctx.session), ClientSampler(ctx.session, ctx.request_id))
+        try:
+            async with reading_context(runtime, ctx.lifespan_context.attachment, ports) as reader:
+                mime, text = await read_resource_text(reader, params.uri)
+        except StoreError as exc:
+            raise resources.not_found(exc) from exc
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=params.uri, mime_type=mime, text=text)]
+        )
+
+    async def subscribe(
+        ctx: ServerRequestContext[ConnectionState], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        notifier.subscribe(params.uri, ctx.session)
+        ctx.lifespan_context.subscribed.add(ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[ConnectionState], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        notifier.unsubscribe(params.uri, ctx.session)
+        return types.EmptyResult()
 
     server = Server(
         SERVER_NAME,
@@ -96,6 +144,12 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=ListenHandler(notifier.bus),
     )
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
     security = RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)

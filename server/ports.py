@@ -5,7 +5,14 @@ from __future__ import annotations
 import mcp_types as types
 from mcp.server.session import ServerSession
 
-from tools.ports import SamplingUnavailableError
+from tools.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
+
+
+class NoConsent:
+    """For work that never asks a person (reading resources): any question is refused."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(status="unavailable")
 
 
 class RequestProgress:

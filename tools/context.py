@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,8 @@ class ToolContext:
     tx: Tx
     deadline: float
     log: logging.Logger
+    # URIs of the resources (memory stores, evaluations) this call changed; notified once it commits.
+    touched: set[str] = field(default_factory=set)
 
     @property
     def agent_id(self) -> str:

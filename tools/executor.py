@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -55,6 +57,7 @@ class CallResult:
     structured: dict[str, Any] | None = None
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
+    touched: tuple[str, ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -182,7 +185,7 @@ async def _run(call: _Call) -> CallResult:
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
             # A person is the implementation of a custom tool: their answer, once valid, is the result.
-            result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+            result = _success(_custom_output(call, await _ask(call, "custom_tool")), set())
             await _write_completed(span, result)
             return result
         if definition.precondition is not None:
@@ -194,11 +197,11 @@ async def _run(call: _Call) -> CallResult:
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.read_only:
                 async with runtime.db.read() as tx:
-                    result = _success(await _call_handler(call, tx))
+                    result = _success(*await _call_handler(call, tx))
                 await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
-                    result = _success(await _call_handler(call, tx))
+                    result = _success(*await _call_handler(call, tx))
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
@@ -240,17 +243,33 @@ def _context(call: _Call, tx: Tx) -> ToolContext:
     )
 
 
-async def _call_handler(call: _Call, tx: Tx) -> dict[str, Any]:
+@asynccontextmanager
+async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports) -> AsyncIterator[ToolContext]:
+    """A read-only context outside any tool call (resources read through the same code as the tools)."""
+    async with runtime.db.read() as tx:
+        yield ToolContext(
+            runtime=runtime,
+            attachment=attachment,
+            ports=ports,
+            tx=tx,
+            deadline=anyio.current_time() + 30,
+            log=logging.getLogger("managed_tools.resources"),
+        )
+
+
+async def _call_handler(call: _Call, tx: Tx) -> tuple[dict[str, Any], set[str]]:
     definition = call.definition
     assert definition.handler is not None
-    output = await definition.handler(_context(call, tx), call.args)
+    ctx = _context(call, tx)
+    output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
-    return output.model_dump(mode="json", by_alias=True)
+    return output.model_dump(mode="json", by_alias=True), ctx.touched
 
 
-def _success(structured: dict[str, Any]) -> CallResult:
-    return CallResult("success", json.dumps(structured, separators=(",", ":"), ensure_ascii=False), structured)
+def _success(structured: dict[str, Any], touched: set[str]) -> CallResult:
+    text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    return CallResult("success", text, structured, touched=tuple(sorted(touched)))
 
 
 async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:

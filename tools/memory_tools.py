@@ -24,6 +24,7 @@ from tools.errors import ToolError
 from tools.models import Arguments, NoArguments, NonEmptyStr, SessionId, WireModel
 from tools.outcome_tools import Evaluation, enforce_gate
 from tools.scope import scoped_session
+from tools.uris import memory_uri
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",
                  "shell_state"]  # fmt: skip
@@ -65,13 +66,6 @@ STORES: dict[str, StoreInfo] = {
         "Shell state", "The session's shell: cwd, env keys, last commands.", "session", None, "json"
     ),
 }
-
-
-def memory_uri(target: str, session_id: str) -> str:
-    """The MCP resource that shows a store to a person (see server/resources.py)."""
-    if STORES[target].scope == "agent":
-        return f"managed-tools://agent/memory/{target}"
-    return f"managed-tools://sessions/{session_id}/memory/{target}"
 
 
 def scope_of(ctx: ToolContext, target: str, session_id: str) -> str:
@@ -250,11 +244,15 @@ async def _write(
         expected_content_hash=expected_content_hash,
         searchable_title=f"{target} of session {session_id}" if STORES[target].scope == "session" else target,
     )
+    uri = memory_uri(target, session_id)
+    ctx.touched.update(
+        {uri, memory_uri("workspace_memory", session_id)} if target == "workspace_memory_notes" else {uri}
+    )
     return WriteOutput(
         session_id=session_id,
         target=target,
         mode=mode,
-        uri=memory_uri(target, session_id),
+        uri=uri,
         version_id=version.id,
         previous_version_id=previous,
         content_hash=version.content_hash,
@@ -432,6 +430,8 @@ async def learning_record(ctx: ToolContext, args: RecordArgs) -> RecordOutput:
         promote=args.promote_to_memory,
     )
     uri = memory_uri("workspace_memory", ctx.session_id) if args.promote_to_memory else None
+    if uri is not None:
+        ctx.touched.add(uri)
     return RecordOutput(agent_id=ctx.agent_id, learning=_learning(item), workspace_memory_uri=uri)
 
 

@@ -20,6 +20,7 @@ from tools.errors import ToolError
 from tools.models import Arguments, NextTool, NonEmptyStr, SessionId, WireModel
 from tools.retrieval import build_query, score_text
 from tools.scope import scoped_session
+from tools.uris import evaluation_uri, memory_uri
 
 GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
 EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
@@ -364,6 +365,7 @@ async def outcome_define(ctx: ToolContext, args: DefineArgs) -> DefineOutput:
         ctx.tx, session_id=ctx.session_id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
     )
     event = await _event(ctx, "user.define_outcome", {"title": outcome.title, "successCriteria": criteria})
+    ctx.touched.update({evaluation_uri(ctx.session_id), memory_uri("checkpoint", ctx.session_id)})
     view = _view(outcome)
     assert view is not None
     return DefineOutput(session_id=ctx.session_id, active_outcome=view, event_id=event)
@@ -409,6 +411,7 @@ async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutpu
             grade_status=graded.status,
             evaluation=evaluation.model_dump(mode="json"),
         )
+        ctx.touched.update({evaluation_uri(session.id), memory_uri("checkpoint", session.id)})
     history = [_entry(r) for r in await outcomes.history(ctx.tx, session.id)]
     return EvaluateOutput(
         session_id=session.id,

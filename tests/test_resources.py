@@ -1,0 +1,95 @@
+"""Memory stores and the outcome evaluation as MCP resources, with updated notifications in both eras."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from conftest import ERAS, Connect, data
+from mcp import MCPError
+
+from stores import sessions
+from tools.context import Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: types.ReadResourceResult) -> str:
+    content = result.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    return content.text
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode: str) -> None:
+    async with runtime.db.write() as tx:
+        stranger = await sessions.create_session(tx, "beta")
+    async with connect(runtime, mode) as client:
+        session_id = data(await client.call_tool("memory_write", {"target": "session_state", "content": "hello"}))[
+            "sessionId"
+        ]
+        listed = {r.name: r for r in (await client.list_resources()).resources}
+        state = await client.read_resource(listed["session_state"].uri)
+        evaluation = json.loads(text_of(await client.read_resource(listed["outcome_evaluation"].uri)))
+        notes = await client.read_resource("managed-tools://agent/memory/workspace_memory_notes")
+        templates = (await client.list_resource_templates()).resource_templates
+        with pytest.raises(MCPError, match="is not available to agent default"):
+            await client.read_resource(f"managed-tools://sessions/{stranger.id}/memory/session_state")
+        with pytest.raises(MCPError, match="No resource"):
+            await client.read_resource("managed-tools://agent/memory/secrets")
+        with pytest.raises(MCPError, match="No resource"):
+            await client.read_resource("file:///etc/passwd")
+    assert set(listed) == {
+        "session_state", "working_buffer", "checkpoint", "shell_state", "workspace_memory",
+        "workspace_memory_notes", "outcome_evaluation",
+    }  # fmt: skip
+    assert listed["session_state"].uri == f"managed-tools://sessions/{session_id}/memory/session_state"
+    assert text_of(state) == "hello\n" and listed["checkpoint"].mime_type == "application/json"
+    assert evaluation["activeOutcome"] is None and evaluation["promotionReady"] is False
+    assert text_of(notes) == ""
+    assert [t.name for t in templates] == ["session_memory", "session_outcome_evaluation"]
+
+
+async def test_handshake_era_subscription_gets_updates(runtime: Runtime, connect: Connect) -> None:
+    seen: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            seen.append(message.params.uri)
+            arrived.set()
+
+    async with connect(runtime, "legacy", message_handler=on_message) as client:
+        uri = next(r.uri for r in (await client.list_resources()).resources if r.name == "session_state")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
+            await client.subscribe_resource(uri)
+            with pytest.raises(MCPError, match="No resource"):
+                await client.subscribe_resource("managed-tools://nowhere")
+        await client.call_tool("memory_write", {"target": "working_buffer", "content": "not watched"})
+        await client.call_tool("memory_write", {"target": "session_state", "content": "watched"})
+        with anyio.fail_after(5):
+            await arrived.wait()
+    assert seen == [uri]
+
+
+async def test_modern_listen_gets_updates_for_agent_memory(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as client:
+        uri = "managed-tools://agent/memory/workspace_memory"
+        events: list[Any] = []
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            await client.call_tool(
+                "learning_record",
+                {"kind": "lesson", "title": "Read first", "detail": "then write", "promoteToMemory": True},
+            )
+            with anyio.fail_after(5):
+                async for event in subscription:
+                    events.append(event)
+                    break
+        memory_md = text_of(await client.read_resource(uri))
+    assert [getattr(e, "uri", None) for e in events] == [uri]
+    assert "Read first" in memory_md

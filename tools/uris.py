@@ -1,0 +1,32 @@
+"""The resource URIs under which the server shows memory stores and evaluations to a person."""
+
+from __future__ import annotations
+
+import re
+
+SCHEME = "managed-tools"
+AGENT_TARGETS = ("workspace_memory", "workspace_memory_notes")
+SESSION_TARGETS = ("session_state", "working_buffer", "checkpoint", "shell_state")
+_SESSION = re.compile(rf"^{SCHEME}://sessions/([^/]+)/(memory/([a-z_]+)|outcome/evaluation)$")
+_AGENT = re.compile(rf"^{SCHEME}://agent/memory/([a-z_]+)$")
+
+
+def memory_uri(target: str, session_id: str) -> str:
+    if target in AGENT_TARGETS:
+        return f"{SCHEME}://agent/memory/{target}"
+    return f"{SCHEME}://sessions/{session_id}/memory/{target}"
+
+
+def evaluation_uri(session_id: str) -> str:
+    return f"{SCHEME}://sessions/{session_id}/outcome/evaluation"
+
+
+def parse(uri: str) -> tuple[str | None, str] | None:
+    """(session id or None for agent stores, target or "evaluation"), or None for a URI that is not ours."""
+    if match := _AGENT.match(uri):
+        return (None, match[1]) if match[1] in AGENT_TARGETS else None
+    if match := _SESSION.match(uri):
+        if match[3] is None:
+            return match[1], "evaluation"
+        return (match[1], match[3]) if match[3] in SESSION_TARGETS else None
+    return None
