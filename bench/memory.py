@@ -475,6 +475,7 @@ async def run_writes(workspace: Path, writes: int, seed: int) -> WriteResult:
 
 RACE_HEADER = "# race"
 RACE_TIMEOUT_S = 900
+RACE_START_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -577,7 +578,7 @@ async def _race_loop(job: RaceJob, barrier: Barrier) -> WorkerReport:
         attachment = await attach(runtime, job.session_id, "bench")
         counts: Counter[Attempt] = Counter()
         land: list[float] = []
-        barrier.wait()
+        barrier.wait(timeout=RACE_START_TIMEOUT_S)  # every process attached: start together
         started = time.time()
         for i in range(job.per_proc):
             marker = f"p{job.proc}-{i}"

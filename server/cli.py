@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
         "--approval-wait", metavar="SECONDS", type=float, help="how long a person has to answer (default: 120)"
     )
     serve.add_argument(
+        "--vault", metavar="NAME=DIR", action="append", default=[], help="mount DIR read-only at /vaults/NAME"
+    )
+    serve.add_argument(
         "--tools-module", metavar="MODULE", action="append", default=[], help="load your own tools from MODULE.TOOLS"
     )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             ask=tuple(getattr(args, "ask", ())),
             approval_wait_seconds=getattr(args, "approval_wait", None),
             tool_modules=tuple(getattr(args, "tools_module", ())),
+            vaults=_vaults(getattr(args, "vault", [])),
         )
     except ValidationError as exc:
         print(f"managed-tools: invalid configuration: {exc.errors(include_url=False)[0]['msg']}", file=sys.stderr)
@@ -94,6 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(config, args.log_level)
     return _human(args, config)
+
+
+def _vaults(specs: list[str]) -> dict[str, Path]:
+    vaults: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
+        vaults[name] = Path(directory)
+    return vaults
 
 
 def _human(args: argparse.Namespace, config: ServeConfig) -> int:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tools.custom import CustomToolSpec
 
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+VaultName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 Policy = Literal["always_allow", "always_ask"]
 STATE_FILE = "state.db"
 CONFIG_FILE = "config.json"
@@ -35,6 +36,7 @@ class UserConfig(BaseModel):
         default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds"
     )
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
+    vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -63,6 +65,7 @@ class ServeConfig(BaseModel):
     approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     tool_modules: tuple[str, ...] = ()
+    vaults: dict[VaultName, Path] = Field(default_factory=dict)
 
     @classmethod
     def build(
@@ -76,6 +79,7 @@ class ServeConfig(BaseModel):
         ask: tuple[str, ...] = (),
         approval_wait_seconds: float | None = None,
         tool_modules: tuple[str, ...] = (),
+        vaults: dict[str, Path] | None = None,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, `<workspace>/.managed-tools`) and merge the file."""
         root = (workspace or Path.cwd()).expanduser().resolve()
@@ -93,6 +97,7 @@ class ServeConfig(BaseModel):
             approval_wait_seconds=approval_wait_seconds or user.approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             tool_modules=tool_modules,
+            vaults={name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()},
         )
 
     @property

@@ -11,6 +11,8 @@ from server.extensions import ExtensionError, load_tools
 from stores import sessions
 from stores.db import Database
 from stores.errors import StoreError
+from stores.mounts import default_mounts
+from stores.paths import PathGuard
 from tools.catalogue import build_registry
 from tools.context import Environment, Runtime
 from tools.custom import custom_tool
@@ -26,6 +28,9 @@ class StartupError(Exception):
 async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, ...] = ()) -> AsyncIterator[Runtime]:
     if not config.workspace.is_dir():
         raise StartupError(f"The workspace {config.workspace} is not a directory.")
+    for name, path in config.vaults.items():
+        if not path.is_dir():
+            raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
     try:
         user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + load_tools(config.tool_modules)
         registry = build_registry(user_tools + extra_tools, config.policy)
@@ -47,7 +52,13 @@ async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, .
             data_dir=config.data_dir,
             server_name=SERVER_NAME,
             server_version=__version__,
+            vaults=config.vaults,
         )
-        yield Runtime(environment=environment, db=db, registry=registry)
+        mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
+        for mount in mounts:
+            if mount.kind == "agent_substrate":
+                mount.root.mkdir(parents=True, exist_ok=True)
+        guard = PathGuard(mounts, private=[config.data_dir])
+        yield Runtime(environment=environment, db=db, registry=registry, guard=guard)
     finally:
         await db.close()

@@ -8,6 +8,7 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -118,8 +119,7 @@ class Database:
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = await _connect(path, busy_timeout_ms)
         try:
-            await writer.execute("PRAGMA journal_mode=WAL")
-            await _migrate(writer)
+            await _prepare(writer, busy_timeout_ms)
             pool = [await _connect(path, busy_timeout_ms) for _ in range(max(1, readers))]
         except BaseException:
             await writer.close()
@@ -188,18 +188,38 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
     return conn
 
 
+async def _prepare(conn: aiosqlite.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL and migrate, retrying while other processes do the same.
+
+    On a fresh file two processes can meet where SQLite answers "locked" at once instead of waiting (switching
+    the journal mode, or two readers both upgrading to writers), so the busy timeout alone is not enough here.
+    """
+    deadline = anyio.current_time() + max(busy_timeout_ms / 1000, 1.0) * 3
+    while True:
+        try:
+            rows = await conn.execute_fetchall("PRAGMA journal_mode")
+            if str(next(iter(rows))[0]).lower() != "wal":
+                await conn.execute("PRAGMA journal_mode=WAL")
+            await _migrate(conn)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or anyio.current_time() > deadline:
+                raise
+            await anyio.sleep(0.02 + secrets.randbelow(80) / 1000)
+
+
 async def _migrate(conn: aiosqlite.Connection) -> None:
     """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
 
     The version is read inside the transaction, so two processes starting at once never apply one twice.
     """
-    await conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-        "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
-    )
     for version, name, statements in MIGRATIONS:
         await conn.execute("BEGIN IMMEDIATE")
         try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+            )
             cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
             done = await cursor.fetchone()
             await cursor.close()

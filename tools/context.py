@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from stores.db import Database, Tx
+from stores.paths import PathGuard
 from tools.ports import Consent, Progress, Sampler
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class Runtime:
     environment: Environment
     db: Database
     registry: Registry
+    guard: PathGuard
 
 
 @dataclass(frozen=True)
