@@ -46,6 +46,7 @@ def to_mcp_tool(definition: ToolDefinition) -> types.Tool:
 
 def to_call_result(result: CallResult) -> types.CallToolResult:
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
+    content += [types.ImageContent(type="image", data=data, mime_type=mime) for mime, data in result.images]
     if not result.is_error:
         return types.CallToolResult(content=content, structured_content=result.structured)
     meta: dict[str, Any] = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}}

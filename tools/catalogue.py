@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tools import environment, memory_search, memory_tools, outcome_tools, permissions, planning, session_tools
+from tools import (
+    environment,
+    file_tools,
+    memory_search,
+    memory_tools,
+    outcome_tools,
+    permissions,
+    planning,
+    sandbox,
+    session_tools,
+)
 from tools.definition import PermissionPolicy, ToolDefinition
 from tools.errors import RegistryError
 from tools.registry import Registry
@@ -16,6 +26,8 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     memory_tools.DEFINITIONS,
     memory_search.DEFINITIONS,
     planning.DEFINITIONS,
+    file_tools.DEFINITIONS,
+    sandbox.DEFINITIONS,
     permissions.DEFINITIONS,  # last, as in the reference
 )
 

@@ -66,6 +66,8 @@ class ToolContext:
     log: logging.Logger
     # URIs of the resources (memory stores, evaluations) this call changed; notified once it commits.
     touched: set[str] = field(default_factory=set)
+    # Images the result carries besides its structured output: (MIME type, base64 data).
+    images: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def agent_id(self) -> str:

@@ -58,6 +58,7 @@ class CallResult:
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
     touched: tuple[str, ...] = ()
+    images: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -185,7 +186,7 @@ async def _run(call: _Call) -> CallResult:
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
             # A person is the implementation of a custom tool: their answer, once valid, is the result.
-            result = _success(_custom_output(call, await _ask(call, "custom_tool")), set())
+            result = _success(_custom_output(call, await _ask(call, "custom_tool")))
             await _write_completed(span, result)
             return result
         if definition.precondition is not None:
@@ -257,19 +258,21 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
-async def _call_handler(call: _Call, tx: Tx) -> tuple[dict[str, Any], set[str]]:
+async def _call_handler(call: _Call, tx: Tx) -> tuple[dict[str, Any], ToolContext]:
     definition = call.definition
     assert definition.handler is not None
     ctx = _context(call, tx)
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
-    return output.model_dump(mode="json", by_alias=True), ctx.touched
+    return output.model_dump(mode="json", by_alias=True), ctx
 
 
-def _success(structured: dict[str, Any], touched: set[str]) -> CallResult:
+def _success(structured: dict[str, Any], ctx: ToolContext | None = None) -> CallResult:
     text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
-    return CallResult("success", text, structured, touched=tuple(sorted(touched)))
+    if ctx is None:
+        return CallResult("success", text, structured)
+    return CallResult("success", text, structured, touched=tuple(sorted(ctx.touched)), images=tuple(ctx.images))
 
 
 async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:

@@ -1,0 +1,138 @@
+"""Listing and searching large trees with ripgrep (the `ripgrep` wheel ships the `rg` binary).
+
+ripgrep honours .gitignore, skips binary files and never loads a whole file into memory, which is what grep and
+glob need on trees of tens of thousands of files. It runs as an argv list (no shell), with `--` before the
+pattern and the path so nothing a model writes can become a flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+
+from stores.errors import StoreError
+
+MAX_PREVIEW_CHARS = 240
+
+
+def rg_binary() -> str:
+    beside = Path(sys.executable).with_name("rg")
+    found = str(beside) if beside.exists() else shutil.which("rg")
+    if found is None:
+        raise StoreError("ripgrep (rg) is not installed; reinstall managed-tools-mcp, which depends on it.")
+    return found
+
+
+@dataclass(frozen=True)
+class Match:
+    path: str  # relative to the searched root
+    line: int
+    column: int
+    text: str
+
+
+async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
+    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading."""
+    process: Process = await anyio.open_process(argv, cwd=cwd, stdin=None, stderr=None)
+    try:
+        assert process.stdout is not None
+        buffer = ""
+        async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+            buffer += chunk
+            *complete, buffer = buffer.split("\n")
+            for line in complete:
+                yield line
+        if buffer:
+            yield buffer
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+
+
+def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
+    flags = ["--no-require-git", "--glob", "!.git"]
+    for path in excluded:
+        try:
+            relative = os.path.relpath(path, root)
+        except ValueError:
+            continue
+        if not relative.startswith(".."):
+            flags += ["--glob", f"!/{relative}"]
+    return flags
+
+
+async def list_files(root: Path, excluded: list[Path], limit: int) -> tuple[list[str], bool]:
+    """Files under `root` (relative, sorted), honouring .gitignore; and whether more than `limit` existed."""
+    argv = [rg_binary(), "--files", "--hidden", "--sort", "path", *_exclusions(root, excluded), "--", "."]
+    found: list[str] = []
+    async for line in _lines(argv, root):
+        if line:
+            found.append(line.removeprefix("./"))
+            if len(found) > limit:
+                return found[:limit], True
+    return found, False
+
+
+async def search(
+    root: Path,
+    target: str,
+    query: str,
+    *,
+    regex: bool,
+    case_sensitive: bool,
+    glob: str | None,
+    per_file: int,
+    limit: int,
+    excluded: list[Path],
+) -> tuple[list[Match], bool]:
+    """Matches of `query` under `root` (or in one file), at most `per_file` per file and `limit` in all."""
+    argv = [rg_binary(), "--json", "--hidden", "--sort", "path", "--max-count", str(per_file)]
+    argv += [] if case_sensitive else ["--ignore-case"]
+    argv += [] if regex else ["--fixed-strings"]
+    argv += ["--glob", glob] if glob else []
+    argv += _exclusions(root, excluded)
+    argv += ["--regexp", query, "--", target]
+    matches: list[Match] = []
+    async for line in _lines(argv, root):
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("type") != "match":
+            if event.get("type") == "error":
+                raise StoreError(f"grep failed: {event.get('data')}")
+            continue
+        data = event["data"]
+        text = data["lines"].get("text", "")
+        first = data["submatches"][0] if data.get("submatches") else {"start": 0}
+        matches.append(
+            Match(
+                path=data["path"].get("text", "").removeprefix("./"),
+                line=int(data["line_number"]),
+                column=len(text.encode()[: first["start"]].decode(errors="ignore")) + 1,
+                text=text.rstrip("\r\n"),
+            )
+        )
+        if len(matches) > limit:
+            return matches[:limit], True
+    return matches, False
+
+
+async def check_pattern(query: str) -> str | None:
+    """rg's own message when `query` is not a valid regular expression, else None."""
+    argv = [rg_binary(), "--regexp", query, "--", os.devnull]
+    result = await anyio.run_process(argv, check=False)
+    if result.returncode == 2:
+        return result.stderr.decode(errors="replace").strip().splitlines()[-1][:300]
+    return None

@@ -1,0 +1,473 @@
+"""The file hand (reference §2h): read, write, edit, glob, grep, through the one path guard.
+
+Every path goes through `runtime.guard` (stores/paths.py); blocking file work runs on a worker thread; outputs
+are bounded (line windows, character caps, match limits) and say what they left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import difflib
+import os
+import re
+from collections import deque
+from pathlib import Path
+from typing import Annotated, Literal
+
+import anyio
+from pydantic import Field, model_validator
+
+from stores import ripgrep
+from stores.files import atomic_write, read_limited, sha256_file, sniff_binary
+from stores.paths import Resolved
+from tools.context import ToolContext
+from tools.definition import ToolDefinition, ToolExample
+from tools.errors import ToolError
+from tools.models import Arguments, NonEmptyStr, WireModel
+
+PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
+DEFAULT_READ_CHARS = 12_000
+MAX_READ_CHARS = 200_000
+MAX_WRITE_CHARS = 5_000_000
+IMAGE_TYPES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
+MAX_IMAGE_BYTES = 5 << 20
+BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _resolve(ctx: ToolContext, path: str, access: Literal["read", "write", "list"]) -> Resolved:
+    return ctx.runtime.guard.resolve(path, access)
+
+
+def _image_type(head: bytes) -> str | None:
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return next((mime for magic, mime in IMAGE_TYPES.items() if head.startswith(magic)), None)
+
+
+def _decode(raw: bytes) -> tuple[str, str, bool]:
+    """(text, encoding, whether invalid bytes were replaced). A BOM names the encoding; otherwise UTF-8."""
+    for bom, encoding in BOMS:
+        if raw.startswith(bom):
+            return raw.decode(encoding, errors="replace"), encoding, False
+    try:
+        return raw.decode("utf-8"), "utf-8", False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace"), "utf-8", True
+
+
+# ---- read -----------------------------------------------------------------------------------------------
+
+
+class ReadArgs(Arguments):
+    path: PathArg
+    max_chars: Annotated[int, Field(ge=1, le=MAX_READ_CHARS)] = DEFAULT_READ_CHARS
+    start_line: Annotated[int | None, Field(ge=1, description="First line to show (1-based).")] = None
+    line_count: Annotated[int | None, Field(ge=1, le=100_000, description="How many lines to show.")] = None
+    tail_lines: Annotated[int | None, Field(ge=1, le=100_000, description="Show the last N lines.")] = None
+
+    @model_validator(mode="after")
+    def _one_window(self) -> ReadArgs:
+        if self.tail_lines is not None and (self.line_count is not None or self.start_line is not None):
+            raise ValueError("tailLines cannot be combined with startLine or lineCount")
+        return self
+
+
+class LineWindow(WireModel):
+    start_line: int
+    end_line: int
+
+
+class ImageInfo(WireModel):
+    mime_type: str
+    bytes: int
+
+
+class ReadOutput(WireModel):
+    path: str
+    mount_path: str
+    content: str
+    truncated: bool
+    char_count: int
+    total_line_count: int
+    selected_line_count: int
+    line_window: LineWindow | None
+    showing: str
+    encoding: str
+    invalid_utf8_replaced: bool
+    image: ImageInfo | None = None
+
+
+def _read_window(host: Path, args: ReadArgs) -> tuple[list[str], int, int]:
+    """(selected lines, first line number, total lines) streaming the file once; memory is bounded by the window."""
+    total = 0
+    first = args.start_line or 1
+    wanted = args.line_count
+    selected: deque[str] | list[str] = deque(maxlen=args.tail_lines) if args.tail_lines else []
+    budget = args.max_chars + 1
+    with open(host, "rb") as handle:
+        for raw in handle:
+            total += 1
+            if args.tail_lines:
+                selected.append(raw.decode("utf-8", errors="replace"))
+            elif total >= first and (wanted is None or total < first + wanted) and budget > 0:
+                line = raw.decode("utf-8", errors="replace")
+                selected.append(line)
+                budget -= len(line)
+    if args.tail_lines:
+        first = max(1, total - len(selected) + 1)
+    return list(selected), first, total
+
+
+def _read_file(resolved: Resolved, args: ReadArgs) -> ReadOutput:
+    host = resolved.host
+    if not resolved.exists:
+        raise ToolError(f"{resolved.virtual} does not exist; glob lists what there is.")
+    if host.is_dir():
+        raise ToolError(f"{resolved.virtual} is a directory; use glob to list it.")
+    size = host.stat().st_size
+    with open(host, "rb") as handle:
+        head = handle.read(16)
+    image = _image_type(head)
+    if image is not None:
+        if size > MAX_IMAGE_BYTES:
+            raise ToolError(
+                f"{resolved.virtual} is a {size}-byte image; images over {MAX_IMAGE_BYTES} bytes are not sent."
+            )
+        return ReadOutput(
+            path=resolved.virtual, mount_path=resolved.mount.mount_path, content="", truncated=False, char_count=0,
+            total_line_count=0, selected_line_count=0, line_window=None,
+            showing=f"image {image}, {size} bytes (sent as image content)", encoding="binary",
+            invalid_utf8_replaced=False, image=ImageInfo(mime_type=image, bytes=size),
+        )  # fmt: skip
+    if sniff_binary(host):
+        raise ToolError(
+            f"{resolved.virtual} looks binary ({size} bytes, NUL bytes in its start); read shows text only. "
+            "grep skips binary files too."
+        )
+    whole = args.start_line is None and args.line_count is None and args.tail_lines is None
+    if whole:
+        raw, _ = read_limited(host, args.max_chars * 4 + 4)
+        text, encoding, replaced = _decode(raw)
+        lines = text.splitlines(keepends=True)
+        total = _count_lines(host)
+        first = 1
+    else:
+        lines, first, total = _read_window(host, args)
+        encoding, replaced = "utf-8", any("\ufffd" in line for line in lines)
+    content = "".join(lines)
+    truncated = len(content) > args.max_chars or (whole and sum(1 for _ in lines) < total)
+    content = content[: args.max_chars]
+    shown = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    last = first + shown - 1 if shown else first - 1
+    showing = f"showing lines {first}-{last} of {total}" if shown else f"no lines selected ({total} in file)"
+    if truncated:
+        showing += f" (cut at {args.max_chars} characters; use startLine/lineCount for more)"
+    return ReadOutput(
+        path=resolved.virtual,
+        mount_path=resolved.mount.mount_path,
+        content=content,
+        truncated=truncated,
+        char_count=len(content),
+        total_line_count=total,
+        selected_line_count=shown,
+        line_window=None if whole and not truncated else LineWindow(start_line=first, end_line=max(first, last)),
+        showing=showing,
+        encoding=encoding,
+        invalid_utf8_replaced=replaced,
+    )
+
+
+def _count_lines(host: Path) -> int:
+    count = 0
+    last = b"\n"
+    with open(host, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (0 if last == b"\n" else 1)
+
+
+async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
+    resolved = _resolve(ctx, args.path, "read")
+    output = await anyio.to_thread.run_sync(_read_file, resolved, args)
+    if output.image is not None:
+        data = await anyio.to_thread.run_sync(resolved.host.read_bytes)
+        ctx.images.append((output.image.mime_type, base64.b64encode(data).decode()))
+    return output
+
+
+# ---- write and edit -------------------------------------------------------------------------------------
+
+
+class WriteArgs(Arguments):
+    path: PathArg
+    content: Annotated[str, Field(max_length=MAX_WRITE_CHARS)]
+
+
+class WriteOutput(WireModel):
+    path: str
+    bytes: int
+    sha256: str
+    created: bool
+
+
+async def write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
+    resolved = _resolve(ctx, args.path, "write")
+    if resolved.exists and resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} is a directory; give a file path.")
+    data = args.content.encode()
+    await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
+    digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+    return WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
+
+
+class EditArgs(Arguments):
+    path: PathArg
+    old_text: Annotated[str, Field(min_length=1, max_length=MAX_WRITE_CHARS)]
+    new_text: Annotated[str, Field(max_length=MAX_WRITE_CHARS)]
+    replace_all: bool = False
+    expected_replacements: Annotated[
+        int | None, Field(ge=1, description="Refuse unless oldText occurs exactly this many times.")
+    ] = None
+
+
+class EditOutput(WireModel):
+    path: str
+    occurrences: int
+    replacements: int
+    bytes: int
+    sha256: str
+    line_ending: Literal["lf", "crlf"]
+    encoding: str
+
+
+def _nearest(text: str, old: str) -> str:
+    """Where the text most resembles oldText, so the model can correct itself."""
+    lines = text.splitlines()
+    target = old.strip().splitlines()[0] if old.strip() else old
+    scored = sorted(
+        (
+            (difflib.SequenceMatcher(None, target.strip(), line.strip()).ratio(), n, line)
+            for n, line in enumerate(lines, 1)
+        ),
+        key=lambda item: (-item[0], item[1]),
+    )[:3]
+    shown = [f"line {n} ({ratio:.0%} similar): {line.strip()[:160]}" for ratio, n, line in scored if ratio >= 0.5]
+    return "; nearest: " + " | ".join(shown) if shown else "; nothing in the file is close to it"
+
+
+def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
+    if not resolved.exists or resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} is not an existing file; write creates files.")
+    raw = resolved.host.read_bytes()
+    if b"\x00" in raw[:8192] and not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ToolError(f"{resolved.virtual} looks binary; edit changes text files only.")
+    text, encoding, replaced = _decode(raw)
+    if replaced:
+        raise ToolError(f"{resolved.virtual} is not valid UTF-8; edit refuses to guess its encoding.")
+    crlf = "\r\n" in text
+    old, new = args.old_text, args.new_text
+    if crlf and "\r\n" not in old:  # the model writes \n; the file keeps its own line endings
+        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+    occurrences = text.count(old)
+    if occurrences == 0:
+        raise ToolError(f"oldText was not found in {resolved.virtual}{_nearest(text, args.old_text)}.")
+    if args.expected_replacements is not None and occurrences != args.expected_replacements:
+        raise ToolError(
+            f"oldText occurs {occurrences} times in {resolved.virtual}, not {args.expected_replacements}; "
+            "nothing was changed."
+        )
+    count = occurrences if args.replace_all or args.expected_replacements else 1
+    updated = text.replace(old, new, count)
+    data = updated.encode(encoding)
+    atomic_write(resolved.host, data)
+    return EditOutput(
+        path=resolved.virtual,
+        occurrences=occurrences,
+        replacements=count,
+        bytes=len(data),
+        sha256=sha256_file(resolved.host),
+        line_ending="crlf" if crlf else "lf",
+        encoding=encoding,
+    )
+
+
+async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
+    resolved = _resolve(ctx, args.path, "write")
+    return await anyio.to_thread.run_sync(_edit_file, resolved, args)
+
+
+# ---- glob and grep --------------------------------------------------------------------------------------
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """The reference's glob: `**` any characters, `*` no slash, `?` one non-slash character."""
+    out = ""
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**", index):
+            out += ".*"
+            index += 2
+        else:
+            char = pattern[index]
+            out += "[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char)
+            index += 1
+    return re.compile(out + r"\Z")
+
+
+class GlobArgs(Arguments):
+    pattern: Annotated[NonEmptyStr, Field(max_length=1000, description="`*`, `**`, `?`; no `/` = basename.")]
+    path: PathArg = "/workspace"
+    kind: Literal["file", "directory"] | None = None
+    limit: Annotated[int, Field(ge=1, le=5000)] = 40
+
+
+class GlobOutput(WireModel):
+    path: str
+    pattern: str
+    count: int
+    truncated: bool
+    matches: list[str]
+
+
+MAX_SCAN = 2_000_000
+
+
+def _directories(files: list[str]) -> list[str]:
+    """Every directory that holds a listed file (empty or fully ignored directories do not show)."""
+    found: set[str] = set()
+    for name in files:
+        parts = name.split("/")[:-1]
+        found.update("/".join(parts[: n + 1]) for n in range(len(parts)))
+    return sorted(found)
+
+
+async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
+    resolved = _resolve(ctx, args.path, "list")
+    if not resolved.exists or not resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} is not a directory.")
+    files, cut = await ripgrep.list_files(resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN)
+    if cut:
+        raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} files; glob a smaller directory.")
+    directories = _directories(files)
+    entries = files if args.kind == "file" else directories if args.kind == "directory" else sorted(files + directories)
+    matcher = glob_regex(args.pattern)
+    by_name = "/" not in args.pattern
+    hits = [e for e in entries if matcher.match(e.rsplit("/", 1)[-1] if by_name else e)]
+    base = resolved.virtual.rstrip("/")
+    shown = [f"{base}/{hit}" for hit in hits[: args.limit]]
+    return GlobOutput(
+        path=resolved.virtual, pattern=args.pattern, count=len(hits), truncated=len(hits) > args.limit, matches=shown
+    )
+
+
+class GrepArgs(Arguments):
+    query: Annotated[NonEmptyStr, Field(max_length=1000)]
+    path: PathArg = "/workspace"
+    regex: bool = False
+    case_sensitive: bool = False
+    glob: Annotated[str | None, Field(max_length=500, description="Only files matching this glob.")] = None
+    max_per_file: Annotated[int, Field(ge=1, le=100)] = 1
+    limit: Annotated[int, Field(ge=1, le=1000)] = 20
+
+
+class GrepHit(WireModel):
+    path: str
+    line: int
+    column: int
+    preview: str
+
+
+class GrepOutput(WireModel):
+    path: str
+    query: str
+    count: int
+    truncated: bool
+    hits: list[GrepHit]
+
+
+def _preview(text: str, column: int) -> str:
+    start = max(0, column - 1 - 80)
+    snippet = text[start : start + ripgrep.MAX_PREVIEW_CHARS]
+    return ("…" if start else "") + snippet + ("…" if start + ripgrep.MAX_PREVIEW_CHARS < len(text) else "")
+
+
+async def grep(ctx: ToolContext, args: GrepArgs) -> GrepOutput:
+    resolved = _resolve(ctx, args.path, "read")
+    if not resolved.exists:
+        raise ToolError(f"{resolved.virtual} does not exist.")
+    if args.regex and (problem := await ripgrep.check_pattern(args.query)):
+        raise ToolError(f"query is not a valid regular expression: {problem}")
+    root, target = (resolved.host, ".") if resolved.host.is_dir() else (resolved.host.parent, resolved.host.name)
+    matches, cut = await ripgrep.search(
+        root, target, args.query, regex=args.regex, case_sensitive=args.case_sensitive, glob=args.glob,
+        per_file=args.max_per_file, limit=args.limit, excluded=[ctx.runtime.environment.data_dir],
+    )  # fmt: skip
+    base = resolved.virtual if resolved.host.is_dir() else os.path.dirname(resolved.virtual)
+    hits = [
+        GrepHit(path=f"{base.rstrip('/')}/{m.path}", line=m.line, column=m.column, preview=_preview(m.text, m.column))
+        for m in matches
+    ]
+    return GrepOutput(path=resolved.virtual, query=args.query, count=len(hits), truncated=cut, hits=hits)
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="read",
+        title="Read a file",
+        description="Read a text file (or show an image): line windows with startLine/lineCount or tailLines, "
+        "capped by maxChars, with 'showing lines X-Y of N'.",
+        input_model=ReadArgs,
+        output_model=ReadOutput,
+        handler=read,
+        effects=("resource_read",),
+        examples=(
+            ToolExample(description="Lines 10-29", input={"path": "src/app.py", "startLine": 10, "lineCount": 20}),
+        ),
+    ),
+    ToolDefinition(
+        name="write",
+        title="Write a file",
+        description="Create or replace a file in /workspace atomically (parents created); reports bytes and sha256.",
+        input_model=WriteArgs,
+        output_model=WriteOutput,
+        handler=write,
+        read_only=False,
+        effects=("resource_write",),
+        max_argument_bytes=4 * MAX_WRITE_CHARS + 4096,
+    ),
+    ToolDefinition(
+        name="edit",
+        title="Edit a file",
+        description="Replace exact text in a file (first or all occurrences, optional expected count); keeps line "
+        "endings and encoding; says where the nearest match is.",
+        input_model=EditArgs,
+        output_model=EditOutput,
+        handler=edit,
+        read_only=False,
+        effects=("resource_write",),
+        max_argument_bytes=8 * MAX_WRITE_CHARS + 4096,
+    ),
+    ToolDefinition(
+        name="glob",
+        title="Find files",
+        description="List files or directories matching a glob (`*`, `**`, `?`), sorted, honouring .gitignore.",
+        input_model=GlobArgs,
+        output_model=GlobOutput,
+        handler=glob,
+        effects=("resource_read",),
+        examples=(ToolExample(description="Every Python file", input={"pattern": "**/*.py"}),),
+    ),
+    ToolDefinition(
+        name="grep",
+        title="Search file contents",
+        description="Search files for text or a regex (ripgrep: honours .gitignore, skips binary files); line "
+        "numbers and previews.",
+        input_model=GrepArgs,
+        output_model=GrepOutput,
+        handler=grep,
+        effects=("resource_read",),
+        timeout_seconds=60,
+    ),
+)

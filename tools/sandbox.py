@@ -1,0 +1,246 @@
+"""`sandbox_describe` and `sandbox_execute` (reference §2h): the reference's sandbox action names, each routed to
+the same guarded code as the file tools. Actions that run commands are not routed here: they belong to the shell
+tools, whose approval (always_ask) must not be sidestepped through this door.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_module
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import anyio
+from pydantic import BaseModel, Field, ValidationError
+
+from stores.files import atomic_write, sha256_file
+from tools import file_tools
+from tools.context import ToolContext
+from tools.definition import ToolDefinition, ToolExample
+from tools.environment import mounted_resources
+from tools.errors import ToolError
+from tools.models import Arguments, NoArguments, WireModel
+
+Action = Literal[
+    "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",
+    "find_entries", "glob_entries", "grep_text", "run_command", "run_shell", "inspect_persistent_shell",
+    "open_persistent_shell", "exec_persistent_shell", "close_persistent_shell", "wait_persistent_shell",
+]  # fmt: skip
+SHELL_ACTIONS = {
+    "run_command": "bash",
+    "run_shell": "shell_run",
+    "inspect_persistent_shell": "shell_describe",
+    "open_persistent_shell": "shell_open",
+    "exec_persistent_shell": "shell_exec",
+    "close_persistent_shell": "shell_close",
+    "wait_persistent_shell": "shell_wait",
+}
+MAX_LIST = 1000
+
+
+class PathInput(Arguments):
+    path: file_tools.PathArg = "/workspace"
+
+
+class AppendInput(Arguments):
+    path: file_tools.PathArg
+    content: Annotated[str, Field(max_length=file_tools.MAX_WRITE_CHARS)]
+
+
+class Entry(WireModel):
+    name: str
+    kind: Literal["file", "directory", "symlink", "other"]
+    size: int
+
+
+class ListOutput(WireModel):
+    path: str
+    count: int
+    truncated: bool
+    entries: list[Entry]
+
+
+class StatOutput(WireModel):
+    path: str
+    exists: bool
+    kind: Literal["file", "directory", "symlink", "other"] | None
+    size: int | None
+    modified_at: str | None
+
+
+class MkdirOutput(WireModel):
+    path: str
+    created: bool
+
+
+def _kind(mode: int) -> Literal["file", "directory", "symlink", "other"]:
+    if stat_module.S_ISLNK(mode):
+        return "symlink"
+    if stat_module.S_ISDIR(mode):
+        return "directory"
+    return "file" if stat_module.S_ISREG(mode) else "other"
+
+
+async def _list_dir(ctx: ToolContext, args: PathInput) -> ListOutput:
+    resolved = ctx.runtime.guard.resolve(args.path, "list")
+    if not resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} is not a directory.")
+
+    def scan() -> list[Entry]:
+        private = os.path.realpath(ctx.runtime.environment.data_dir)
+        entries: list[Entry] = []
+        for item in os.scandir(resolved.host):
+            if os.path.realpath(item.path) == private:
+                continue  # the server's own data directory is never shown
+            info = item.stat(follow_symlinks=False)
+            entries.append(Entry(name=item.name, kind=_kind(info.st_mode), size=info.st_size))
+        return sorted(entries, key=lambda e: e.name)
+
+    entries = await anyio.to_thread.run_sync(scan)
+    return ListOutput(
+        path=resolved.virtual, count=len(entries), truncated=len(entries) > MAX_LIST, entries=entries[:MAX_LIST]
+    )
+
+
+async def _stat(ctx: ToolContext, args: PathInput) -> StatOutput:
+    resolved = ctx.runtime.guard.resolve(args.path, "list")
+    if not resolved.exists:
+        return StatOutput(path=resolved.virtual, exists=False, kind=None, size=None, modified_at=None)
+    info = resolved.host.lstat()
+    modified = datetime.fromtimestamp(info.st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return StatOutput(
+        path=resolved.virtual, exists=True, kind=_kind(info.st_mode), size=info.st_size, modified_at=modified
+    )
+
+
+async def _mkdir(ctx: ToolContext, args: PathInput) -> MkdirOutput:
+    resolved = ctx.runtime.guard.resolve(args.path, "write")
+    if resolved.exists and not resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} exists and is not a directory.")
+    await anyio.to_thread.run_sync(lambda: resolved.host.mkdir(parents=True, exist_ok=True))
+    return MkdirOutput(path=resolved.virtual, created=not resolved.exists)
+
+
+async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput:
+    resolved = ctx.runtime.guard.resolve(args.path, "write")
+    if resolved.exists and resolved.host.is_dir():
+        raise ToolError(f"{resolved.virtual} is a directory.")
+    existing = await anyio.to_thread.run_sync(resolved.host.read_bytes) if resolved.exists else b""
+    data = existing + args.content.encode()
+    await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
+    digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+    return file_tools.WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
+
+
+async def _inspect(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
+    return await sandbox_describe(ctx, NoArguments())
+
+
+@dataclass(frozen=True)
+class Route:
+    model: type[Arguments]
+    handler: Callable[[ToolContext, Any], Awaitable[BaseModel]]
+
+
+ROUTES: dict[str, Route] = {
+    "inspect": Route(NoArguments, _inspect),
+    "list_dir": Route(PathInput, _list_dir),
+    "read_text": Route(file_tools.ReadArgs, file_tools.read),
+    "write_text": Route(file_tools.WriteArgs, file_tools.write),
+    "append_text": Route(AppendInput, _append),
+    "replace_text": Route(file_tools.EditArgs, file_tools.edit),
+    "mkdir": Route(PathInput, _mkdir),
+    "stat": Route(PathInput, _stat),
+    "find_entries": Route(file_tools.GlobArgs, file_tools.glob),
+    "glob_entries": Route(file_tools.GlobArgs, file_tools.glob),
+    "grep_text": Route(file_tools.GrepArgs, file_tools.grep),
+}
+
+
+class ActionView(WireModel):
+    name: str
+    input_fields: list[str]
+    routed_to: str | None
+
+
+class DescribeOutput(WireModel):
+    actions: list[ActionView]
+    mounts: list[dict[str, Any]]
+    constraints: list[str]
+    examples: list[dict[str, Any]]
+
+
+async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
+    actions = [
+        ActionView(name=name, input_fields=list(route.model.model_json_schema(by_alias=True).get("properties", {})),
+                   routed_to=None)
+        for name, route in ROUTES.items()
+    ] + [ActionView(name=name, input_fields=[], routed_to=tool) for name, tool in SHELL_ACTIONS.items()]  # fmt: skip
+    return DescribeOutput(
+        actions=actions,
+        mounts=[m.model_dump(by_alias=True) for m in mounted_resources(ctx.runtime)],
+        constraints=[
+            "Paths are relative to /workspace or virtual (/workspace/..., /workspace/agent/..., /vaults/<name>/...).",
+            "/workspace/agent is read-only here: stage, compare and promote to change it.",
+            "Vaults only allow listing.",
+            "Actions that run commands are the shell tools' (bash, shell_run, shell_exec...), not sandbox_execute's.",
+        ],
+        examples=[
+            {"name": "read_text", "input": {"path": "README.md", "lineCount": 40}},
+            {"name": "list_dir", "input": {"path": "/workspace"}},
+        ],
+    )
+
+
+class ExecuteArgs(Arguments):
+    name: Action
+    input: dict[str, Any] = Field(default_factory=dict, description="The action's arguments (see sandbox_describe).")
+
+
+class ExecuteOutput(WireModel):
+    ok: bool
+    name: str
+    output: dict[str, Any]
+
+
+async def sandbox_execute(ctx: ToolContext, args: ExecuteArgs) -> ExecuteOutput:
+    if args.name in SHELL_ACTIONS:
+        raise ToolError(f"{args.name} runs commands: call {SHELL_ACTIONS[args.name]} instead (not sandbox_execute).")
+    route = ROUTES[args.name]
+    try:
+        parsed = route.model.model_validate(args.input)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "input"
+        raise ToolError(f"Invalid input for {args.name}: {where}: {first['msg']}.") from None
+    output = await route.handler(ctx, parsed)
+    return ExecuteOutput(ok=True, name=args.name, output=output.model_dump(mode="json", by_alias=True))
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="sandbox_describe",
+        title="Describe the sandbox",
+        description="Describe the sandbox: its action names and inputs, the mounts, and the constraints.",
+        input_model=NoArguments,
+        output_model=DescribeOutput,
+        handler=sandbox_describe,
+        effects=("resource_read",),
+        idempotent=True,
+    ),
+    ToolDefinition(
+        name="sandbox_execute",
+        title="Run a sandbox action",
+        description="Run one sandbox action by name (read_text, write_text, list_dir, grep_text, ...) through the "
+        "same guarded code as the file tools.",
+        input_model=ExecuteArgs,
+        output_model=ExecuteOutput,
+        handler=sandbox_execute,
+        read_only=False,
+        effects=("resource_read", "resource_write"),
+        max_argument_bytes=4 * file_tools.MAX_WRITE_CHARS + 4096,
+        examples=(ToolExample(description="List the workspace", input={"name": "list_dir", "input": {}}),),
+    ),
+)
