@@ -52,7 +52,7 @@ from stores.errors import DatabaseBusyError, PreconditionError
 from tools.context import Attachment, Ports, Runtime, ToolContext
 from tools.environment import setup_fingerprint
 from tools.executor import execute
-from tools.memory_search import CANDIDATES, SearchArgs, memory_search
+from tools.memory_search import CANDIDATES, SearchArgs, memory_search, search_parts
 from tools.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
 from tools.retrieval import STOPWORDS, build_query
 
@@ -324,15 +324,17 @@ async def time_queries(
     runtime: Runtime, attachment: Attachment, queries: list[Query], rounds: int, size: int
 ) -> tuple[list[float], list[float], list[float], dict[str, list[float]], list[int], int]:
     agent = runtime.environment.agent_id
-    fts = []
+    parts: list[tuple[list[str], list[str], list[str]]] = []
     for q in queries:
-        parsed = build_query(q.text)
-        fts.append(search.fts_query([*parsed.terms, *parsed.identifiers, *parsed.path_terms], parsed.phrases))
-    candidates = max(CANDIDATES, DEFAULT_LIMIT * 5)
-    matches: list[int] = []
+        parts.append(search_parts(build_query(q.text)))
+    candidates = max(CANDIDATES, DEFAULT_LIMIT * 3)
+    matches: list[int] = []  # texts sharing at least one word with the query: what a naive OR query would score
     async with runtime.db.read() as tx:
-        for text in fts:
-            matches.append(int(await tx.scalar("SELECT count(*) FROM search_fts WHERE search_fts MATCH ?", (text,))))
+        for terms, phrases, fallback in parts:
+            any_word = search.match_any([*terms, *fallback], phrases)
+            matches.append(
+                int(await tx.scalar("SELECT count(*) FROM search_fts WHERE search_fts MATCH ?", (any_word,)))
+            )
     errors = 0
     for q in queries:  # warm-up: one untimed pass through the whole pipeline
         result = await execute(runtime, attachment, PORTS, "memory_search", {"query": q.text})
@@ -344,10 +346,10 @@ async def time_queries(
     log = logging.getLogger("bench.memory")
     for r in range(rounds):
         progress(f"  {size:>7} docs: timing round {r + 1}/{rounds} ...")
-        for q, text in zip(queries, fts, strict=True):
+        for q, (terms, phrases, fallback) in zip(queries, parts, strict=True):
             async with runtime.db.read() as tx:
                 t0 = time.perf_counter()
-                await search.search(tx, agent, text, candidates)
+                await search.search(tx, agent, terms, phrases, candidates, fallback_words=fallback)
                 store.append(time.perf_counter() - t0)
             async with runtime.db.read() as tx:
                 ctx = ToolContext(runtime, attachment, PORTS, tx, anyio.current_time() + 60, log)

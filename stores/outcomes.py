@@ -71,8 +71,10 @@ async def active(tx: Tx, session_id: str) -> Outcome | None:
     row = await tx.fetchone(
         "SELECT * FROM outcomes WHERE session_id = ? ORDER BY defined_at DESC, id DESC LIMIT 1", (session_id,)
     )
-    if row is None:
-        return None
+    return None if row is None else _outcome(row)
+
+
+def _outcome(row: Any) -> Outcome:
     return Outcome(
         id=row["id"],
         title=row["title"],
@@ -96,12 +98,16 @@ async def latest_evaluations(tx: Tx, session_ids: Collection[str]) -> dict[str, 
 
 
 async def active_many(tx: Tx, session_ids: Collection[str]) -> dict[str, Outcome]:
-    found: dict[str, Outcome] = {}
-    for session_id in session_ids:
-        outcome = await active(tx, session_id)
-        if outcome is not None:
-            found[session_id] = outcome
-    return found
+    """The active outcome of each named session that has one, in one query."""
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    rows = await tx.fetchall(
+        f"SELECT * FROM outcomes o WHERE session_id IN ({marks}) AND id = (SELECT id FROM outcomes WHERE "
+        "session_id = o.session_id ORDER BY defined_at DESC, id DESC LIMIT 1)",
+        list(session_ids),
+    )
+    return {row["session_id"]: _outcome(row) for row in rows}
 
 
 def _record(row: Any) -> EvaluationRecord:

@@ -19,7 +19,9 @@ from stores.errors import StoreError
 from stores.mounts import Mount
 
 MAX_PATH_CHARS = 4096
-Access = Literal["read", "write", "list"]
+# read and list follow links; write replaces whatever stands at the path (a link is replaced, never written
+# through); modify (edit, append) changes the real file a link points to. Every one is contained.
+Access = Literal["read", "list", "write", "modify"]
 
 
 class PathError(StoreError):
@@ -50,7 +52,8 @@ class PathGuard:
     def resolve(self, path: str, access: Access = "read") -> Resolved:
         mount, relative = self._split(path)
         virtual = mount.mount_path + ("/" + relative if relative else "")
-        if access == "write" and mount.access != "read_write":
+        writes = access in ("write", "modify")
+        if writes and mount.access != "read_write":
             hint = " Stage it, compare, then promote to change it." if mount.kind == "agent_substrate" else ""
             raise PathError(f"{virtual} is in {mount.mount_path}, which is read-only to the file tools.{hint}")
         if access == "read" and mount.kind == "vault":
@@ -60,6 +63,8 @@ class PathGuard:
         exists = os.path.lexists(candidate)
         if exists:
             real = os.path.realpath(candidate)
+            if access == "write" and os.path.islink(candidate) and _inside(real, root):
+                real = os.path.join(os.path.realpath(os.path.dirname(candidate)), os.path.basename(candidate))
         else:
             ancestor = candidate
             while not os.path.lexists(ancestor):

@@ -1,19 +1,21 @@
 """The full-text search index (SQLite FTS5 with bm25) over every searchable text of an agent.
 
-Each text has a stable key, so rewriting a document replaces its entry. Queries are built by the caller from
-quoted terms only (see `fts_query`), so user text is never FTS syntax.
+Each text has a stable key, so rewriting a document replaces its entry. Queries are built here from quoted terms
+and phrases only, so user text is never FTS syntax.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
 from stores.db import Tx
 from stores.ids import utc_now
 
-SNIPPET_TOKENS = 24
+SNIPPET_CHARS = 180
+RANK_WINDOW = 1_000
+MAX_FETCH = 4096
 
 
 class SearchRow(BaseModel):
@@ -27,13 +29,26 @@ class SearchRow(BaseModel):
     bm25: float
 
 
-def fts_query(terms: list[str], phrases: list[str]) -> str:
-    """An FTS5 query that matches any term or phrase, each quoted so that no user text is operator syntax."""
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
 
-    def quote(text: str) -> str:
-        return '"' + text.replace('"', '""') + '"'
 
-    return " OR ".join(quote(part) for part in [*phrases, *terms])
+def match_all(terms: list[str], phrases: list[str]) -> str:
+    """An FTS5 query matching texts that hold every term and phrase; each is quoted, so no user text is syntax."""
+    return " AND ".join(_quote(part) for part in [*phrases, *terms])
+
+
+def match_any(terms: list[str], phrases: list[str]) -> str:
+    return " OR ".join(_quote(part) for part in [*phrases, *terms])
+
+
+def make_snippet(body: str, needles: list[str], width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters around the first needle found (or the start), whitespace collapsed."""
+    lower = body.lower()
+    hits = [i for i in (lower.find(n.lower()) for n in needles if n) if i >= 0]
+    start = max(0, min(hits) - width // 3) if hits else 0
+    piece = " ".join(body[start : start + width].split())
+    return ("…" if start else "") + piece + ("…" if start + width < len(body) else "")
 
 
 async def upsert(
@@ -50,16 +65,73 @@ async def upsert(
     )
 
 
-async def search(tx: Tx, agent_id: str, query: str, limit: int) -> list[SearchRow]:
-    """The `limit` best matches of the agent's texts by bm25 (smaller is better), ties broken by id."""
-    try:
-        rows = await tx.fetchall(
-            "SELECT d.key, d.source, d.session_id, d.title, d.created_at, d.body, "
-            f"snippet(search_fts, 0, '', '', '…', {SNIPPET_TOKENS}) AS snippet, bm25(search_fts) AS bm25 "
-            "FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid "
-            "WHERE search_fts MATCH ? AND d.agent_id = ? ORDER BY bm25, d.id LIMIT ?",
-            (query, agent_id, limit),
+async def _ranked(tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
+    """Best-first (rowid, bm25) among the newest RANK_WINDOW matches, inside the index alone.
+
+    Walking matches in rowid order is cheap; scoring each with bm25 is not, so at most RANK_WINDOW are scored,
+    and documents are joined only for the best `limit`.
+    """
+    edge = await tx.scalar(
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (query, RANK_WINDOW - 1),
+    )
+    rows = await tx.fetchall(
+        "SELECT rowid, bm25(search_fts) AS score FROM search_fts WHERE search_fts MATCH ? AND rowid >= ? "
+        "ORDER BY score, rowid LIMIT ?",
+        (query, edge or 0, limit),
+    )
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+async def _documents(tx: Tx, agent_id: str, ranked: list[tuple[int, float]], needles: list[str]) -> list[SearchRow]:
+    if not ranked:
+        return []
+    score = dict(ranked)
+    marks = ",".join("?" * len(ranked))
+    rows = await tx.fetchall(
+        f"SELECT id, key, source, session_id, title, created_at, body FROM search_docs WHERE id IN ({marks}) "
+        "AND agent_id = ?",
+        [*score, agent_id],
+    )
+    found = [
+        SearchRow(
+            key=r["key"], source=r["source"], session_id=r["session_id"], title=r["title"],
+            created_at=r["created_at"], body=r["body"], snippet=make_snippet(r["body"], needles), bm25=score[r["id"]],
         )
-    except sqlite3.OperationalError as exc:  # only reachable through a bug in fts_query; say so plainly
-        raise ValueError(f"search query could not be run: {exc}") from exc
-    return [SearchRow(**dict(row)) for row in rows]
+        for r in rows
+    ]  # fmt: skip
+    return sorted(found, key=lambda row: (row.bm25, row.key))
+
+
+async def search(
+    tx: Tx, agent_id: str, terms: list[str], phrases: list[str], limit: int, *, fallback_words: Sequence[str] = ()
+) -> list[SearchRow]:
+    """Up to `limit` of the agent's texts for these terms and phrases, best bm25 first.
+
+    Texts holding every term come first; only if they are fewer than `limit` do texts holding any term fill the
+    rest. Each pass ranks at most the newest RANK_WINDOW matching texts, which bounds its cost on a large index
+    (memory is mostly about recent work; an older text still turns up when the words are specific enough).
+    """
+    needles = [*phrases, *terms]
+    if not needles:
+        return []
+    passes = [match_all(terms, phrases)]
+    wider = [*terms, *(w for w in fallback_words if w not in terms)]
+    if len(needles) > 1 or len(wider) > len(terms):
+        passes.append(match_any(wider, phrases))
+    found: list[SearchRow] = []
+    seen: set[str] = set()
+    for query in passes:
+        wanted = limit - len(found)
+        if wanted <= 0:
+            break
+        fetch = wanted * 2
+        while True:  # another agent's texts may take places: widen until enough are ours or none are left
+            ranked = await _ranked(tx, query, fetch)
+            rows = [r for r in await _documents(tx, agent_id, ranked, needles) if r.key not in seen]
+            if len(rows) >= wanted or len(ranked) < fetch or fetch >= MAX_FETCH:
+                break
+            fetch *= 4
+        found.extend(rows[:wanted])
+        seen.update(r.key for r in rows[:wanted])
+    return found

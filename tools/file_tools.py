@@ -35,7 +35,7 @@ MAX_IMAGE_BYTES = 5 << 20
 BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 
-def _resolve(ctx: ToolContext, path: str, access: Literal["read", "write", "list"]) -> Resolved:
+def _resolve(ctx: ToolContext, path: str, access: Literal["read", "list", "write", "modify"]) -> Resolved:
     return ctx.runtime.guard.resolve(path, access)
 
 
@@ -294,7 +294,7 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
 
 
 async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
-    resolved = _resolve(ctx, args.path, "write")
+    resolved = _resolve(ctx, args.path, "modify")
     return await anyio.to_thread.run_sync(_edit_file, resolved, args)
 
 

@@ -7,6 +7,7 @@ setup match, relation, recency and key, so results are deterministic.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -19,7 +20,7 @@ from tools.definition import ToolDefinition, ToolExample
 from tools.environment import setup_fingerprint
 from tools.errors import ToolError
 from tools.models import Arguments, NextTool, NonEmptyStr, WireModel
-from tools.retrieval import build_query, score_text
+from tools.retrieval import Query, build_query, score_text
 from tools.scope import Lineage, relation
 
 SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
@@ -29,7 +30,7 @@ LINEAGE_RELATIONS = {
     "children": {"child"},
     "siblings": {"sibling"},
 }
-CANDIDATES = 60
+CANDIDATES = 24  # re-ranked in Python; three times the default limit
 SNIPPET_CHARS = 180
 
 
@@ -92,13 +93,22 @@ def _affinity(current: Outcome | None, other: Outcome | None) -> int:
     return boost + min(2, len(words(current) & words(other)))
 
 
+def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
+    """(terms, phrases, fallback words) for the index. A path or identifier must match as one phrase; its
+    pieces only count in the any-word fallback (so `body:canary` still finds "canary")."""
+    structured = [*query.identifiers, *query.path_terms]
+    pieces = {w for token in structured for w in re.findall(r"\w+", token.lower())}
+    words = [t for t in query.terms if t not in pieces]
+    return [*words, *structured], query.phrases, sorted(pieces)
+
+
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     query = build_query(args.query)
     if query.empty:
         raise ToolError("The query has no searchable words (stopwords and one-letter words are ignored).")
-    terms = [*query.terms, *query.identifiers, *query.path_terms]
+    terms, phrases, fallback = search_parts(query)
     rows = await search.search(
-        ctx.tx, ctx.agent_id, search.fts_query(terms, query.phrases), max(CANDIDATES, args.limit * 5)
+        ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), fallback_words=fallback
     )
     session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
     known = await sessions.get_many(ctx.tx, session_ids)

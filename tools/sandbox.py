@@ -124,7 +124,7 @@ async def _mkdir(ctx: ToolContext, args: PathInput) -> MkdirOutput:
 
 
 async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput:
-    resolved = ctx.runtime.guard.resolve(args.path, "write")
+    resolved = ctx.runtime.guard.resolve(args.path, "modify")
     if resolved.exists and resolved.host.is_dir():
         raise ToolError(f"{resolved.virtual} is a directory.")
     existing = await anyio.to_thread.run_sync(resolved.host.read_bytes) if resolved.exists else b""
