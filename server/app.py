@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -20,10 +21,12 @@ from server.consent import CallConsent
 from server.ports import ClientSampler, NoConsent, RequestProgress
 from server.publish import to_call_result, to_mcp_tool
 from server.resources import Notifier
-from stores.errors import StoreError
+from server.watch import watch_when_asked
 from tools.context import Attachment, Ports, Runtime
 from tools.executor import execute, reading_context
-from tools.resources import read as read_resource_text
+from tools.resources import file_listing
+from tools.resources import listing as memory_listing
+from tools.uris import parse_file
 
 INSTRUCTIONS = (
     "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
@@ -49,6 +52,8 @@ class ConnectionState:
     attachment: Attachment
     # The sessions this connection subscribed to resource updates with; forgotten when it closes.
     subscribed: set[ServerSession] = field(default_factory=set)
+    # Set when the client first looks at file resources: starts watching the files on disk.
+    watch: anyio.Event = field(default_factory=anyio.Event)
 
 
 def build_server(
@@ -71,7 +76,14 @@ def build_server(
         attachment = await attach(runtime, session_id, transport)
         state = ConnectionState(runtime, attachment)
         try:
-            yield state
+            stop = anyio.Event()
+            async with anyio.create_task_group() as watcher:
+                watcher.start_soon(watch_when_asked, state.watch, stop, runtime, notifier)
+                try:
+                    yield state
+                finally:
+                    stop.set()
+                    watcher.cancel_scope.cancel()
         finally:
             notifier.forget(state.subscribed)
             await detach(runtime, attachment)
@@ -100,10 +112,17 @@ def build_server(
             await notifier.updated(result.touched)
         return to_call_result(result)
 
+    def ports_for(ctx: ServerRequestContext[ConnectionState]) -> Ports:
+        return Ports(NoConsent(), RequestProgress(ctx.session), ClientSampler(ctx.session, ctx.request_id))
+
     async def list_resources(
         ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return resources.listing(ctx.lifespan_context.attachment.session_id)
+        attachment = ctx.lifespan_context.attachment
+        ctx.lifespan_context.watch.set()
+        async with reading_context(runtime, attachment, ports_for(ctx)) as reader:
+            files = await file_listing(reader)
+        return resources.listing(memory_listing(attachment.session_id) + files)
 
     async def list_templates(
         ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
@@ -113,21 +132,16 @@ def build_server(
     async def read_resource(
         ctx: ServerRequestContext[ConnectionState], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        ports = Ports(NoConsent(), RequestProgress(ctx.session), ClientSampler(ctx.session, ctx.request_id))
-        try:
-            async with reading_context(runtime, ctx.lifespan_context.attachment, ports) as reader:
-                mime, text = await read_resource_text(reader, params.uri)
-        except StoreError as exc:
-            raise resources.not_found(exc) from exc
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=params.uri, mime_type=mime, text=text)]
-        )
+        async with reading_context(runtime, ctx.lifespan_context.attachment, ports_for(ctx)) as reader:
+            return await resources.read(reader, params.uri)
 
     async def subscribe(
         ctx: ServerRequestContext[ConnectionState], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         notifier.subscribe(params.uri, ctx.session)
         ctx.lifespan_context.subscribed.add(ctx.session)
+        if parse_file(params.uri) is not None:
+            ctx.lifespan_context.watch.set()
         return types.EmptyResult()
 
     async def unsubscribe(

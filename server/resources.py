@@ -17,7 +17,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from stores.errors import StoreError
 from tools import resources
-from tools.uris import parse
+from tools.context import ToolContext
+from tools.uris import parse, parse_file
 
 RESOURCE_NOT_FOUND = -32002
 
@@ -30,7 +31,7 @@ class Notifier:
         self._subscribers: dict[str, set[ServerSession]] = {}
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
-        if parse(uri) is None:
+        if parse(uri) is None and parse_file(uri) is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"No resource {uri} to subscribe to.")
         self._subscribers.setdefault(uri, set()).add(session)
 
@@ -52,13 +53,31 @@ class Notifier:
                     self.unsubscribe(uri, session)
 
 
-def listing(session_id: str) -> types.ListResourcesResult:
+def listing(found: list[resources.Resource]) -> types.ListResourcesResult:
     return types.ListResourcesResult(
         resources=[
             types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type)
-            for r in resources.listing(session_id)
+            for r in found
         ]
     )
+
+
+async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
+    """A memory store, an evaluation, or a workspace or substrate file (text, or base64 for binary)."""
+    try:
+        virtual = parse_file(uri)
+        if virtual is None:
+            mime, text = await resources.read(ctx, uri)
+        else:
+            mime, maybe_text, data = await resources.read_file(ctx, virtual)
+            if data is not None:
+                blob = types.BlobResourceContents(uri=uri, mime_type=mime, blob=resources.blob(data))
+                return types.ReadResourceResult(contents=[blob])
+            assert maybe_text is not None
+            text = maybe_text
+    except StoreError as exc:
+        raise MCPError(code=RESOURCE_NOT_FOUND, message=str(exc)) from exc
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
 
 def templates() -> types.ListResourceTemplatesResult:
@@ -70,7 +89,3 @@ def templates() -> types.ListResourceTemplatesResult:
             for t in resources.TEMPLATES
         ]
     )
-
-
-def not_found(exc: StoreError) -> MCPError:
-    return MCPError(code=RESOURCE_NOT_FOUND, message=str(exc))

@@ -51,7 +51,9 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
     assert text_of(state) == "hello\n" and listed["checkpoint"].mime_type == "application/json"
     assert evaluation["activeOutcome"] is None and evaluation["promotionReady"] is False
     assert text_of(notes) == ""
-    assert [t.name for t in templates] == ["session_memory", "session_outcome_evaluation"]
+    assert [t.name for t in templates] == [
+        "workspace_file", "substrate_file", "session_memory", "session_outcome_evaluation"
+    ]  # fmt: skip
 
 
 async def test_handshake_era_subscription_gets_updates(runtime: Runtime, connect: Connect) -> None:
@@ -93,3 +95,51 @@ async def test_modern_listen_gets_updates_for_agent_memory(runtime: Runtime, con
         memory_md = text_of(await client.read_resource(uri))
     assert [getattr(e, "uri", None) for e in events] == [uri]
     assert "Read first" in memory_md
+
+
+async def test_files_as_resources(runtime: Runtime, connect: Connect) -> None:
+    workspace = runtime.environment.workspace
+    (workspace / "notes.md").write_text("# Notes\n")
+    (workspace / "img.bin").write_bytes(b"\x00\x01\x02")
+    substrate = next(m.root for m in runtime.guard.mounts if m.kind == "agent_substrate")
+    (substrate / "SOUL.md").write_text("be kind\n")
+    async with connect(runtime) as client:
+        listed = [r.uri for r in (await client.list_resources()).resources]
+        notes = await client.read_resource("managed-tools://files/workspace/notes.md")
+        soul = await client.read_resource("managed-tools://files/agent/SOUL.md")
+        binary = (await client.read_resource("managed-tools://files/workspace/img.bin")).contents[0]
+        for bad in ("managed-tools://files/workspace/../../etc/passwd", "managed-tools://files/workspace/%2e%2e/x",
+                    "managed-tools://files/workspace/.managed-tools/state.db"):  # fmt: skip
+            with pytest.raises(MCPError):
+                await client.read_resource(bad)
+    assert "managed-tools://files/workspace/notes.md" in listed and "managed-tools://files/agent/SOUL.md" in listed
+    assert not [u for u in listed if ".managed-tools" in u]
+    assert text_of(notes) == "# Notes\n" and text_of(soul) == "be kind\n"
+    assert isinstance(binary, types.BlobResourceContents) and binary.blob == "AAEC"
+
+
+async def test_file_changes_on_disk_are_notified(runtime: Runtime, connect: Connect) -> None:
+    workspace = runtime.environment.workspace
+    (workspace / "watched.txt").write_text("v1\n")
+    uri = "managed-tools://files/workspace/watched.txt"
+    seen: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification) and message.params.uri == uri:
+            seen.append(message.params.uri)
+            arrived.set()
+
+    async with connect(runtime, "legacy", message_handler=on_message) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource(uri)
+        await anyio.sleep(0.5)  # the watcher starts on the first subscription to a file
+        await anyio.Path(workspace / "watched.txt").write_text("v2, written outside the tools\n")
+        with anyio.fail_after(10):
+            await arrived.wait()
+        arrived = anyio.Event()
+        data(await client.call_tool("write", {"path": "watched.txt", "content": "v3"}))
+        with anyio.fail_after(10):
+            await arrived.wait()
+    assert len(seen) >= 2

@@ -25,6 +25,7 @@ from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
 from tools.models import Arguments, NonEmptyStr, WireModel
+from tools.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
 DEFAULT_READ_CHARS = 12_000
@@ -219,7 +220,14 @@ async def write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
     data = args.content.encode()
     await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
     digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+    touch(ctx, resolved)
     return WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
+
+
+def touch(ctx: ToolContext, resolved: Resolved) -> None:
+    """Tell resource subscribers the file changed (the watcher would too, but later)."""
+    if (uri := file_uri(resolved.mount.mount_path, resolved.relative)) is not None:
+        ctx.touched.add(uri)
 
 
 class EditArgs(Arguments):
@@ -295,7 +303,9 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
 
 async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
     resolved = _resolve(ctx, args.path, "modify")
-    return await anyio.to_thread.run_sync(_edit_file, resolved, args)
+    output = await anyio.to_thread.run_sync(_edit_file, resolved, args)
+    touch(ctx, resolved)
+    return output
 
 
 # ---- glob and grep --------------------------------------------------------------------------------------

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import mimetypes
 
+import anyio
 from pydantic import BaseModel
 
+from stores import ripgrep
 from stores.errors import NotFoundError
+from stores.files import read_limited
 from tools.context import ToolContext
 from tools.memory_tools import STORES, render
 from tools.outcome_tools import posture
 from tools.scope import scoped_session
-from tools.uris import AGENT_TARGETS, SCHEME, SESSION_TARGETS, evaluation_uri, memory_uri, parse
+from tools.uris import (
+    AGENT_TARGETS,
+    FILE_MOUNTS,
+    SCHEME,
+    SESSION_TARGETS,
+    evaluation_uri,
+    file_uri,
+    memory_uri,
+    parse,
+    parse_file,
+)
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}
+MAX_LISTED_FILES = 500  # per mount; the templates reach every other file
+MAX_FILE_BYTES = 5 << 20
 
 
 class Resource(BaseModel):
@@ -55,7 +72,63 @@ def listing(session_id: str) -> list[Resource]:
     return found
 
 
+async def file_listing(ctx: ToolContext) -> list[Resource]:
+    """Files of the substrate and the workspace (honouring .gitignore), at most MAX_LISTED_FILES per mount."""
+    found: list[Resource] = []
+    private = [ctx.runtime.environment.data_dir]
+    for mount_path in (FILE_MOUNTS["agent"], FILE_MOUNTS["workspace"]):
+        resolved = ctx.runtime.guard.resolve(mount_path, "list")
+        names, _ = await ripgrep.list_files(resolved.host, [] if mount_path.endswith("agent") else private,
+                                            MAX_LISTED_FILES)  # fmt: skip
+        for name in names:
+            uri = file_uri(mount_path, name)
+            assert uri is not None
+            found.append(
+                Resource(
+                    uri=uri,
+                    name=f"{mount_path}/{name}",
+                    title=name,
+                    description=f"A file in {mount_path}.",
+                    mime_type=mimetypes.guess_type(name)[0] or "text/plain",
+                )
+            )
+    return found
+
+
+async def read_file(ctx: ToolContext, virtual: str) -> tuple[str, str | None, bytes | None]:
+    """(mime type, text, or bytes for a binary file) of a workspace or substrate file, through the path guard."""
+    resolved = ctx.runtime.guard.resolve(virtual, "read")
+    if not resolved.exists or not resolved.host.is_file():
+        raise NotFoundError(f"No file {resolved.virtual}.")
+    data, more = await anyio.to_thread.run_sync(read_limited, resolved.host, MAX_FILE_BYTES)
+    if more:
+        raise NotFoundError(f"{resolved.virtual} is over {MAX_FILE_BYTES} bytes; read it with the read tool.")
+    mime = mimetypes.guess_type(resolved.host.name)[0] or "application/octet-stream"
+    if b"\x00" not in data[:8192]:
+        try:
+            return (mime if mime.startswith("text/") or "json" in mime else "text/plain"), data.decode(), None
+        except UnicodeDecodeError:
+            pass
+    return mime, None, data
+
+
+def blob(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
 TEMPLATES = [
+    Template(
+        uri_template=f"{SCHEME}://files/workspace/{{+path}}",
+        name="workspace_file",
+        description="A file of the workspace (/workspace).",
+        mime_type=None,
+    ),
+    Template(
+        uri_template=f"{SCHEME}://files/agent/{{+path}}",
+        name="substrate_file",
+        description="A file of the agent's shared substrate (/workspace/agent).",
+        mime_type=None,
+    ),
     Template(
         uri_template=f"{SCHEME}://sessions/{{sessionId}}/memory/{{target}}",
         name="session_memory",
@@ -73,6 +146,8 @@ TEMPLATES = [
 
 async def read(ctx: ToolContext, uri: str) -> tuple[str, str]:
     """(mime type, text) of one of our resources; another agent's session is refused like in the tools."""
+    if parse_file(uri) is not None:
+        raise NotFoundError(f"{uri} is a file: read it with read_file.")
     parsed = parse(uri)
     if parsed is None:
         raise NotFoundError(f"No resource {uri}; resources/list shows what there is.")

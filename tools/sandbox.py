@@ -131,6 +131,7 @@ async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput
     data = existing + args.content.encode()
     await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
     digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+    file_tools.touch(ctx, resolved)
     return file_tools.WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote, unquote
 
 SCHEME = "managed-tools"
 AGENT_TARGETS = ("workspace_memory", "workspace_memory_notes")
@@ -19,6 +20,22 @@ def memory_uri(target: str, session_id: str) -> str:
 
 def evaluation_uri(session_id: str) -> str:
     return f"{SCHEME}://sessions/{session_id}/outcome/evaluation"
+
+
+FILE_MOUNTS = {"workspace": "/workspace", "agent": "/workspace/agent"}
+_FILE = re.compile(rf"^{SCHEME}://files/(workspace|agent)/(.+)$")
+
+
+def file_uri(mount_path: str, relative: str) -> str | None:
+    """The resource URI of a workspace or substrate file (vault files are not resources)."""
+    name = next((key for key, path in FILE_MOUNTS.items() if path == mount_path), None)
+    return None if name is None else f"{SCHEME}://files/{name}/{quote(relative, safe='/')}"
+
+
+def parse_file(uri: str) -> str | None:
+    """The virtual path a file URI names, or None."""
+    match = _FILE.match(uri)
+    return None if match is None else f"{FILE_MOUNTS[match[1]]}/{unquote(match[2])}"
 
 
 def parse(uri: str) -> tuple[str | None, str] | None:
