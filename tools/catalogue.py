@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tools import environment, memory_search, memory_tools, outcome_tools, permissions, planning, session_tools
+from tools import (
+    environment,
+    memory_search,
+    memory_tools,
+    outcome_tools,
+    permissions,
+    planning,
+    session_tools,
+    substrate_tools,
+)
 from tools.definition import PermissionPolicy, ToolDefinition
 from tools.errors import RegistryError
 from tools.registry import Registry
@@ -16,6 +25,7 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     memory_tools.DEFINITIONS,
     memory_search.DEFINITIONS,
     planning.DEFINITIONS,
+    substrate_tools.DEFINITIONS,
     permissions.DEFINITIONS,  # last, as in the reference
 )
 

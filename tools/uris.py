@@ -1,8 +1,9 @@
-"""The resource URIs under which the server shows memory stores and evaluations to a person."""
+"""The resource URIs under which the server shows memory stores, evaluations and substrate files to a person."""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 SCHEME = "managed-tools"
 AGENT_TARGETS = ("workspace_memory", "workspace_memory_notes")
@@ -19,6 +20,11 @@ def memory_uri(target: str, session_id: str) -> str:
 
 def evaluation_uri(session_id: str) -> str:
     return f"{SCHEME}://sessions/{session_id}/outcome/evaluation"
+
+
+def substrate_uri(relative: str) -> str:
+    """A file of the agent's shared substrate, by its path relative to /workspace/agent."""
+    return f"{SCHEME}://agent/substrate/{quote(relative, safe='/')}"
 
 
 def parse(uri: str) -> tuple[str | None, str] | None:
