@@ -8,9 +8,10 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ DEFAULT_READERS = 2
 
 LOCKED = "The state database is locked by another process; try again in a moment."
 
+log = logging.getLogger("managed_tools.db")
+
 
 @contextmanager
 def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
@@ -42,12 +45,34 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
         raise
 
 
+Undo = Callable[[], None]
+
+
 class Tx:
     """One open transaction. Savepoints nest inside it; nothing is visible to others until it commits."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, *, writing: bool = False) -> None:
         self._conn = conn
         self._depth = 0
+        self._writing = writing
+        self._undo: list[Undo] = []
+
+    def on_rollback(self, undo: Undo) -> None:
+        """Run `undo` if this write transaction rolls back: the inverse of an effect outside the database (a
+        file renamed into place), so the two never disagree. It runs before the rollback releases the write
+        lock, so no other process can see the effect in between, or change it first."""
+        if not self._writing:
+            raise RuntimeError("on_rollback needs a write transaction (Database.write).")
+        self._undo.append(undo)
+
+    def _run_undo(self, keep: int = 0) -> None:
+        """Newest first; a failing undo is logged and the rest still run."""
+        while len(self._undo) > keep:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception:
+                log.exception("an undo step failed while rolling back; the state outside the database may differ")
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
@@ -82,11 +107,13 @@ class Tx:
         """A nested unit of work: rolled back on its own if the body raises, released otherwise."""
         self._depth += 1
         name = f"sp_{self._depth}"
+        undo_mark = len(self._undo)
         await self._conn.execute(f"SAVEPOINT {name}")
         try:
             yield self
         except BaseException:
             with anyio.CancelScope(shield=True):
+                self._run_undo(keep=undo_mark)
                 await self._conn.execute(f"ROLLBACK TO {name}")
                 await self._conn.execute(f"RELEASE {name}")
             raise
@@ -139,10 +166,12 @@ class Database:
         async with self._write_lock:
             with _busy_is_an_error():
                 await self._writer.execute("BEGIN IMMEDIATE")
+            tx = Tx(self._writer, writing=True)
             try:
-                yield Tx(self._writer)
+                yield tx
             except BaseException:
                 with anyio.CancelScope(shield=True):
+                    tx._run_undo()
                     await self._writer.rollback()
                 raise
             else:
@@ -151,8 +180,11 @@ class Database:
                     try:
                         await self._writer.commit()
                     except sqlite3.OperationalError:
+                        # A failed COMMIT keeps the transaction, and its lock, until this rollback.
+                        tx._run_undo()
                         await self._writer.rollback()
                         raise
+                tx._undo.clear()
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[Tx]:

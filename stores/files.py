@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from stores.errors import StoreError
@@ -41,6 +42,54 @@ def read_limited(path: Path, max_bytes: int) -> tuple[bytes, bool]:
     with open(path, "rb") as handle:
         data = handle.read(max_bytes + 1)
     return data[:max_bytes], len(data) > max_bytes
+
+
+def read_text(path: Path, max_bytes: int, label: str) -> bytes:
+    """The whole file, refused unless it is UTF-8 text of at most `max_bytes` (`label` names it in messages)."""
+    if not path.is_file():
+        raise FileError(f"{label} is not a regular file.")
+    data, more = read_limited(path, max_bytes)
+    if more:
+        raise FileError(f"{label} is larger than {max_bytes} bytes; only text files up to that size are handled.")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise FileError(f"{label} looks binary (it contains NUL bytes); only text files are handled.")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileError(f"{label} is not UTF-8 text (bad byte at offset {exc.start}); only text is handled.") from None
+    return data
+
+
+def replace_file(path: Path, data: bytes, previous: bytes | None) -> Callable[[], None]:
+    """`atomic_write`, returning its undo: put `previous` back, or, when there was no file (`previous` is None),
+    remove the new one and the directories this write created. The caller read `previous` (so bounded it)."""
+    created: list[Path] = []  # deepest first
+    parent = path.parent
+    while not parent.exists():
+        created.append(parent)
+        parent = parent.parent
+    try:
+        atomic_write(path, data)
+    except BaseException:
+        _remove_empty(created)
+        raise
+
+    def undo() -> None:
+        if previous is not None:
+            atomic_write(path, previous)
+            return
+        path.unlink(missing_ok=True)
+        _remove_empty(created)
+
+    return undo
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:  # gone already, or no longer empty: something else lives there now
+            break
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:

@@ -183,4 +183,39 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             END""",
         ),
     ),
+    (
+        4,
+        "substrate versions and staged drafts",
+        (
+            # Every promotion or restore of a substrate file, with the full text written; `seq` orders versions
+            # of one file exactly (writes are serialised by BEGIN IMMEDIATE), which UUIDv7 alone cannot within
+            # one millisecond.
+            """CREATE TABLE substrate_versions (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                agent_id TEXT NOT NULL,
+                session_id TEXT,
+                wake_id TEXT,
+                source_path TEXT NOT NULL,
+                target_path TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                size_bytes INTEGER NOT NULL,
+                preview TEXT NOT NULL,
+                restored_from_version_id TEXT,
+                content TEXT NOT NULL
+            )""",
+            "CREATE INDEX substrate_versions_target ON substrate_versions(agent_id, target_path, seq)",
+            # The staging manifest: which workspace draft came from which substrate file, and their hashes then.
+            """CREATE TABLE staged_drafts (
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                session_path TEXT NOT NULL,
+                source_path TEXT NOT NULL,
+                source_content_hash TEXT NOT NULL,
+                target_content_hash TEXT NOT NULL,
+                staged_at TEXT NOT NULL,
+                PRIMARY KEY (session_id, session_path)
+            )""",
+        ),
+    ),
 )

@@ -1,8 +1,9 @@
-"""The database on a real file: migrations across processes, savepoints, ids."""
+"""The database on a real file: migrations across processes, savepoints, rollback undo, ids; undoable writes."""
 
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import anyio
 import pytest
 
 from stores.db import Database
+from stores.files import replace_file
 from stores.ids import canonical_json, uuid7
 from stores.migrations import MIGRATIONS
 
@@ -85,3 +87,54 @@ async def test_readers_see_a_snapshot_while_a_writer_works(tmp_path: Path) -> No
             assert await reader.scalar("SELECT COUNT(*) FROM t") == 1
     finally:
         await db.close()
+
+
+async def test_rollback_runs_undo_while_the_write_lock_is_held(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "state.db")
+    seen: list[str] = []
+
+    def undo(label: str) -> None:
+        other = sqlite3.connect(tmp_path / "state.db", timeout=0)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process trying to write in between
+            seen.append(f"{label}: lock was free")
+            other.rollback()
+        except sqlite3.OperationalError:
+            seen.append(f"{label}: still locked")
+        finally:
+            other.close()
+
+    try:
+        async with db.write() as tx:
+            tx.on_rollback(lambda: seen.append("committed work is never undone"))
+        with pytest.raises(RuntimeError):
+            async with db.write() as tx:
+                tx.on_rollback(lambda: undo("outer"))
+                with pytest.raises(ValueError):
+                    async with tx.savepoint():
+                        tx.on_rollback(lambda: undo("savepoint"))
+                        raise ValueError("inner failure")
+                raise RuntimeError("outer failure")
+        async with db.read() as tx:
+            with pytest.raises(RuntimeError, match="needs a write transaction"):
+                tx.on_rollback(lambda: None)
+    finally:
+        await db.close()
+    assert seen == ["savepoint: still locked", "outer: still locked"]  # each once, newest first
+
+
+def test_replace_file_undo_puts_back_what_was_there(tmp_path: Path) -> None:
+    existing = tmp_path / "kept.md"
+    existing.write_bytes(b"old\n")
+    existing.chmod(0o640)
+    undo = replace_file(existing, b"new\n", b"old\n")
+    assert existing.read_bytes() == b"new\n"
+    undo()
+    assert existing.read_bytes() == b"old\n" and existing.stat().st_mode & 0o777 == 0o640
+
+    fresh = tmp_path / "a" / "b" / "fresh.md"
+    undo = replace_file(fresh, b"x", None)
+    assert fresh.read_bytes() == b"x"
+    undo()
+    assert not (tmp_path / "a").exists()  # the file and the directories made for it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md"]  # no temporary files left behind

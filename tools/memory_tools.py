@@ -21,7 +21,16 @@ from stores.memory import VersionRecord
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
-from tools.models import Arguments, NoArguments, NonEmptyStr, SessionId, WireModel
+from tools.models import (
+    Arguments,
+    ExpectedContentHash,
+    ExpectedVersionId,
+    NoArguments,
+    NonEmptyStr,
+    RequireOutcomePass,
+    SessionId,
+    WireModel,
+)
 from tools.outcome_tools import Evaluation, enforce_gate
 from tools.scope import scoped_session
 from tools.uris import memory_uri
@@ -195,13 +204,6 @@ async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
 
 
 Content = Annotated[str, Field(max_length=MAX_CONTENT_CHARS)]
-VersionId = Annotated[
-    str | None, Field(description="Write only if this is still the latest version (compare-and-swap).")
-]
-ContentHash = Annotated[
-    str | None,
-    Field(pattern=r"^[0-9a-f]{64}$", description="Write only if the current content has this sha256."),
-]
 
 
 class WriteOutput(WireModel):
@@ -266,8 +268,8 @@ class WriteArgs(Arguments):
     target: WritableTarget
     content: Content
     mode: Literal["replace", "append"] = "replace"
-    expected_version_id: VersionId = None
-    expected_content_hash: ContentHash = None
+    expected_version_id: ExpectedVersionId = None
+    expected_content_hash: ExpectedContentHash = None
     session_id: SessionId | None = None
 
 
@@ -288,11 +290,9 @@ async def memory_write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
 class PromoteArgs(Arguments):
     content: Content
     mode: Literal["replace", "append"] = "replace"
-    require_outcome_pass: bool | None = Field(
-        default=None, description="true: require a passing outcome; false: skip the gate; omitted: gate if defined."
-    )
-    expected_version_id: VersionId = None
-    expected_content_hash: ContentHash = None
+    require_outcome_pass: RequireOutcomePass = None
+    expected_version_id: ExpectedVersionId = None
+    expected_content_hash: ExpectedContentHash = None
 
 
 class PromoteOutput(WriteOutput):

@@ -43,3 +43,17 @@ class NextTool(WireModel):
     tool: str
     args: dict[str, Any]
     rationale: str
+
+
+# Optimistic preconditions of a versioned write (memory_write, the promotions): write only if nobody else did.
+ExpectedVersionId = Annotated[
+    str | None, Field(description="Write only if this is still the latest version (compare-and-swap).")
+]
+ExpectedContentHash = Annotated[
+    str | None,
+    Field(pattern=r"^[0-9a-f]{64}$", description="Write only if the current content has this sha256."),
+]
+RequireOutcomePass = Annotated[
+    bool | None,
+    Field(description="true: require a passing outcome; false: skip the gate; omitted: gate if defined."),
+]

@@ -1,4 +1,4 @@
-"""The resource URIs under which the server shows memory stores and evaluations to a person."""
+"""The resource URIs under which the server shows memory stores, evaluations and substrate files to a person."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def parse_file(uri: str) -> str | None:
     """The virtual path a file URI names, or None."""
     match = _FILE.match(uri)
     return None if match is None else f"{FILE_MOUNTS[match[1]]}/{unquote(match[2])}"
+
+
+def substrate_uri(relative: str) -> str:
+    """A file of the agent's shared substrate, by its path relative to /workspace/agent."""
+    return f"{SCHEME}://files/agent/{quote(relative, safe='/')}"
 
 
 def parse(uri: str) -> tuple[str | None, str] | None:

@@ -1,0 +1,192 @@
+"""Substrate versions and the staging manifest (reference §5), in SQLite.
+
+Paths are virtual paths the path guard has already resolved (`/workspace/agent/SOUL.md`, `/workspace/SOUL.md`).
+A promotion checks its preconditions, records its version and writes the file inside one `BEGIN IMMEDIATE`
+transaction, which SQLite serialises across processes: of two promotions racing on one version, one wins.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from pydantic import BaseModel
+
+from stores.db import Tx
+from stores.errors import NotFoundError, PreconditionError
+from stores.ids import sha256_hex, utc_now, uuid7
+from stores.memory import preview
+
+
+class SubstrateVersion(BaseModel):
+    id: str
+    agent_id: str
+    session_id: str | None
+    wake_id: str | None
+    source_path: str
+    target_path: str
+    created_at: str
+    content_hash: str
+    size_bytes: int
+    preview: str
+    restored_from_version_id: str | None
+
+
+class StagedDraft(BaseModel):
+    """A manifest entry: the draft at `session_path` was copied from `source_path` when both had these hashes."""
+
+    session_path: str
+    source_path: str
+    source_content_hash: str
+    target_content_hash: str
+    staged_at: str
+
+
+_COLUMNS = ", ".join(SubstrateVersion.model_fields)
+
+
+def _version(row: sqlite3.Row) -> SubstrateVersion:
+    return SubstrateVersion(**{k: row[k] for k in SubstrateVersion.model_fields})
+
+
+async def latest_version(tx: Tx, agent_id: str, target_path: str) -> SubstrateVersion | None:
+    row = await tx.fetchone(
+        f"SELECT {_COLUMNS} FROM substrate_versions WHERE agent_id = ? AND target_path = ? ORDER BY seq DESC LIMIT 1",
+        (agent_id, target_path),
+    )
+    return None if row is None else _version(row)
+
+
+async def latest_versions(tx: Tx, agent_id: str) -> dict[str, str]:
+    """Each versioned target path of the agent and its latest version id."""
+    rows = await tx.fetchall(
+        "SELECT target_path, id FROM substrate_versions WHERE seq IN "
+        "(SELECT MAX(seq) FROM substrate_versions WHERE agent_id = ? GROUP BY target_path)",
+        (agent_id,),
+    )
+    return {row["target_path"]: row["id"] for row in rows}
+
+
+async def list_versions(tx: Tx, agent_id: str, target_path: str, limit: int) -> list[SubstrateVersion]:
+    rows = await tx.fetchall(
+        f"SELECT {_COLUMNS} FROM substrate_versions WHERE agent_id = ? AND target_path = ? ORDER BY seq DESC LIMIT ?",
+        (agent_id, target_path, limit),
+    )
+    return [_version(row) for row in rows]
+
+
+async def read_version(tx: Tx, agent_id: str, version_id: str) -> tuple[SubstrateVersion, str]:
+    row = await tx.fetchone(
+        f"SELECT {_COLUMNS}, content FROM substrate_versions WHERE id = ? AND agent_id = ?", (version_id, agent_id)
+    )
+    if row is None:
+        raise NotFoundError(f"No substrate version exists for versionId={version_id}.")
+    return _version(row), row["content"]
+
+
+async def check_expectations(
+    tx: Tx,
+    *,
+    tool: str,
+    agent_id: str,
+    target_path: str,
+    live_hash: str | None,
+    expected_version_id: str | None,
+    expected_content_hash: str | None,
+) -> SubstrateVersion | None:
+    """The optimistic preconditions of a promotion or restore; returns the latest version of the target.
+
+    Raises PreconditionError naming what the caller should expect now.
+    """
+    latest = await latest_version(tx, agent_id, target_path)
+    latest_id = None if latest is None else latest.id
+    if expected_version_id is not None and expected_version_id != latest_id:
+        raise PreconditionError(
+            f"{tool} version precondition failed for {target_path}: expected {expected_version_id} but latest is "
+            f"{latest_id or 'none'}. Compare again (resources_compare_with_substrate) and decide on the "
+            "current content before retrying."
+        )
+    if expected_content_hash is not None and expected_content_hash != live_hash:
+        now = live_hash or "nothing (the file does not exist)"
+        raise PreconditionError(
+            f"{tool} content precondition failed for {target_path}: expected hash {expected_content_hash} but the "
+            f"live file hashes to {now}; it changed since you compared. Compare again "
+            "(resources_compare_with_substrate) before retrying."
+        )
+    return latest
+
+
+async def record_version(
+    tx: Tx,
+    *,
+    agent_id: str,
+    session_id: str | None,
+    wake_id: str | None,
+    source_path: str,
+    target_path: str,
+    content: str,
+    restored_from_version_id: str | None = None,
+) -> SubstrateVersion:
+    data = content.encode("utf-8")
+    version = SubstrateVersion(
+        id=uuid7(),
+        agent_id=agent_id,
+        session_id=session_id,
+        wake_id=wake_id,
+        source_path=source_path,
+        target_path=target_path,
+        created_at=utc_now(),
+        content_hash=sha256_hex(data),
+        size_bytes=len(data),
+        preview=preview(content),
+        restored_from_version_id=restored_from_version_id,
+    )
+    fields = version.model_dump()
+    await tx.execute(
+        f"INSERT INTO substrate_versions ({_COLUMNS}, content) VALUES ({', '.join('?' * (len(fields) + 1))})",
+        (*fields.values(), content),
+    )
+    return version
+
+
+# ---- the staging manifest --------------------------------------------------------------------------------
+
+
+def _draft(row: sqlite3.Row) -> StagedDraft:
+    return StagedDraft(**{k: row[k] for k in StagedDraft.model_fields})
+
+
+async def staged_draft(tx: Tx, session_id: str, session_path: str) -> StagedDraft | None:
+    row = await tx.fetchone(
+        "SELECT * FROM staged_drafts WHERE session_id = ? AND session_path = ?", (session_id, session_path)
+    )
+    return None if row is None else _draft(row)
+
+
+async def save_draft(tx: Tx, session_id: str, draft: StagedDraft) -> None:
+    await tx.execute(
+        "INSERT INTO staged_drafts (session_id, session_path, source_path, source_content_hash, target_content_hash, "
+        "staged_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id, session_path) DO UPDATE SET "
+        "source_path = excluded.source_path, source_content_hash = excluded.source_content_hash, "
+        "target_content_hash = excluded.target_content_hash, staged_at = excluded.staged_at",
+        (session_id, *draft.model_dump().values()),
+    )
+
+
+async def staged_drafts(tx: Tx, session_id: str, limit: int) -> tuple[int, list[StagedDraft]]:
+    """(how many drafts the session has, the `limit` most recently staged)."""
+    total = int(await tx.scalar("SELECT COUNT(*) FROM staged_drafts WHERE session_id = ?", (session_id,)))
+    rows = await tx.fetchall(
+        "SELECT * FROM staged_drafts WHERE session_id = ? ORDER BY staged_at DESC, session_path LIMIT ?",
+        (session_id, limit),
+    )
+    return total, [_draft(row) for row in rows]
+
+
+def staged_now(session_path: str, source_path: str, source_hash: str, target_hash: str) -> StagedDraft:
+    return StagedDraft(
+        session_path=session_path,
+        source_path=source_path,
+        source_content_hash=source_hash,
+        target_content_hash=target_hash,
+        staged_at=utc_now(),
+    )
