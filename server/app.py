@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import mcp_types as types
@@ -12,12 +11,12 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from server import SERVER_NAME, __version__
-from server.attach import attach, detach
+from server.attach import Attachments, attached
 from server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from server.consent import CallConsent
 from server.ports import ClientSampler, RequestProgress
 from server.publish import to_call_result, to_mcp_tool
-from tools.context import Attachment, Ports, Runtime
+from tools.context import Ports, Runtime
 from tools.executor import execute
 
 INSTRUCTIONS = (
@@ -38,10 +37,7 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
     return value / 1000
 
 
-@dataclass(frozen=True)
-class ConnectionState:
-    runtime: Runtime
-    attachment: Attachment
+AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
 
 
 def build_server(
@@ -50,31 +46,32 @@ def build_server(
     transport: str,
     session_id: str | None = None,
     approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS,
-) -> Server[ConnectionState]:
-    """A server whose every connection attaches to `session_id` (or a new session) and opens a wake.
+    attachments: AttachmentsFactory | None = None,
+) -> Server[Attachments]:
+    """The MCP server over the catalogue; every transport serves this one.
+
+    By default each connection (`Server.run`, which enters the lifespan once per connection: stdio, in-memory)
+    attaches to `session_id` (or a new session) and opens a wake labelled `transport`. A transport whose
+    lifespan runs once for many connections (Streamable HTTP) passes its own `attachments`, which resolves
+    each request instead.
 
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
     lifetime of a sealed `requestState` (2026-07-28).
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
 
-    @asynccontextmanager
-    async def lifespan(_: Server[ConnectionState]) -> AsyncIterator[ConnectionState]:
-        attachment = await attach(runtime, session_id, transport)
-        try:
-            yield ConnectionState(runtime, attachment)
-        finally:
-            await detach(runtime, attachment)
+    def lifespan(_: Server[Attachments]) -> AbstractAsyncContextManager[Attachments]:
+        return attachments() if attachments is not None else attached(runtime, session_id, transport)
 
     async def list_tools(
-        ctx: ServerRequestContext[ConnectionState], params: types.PaginatedRequestParams | None
+        ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return listing
 
     async def call_tool(
-        ctx: ServerRequestContext[ConnectionState], params: types.CallToolRequestParams
+        ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        attachment = ctx.lifespan_context.attachment
+        attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds)
         ports = Ports(
             consent=consent,
