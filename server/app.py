@@ -14,7 +14,9 @@ from server import SERVER_NAME, __version__
 from server.attach import Attachments, attached
 from server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from server.consent import CallConsent
-from server.ports import ClientSampler, RequestProgress
+from server.extensions import Extensions
+from server.library import Library
+from server.ports import ClientSampler, RequestLog, RequestProgress, set_log_level
 from server.publish import to_call_result, to_mcp_tool
 from tools.context import Ports, Runtime
 from tools.executor import execute
@@ -47,6 +49,7 @@ def build_server(
     session_id: str | None = None,
     approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS,
     attachments: AttachmentsFactory | None = None,
+    extensions: Extensions | None = None,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -56,9 +59,12 @@ def build_server(
     each request instead.
 
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
-    lifetime of a sealed `requestState` (2026-07-28).
+    lifetime of a sealed `requestState` (2026-07-28). The resources and prompts of `extensions` are served
+    (their tools are already in `runtime.registry`); without any, those capabilities are not advertised.
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+    library = Library(extensions or Extensions())
+    resources, prompts = library.has_resources, library.has_prompts
 
     def lifespan(_: Server[Attachments]) -> AbstractAsyncContextManager[Attachments]:
         return attachments() if attachments is not None else attached(runtime, session_id, transport)
@@ -77,6 +83,7 @@ def build_server(
             consent=consent,
             progress=RequestProgress(ctx.session),
             sampler=ClientSampler(ctx.session, ctx.request_id),
+            client_log=RequestLog(ctx),
         )
         result = await execute(
             runtime, attachment, ports, params.name, params.arguments, timeout_seconds=requested_timeout(params.meta)
@@ -84,6 +91,12 @@ def build_server(
         if result.error_kind == "input_required" and consent.input_required is not None:
             return consent.input_required
         return to_call_result(result)
+
+    async def set_logging_level(
+        ctx: ServerRequestContext[Attachments], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        set_log_level(ctx, params.level)
+        return types.EmptyResult()
 
     server = Server(
         SERVER_NAME,
@@ -93,7 +106,18 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=library.list_resources if resources else None,
+        on_list_resource_templates=library.list_resource_templates if resources else None,
+        on_read_resource=library.read_resource if resources else None,
+        on_subscribe_resource=library.subscribe if resources else None,
+        on_unsubscribe_resource=library.unsubscribe if resources else None,
+        on_list_prompts=library.list_prompts if prompts else None,
+        on_get_prompt=library.get_prompt if prompts else None,
+        on_completion=library.complete if prompts else None,
     )
+    # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
+    # 2026-07-28, where this method does not exist; handshake-era clients still use it.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
     security = RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
     server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))

@@ -17,7 +17,7 @@ from server import __version__, human
 from server.app import build_server
 from server.config import ConfigError, ServeConfig
 from server.publish import to_mcp_tool
-from server.runtime import StartupError, open_runtime
+from server.runtime import StartupError, open_runtime, startup_extensions
 from tools.catalogue import build_registry
 
 log = logging.getLogger("managed_tools")
@@ -44,7 +44,11 @@ def _parser() -> argparse.ArgumentParser:
         "--approval-wait", metavar="SECONDS", type=float, help="how long a person has to answer (default: 120)"
     )
     serve.add_argument(
-        "--tools-module", metavar="MODULE", action="append", default=[], help="load your own tools from MODULE.TOOLS"
+        "--tools-module",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="load your own tools, resources and prompts from MODULE (its TOOLS, RESOURCES, PROMPTS)",
     )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -124,12 +128,14 @@ def _serve(config: ServeConfig, log_level: str) -> int:
 
 
 async def _serve_stdio(config: ServeConfig) -> None:
-    async with open_runtime(config) as runtime:
+    extensions = startup_extensions(config)
+    async with open_runtime(config, extensions) as runtime:
         server = build_server(
             runtime,
             transport="stdio",
             session_id=config.session,
             approval_wait_seconds=config.approval_wait_seconds,
+            extensions=extensions,
         )
         log.info("serving agent %s from %s over stdio", config.agent, config.data_dir)
         async with stdio_server() as (read_stream, write_stream):

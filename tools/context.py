@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from stores.db import Database, Tx
-from tools.ports import Consent, Progress, Sampler
+from tools.ports import ClientLog, Consent, Progress, Sampler
 
 if TYPE_CHECKING:
     from tools.registry import Registry
@@ -52,6 +52,7 @@ class Ports:
     consent: Consent
     progress: Progress
     sampler: Sampler
+    client_log: ClientLog
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.content import Block
 from tools.context import ToolContext
 from tools.models import Arguments, WireModel
 
@@ -30,6 +31,9 @@ Handler = Callable[[ToolContext, Any], Awaitable[BaseModel]]
 # What a person must see to judge an always_ask call beyond its arguments (a shell command and its cwd, the
 # target and a short diff of a promotion). Runs before the call in a read snapshot; must not change anything.
 ConsentPreview = Callable[[ToolContext, Any], Awaitable[str]]
+# How a successful output is shown to the model when compact JSON is not the right form (an image, a
+# document). The output still travels as structuredContent; `render` only chooses the content blocks.
+Render = Callable[[Any], Sequence[Block]]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
@@ -72,6 +76,7 @@ class ToolDefinition(BaseModel):
     output_model: type[WireModel]
     handler: Handler | None
     consent_preview: ConsentPreview | None = None
+    render: Render | None = None
     ownership: Ownership = "managed"
     permission_policy: PermissionPolicy = "always_allow"
     effects: tuple[ToolEffect, ...] = ()

@@ -20,6 +20,7 @@ from stores import events
 from stores.db import Tx
 from stores.errors import DatabaseBusyError, StoreError
 from stores.ids import canonical_json, sha256_hex, uuid7
+from tools.content import Block
 from tools.context import Attachment, Ports, Runtime, ToolContext
 from tools.definition import ToolDefinition
 from tools.errors import ToolError
@@ -48,11 +49,14 @@ MAX_NAME_CHARS = 64
 
 @dataclass(frozen=True)
 class CallResult:
-    """What the server turns into a CallToolResult: structured output on success, a message otherwise."""
+    """What the server turns into a CallToolResult: structured output on success, a message otherwise.
+
+    `content` holds the blocks a tool's `render` chose; without them the model sees `text`."""
 
     status: Status
     text: str
     structured: dict[str, Any] | None = None
+    content: tuple[Block, ...] = ()
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
 
@@ -191,11 +195,11 @@ async def _run(call: _Call) -> CallResult:
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.read_only:
                 async with runtime.db.read() as tx:
-                    result = _success(await _call_handler(call, tx))
+                    result = await _call_handler(call, tx)
                 await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
-                    result = _success(await _call_handler(call, tx))
+                    result = await _call_handler(call, tx)
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
@@ -237,17 +241,19 @@ def _context(call: _Call, tx: Tx) -> ToolContext:
     )
 
 
-async def _call_handler(call: _Call, tx: Tx) -> dict[str, Any]:
+async def _call_handler(call: _Call, tx: Tx) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
     output = await definition.handler(_context(call, tx), call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
-    return output.model_dump(mode="json", by_alias=True)
+    content = tuple(definition.render(output)) if definition.render is not None else ()
+    return _success(output.model_dump(mode="json", by_alias=True), content)
 
 
-def _success(structured: dict[str, Any]) -> CallResult:
-    return CallResult("success", json.dumps(structured, separators=(",", ":"), ensure_ascii=False), structured)
+def _success(structured: dict[str, Any], content: tuple[Block, ...] = ()) -> CallResult:
+    text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    return CallResult("success", text, structured, content=content)
 
 
 async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:

@@ -26,6 +26,8 @@ ALLOWED_KEYWORDS = frozenset(
         "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
         "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "minProperties",
         "maxProperties", "propertyNames", "writeOnly", "readOnly", "deprecated",
+        # display names of a legacy titled enum: an annotation, but a custom tool's form needs it (SEP-1330)
+        "enumNames",
     }
 )  # fmt: skip
 
