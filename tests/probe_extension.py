@@ -94,6 +94,11 @@ TOOLS = (
                 "properties": {
                     "colours": {"type": "array", "items": {"type": "string", "enum": ["red", "green", "blue"]}},
                     "size": {"type": "string", "enum": ["s", "m"], "enumNames": ["Small", "Medium"]},
+                    "finish": {
+                        "type": "array",
+                        "title": "Finish",
+                        "items": {"anyOf": [{"const": "matt", "title": "Matt"}, {"const": "gloss", "title": "Gloss"}]},
+                    },
                 },
                 "required": ["colours"],
             },

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import probe_extension
 import pytest
 from conftest import ERAS, data
 from mcp import Client, MCPError, StdioServerParameters
@@ -139,8 +140,12 @@ async def test_a_multi_select_form_for_a_custom_tool(config: ServeConfig, mode: 
     async with serve(config, mode, elicitation_callback=pick) as client:
         result = data(await client.call_tool("probe_pick", {}))
     assert result == {"colours": ["red", "blue"], "size": "m"}
-    assert asked[0]["properties"]["colours"]["items"]["enum"] == ["red", "green", "blue"]
-    assert asked[0]["properties"]["size"]["enumNames"] == ["Small", "Medium"]
+    form = asked[0]["properties"]
+    assert form["colours"]["items"]["enum"] == ["red", "green", "blue"]
+    assert form["size"]["enumNames"] == ["Small", "Medium"]
+    # the labels a person reads are shown as written
+    assert form["finish"] == probe_extension.TOOLS[2].output_schema()["properties"]["finish"]
+    assert form["finish"]["title"] == "Finish" and form["finish"]["items"]["anyOf"][0]["title"] == "Matt"
 
 
 def test_extension_errors_are_clear_at_startup(

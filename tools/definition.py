@@ -91,11 +91,18 @@ class ToolDefinition(BaseModel):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
 
     def input_schema(self) -> dict[str, Any]:
-        return _drop_null_options(_clean_schema(self.input_model.model_json_schema(by_alias=True)))
+        schema = self.input_model.model_json_schema(by_alias=True)
+        return schema if _verbatim(self.input_model) else _drop_null_options(_clean_schema(schema))
 
     def output_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = _clean_schema(self.output_model.model_json_schema(by_alias=True, mode="serialization"))
-        return schema
+        schema = self.output_model.model_json_schema(by_alias=True, mode="serialization")
+        return schema if _verbatim(self.output_model) else _clean_schema(schema)
+
+
+def _verbatim(model: type[BaseModel]) -> bool:
+    """A model that stands for a schema someone wrote (a custom tool's) is published as written: its titles
+    are labels a person reads in a form, not names pydantic generated."""
+    return bool(getattr(model, "VERBATIM_SCHEMA", False))
 
 
 def _clean_schema(node: Any) -> Any:
