@@ -89,6 +89,11 @@ TOOLS = (
         CustomToolSpec(
             name="probe_pick",
             description="Test tool: a person picks several colours.",
+            input_schema={
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "additionalProperties": False,
+            },
             output_schema={
                 "type": "object",
                 "properties": {

@@ -148,6 +148,13 @@ async def test_a_multi_select_form_for_a_custom_tool(config: ServeConfig, mode: 
     assert form["finish"]["title"] == "Finish" and form["finish"]["items"]["anyOf"][0]["title"] == "Matt"
 
 
+async def test_a_custom_tool_is_published_as_written(config: ServeConfig) -> None:
+    async with serve(config, "auto") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}["probe_pick"]
+    assert listed.input_schema == probe_extension.TOOLS[2].input_schema()
+    assert listed.input_schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
 def test_extension_errors_are_clear_at_startup(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
