@@ -31,7 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.app import build_server
-from server.attach import Attached, Attachments, attach, detach
+from server.attach import Attachments, attached
 from server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
 from server.extensions import Extensions
 from server.http_sessions import SESSION_HEADER, http_attachments
@@ -188,22 +188,19 @@ class SseEndpoint:
         named = Headers(scope=scope).get(SESSION_HEADER)
         self._open += 1
         try:
-            try:
-                attachment = await attach(self._runtime, named or self._default, "sse")
-            except StoreError as exc:
-                await _error(503 if isinstance(exc, DatabaseBusyError) else 400, str(exc))(scope, receive, send)
-                return
-            try:
-                async with self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream):
-                    await serve_dual_era_loop(
-                        self._server,
-                        read_stream,
-                        write_stream,
-                        lifespan_state=Attached(attachment),
-                        init_options=self._server.create_initialization_options(),
-                    )
-            finally:
-                await detach(self._runtime, attachment)
+            async with (
+                attached(self._runtime, named or self._default, "sse") as attachments,
+                self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream),
+            ):
+                await serve_dual_era_loop(
+                    self._server,
+                    read_stream,
+                    write_stream,
+                    lifespan_state=attachments,
+                    init_options=self._server.create_initialization_options(),
+                )
+        except StoreError as exc:  # the session could not be attached, so nothing has been streamed yet
+            await _error(503 if isinstance(exc, DatabaseBusyError) else 400, str(exc))(scope, receive, send)
         finally:
             self._open -= 1
 
@@ -222,8 +219,8 @@ def bind(http: HttpConfig) -> socket.socket:
     return sock
 
 
-def announce(http: HttpConfig, sock: socket.socket) -> str:
-    """Tell the person starting the server where it listens (stderr, never the token); return the base URL."""
+def announce(http: HttpConfig, sock: socket.socket) -> None:
+    """Tell the person starting the server where it listens (stderr, never the token)."""
     host, port = sock.getsockname()[:2]
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     where = f"legacy SSE at {base}{SSE_PATH}"
@@ -237,7 +234,6 @@ def announce(http: HttpConfig, sock: socket.socket) -> str:
             "remote clients use to reach this machine",
             file=sys.stderr,
         )
-    return base
 
 
 def http_server(app: Starlette, log_level: str) -> uvicorn.Server:
