@@ -154,6 +154,8 @@ class HttpConfig(BaseModel):
         Loopback names are always allowed; a specific bind address is added to the hosts. Refuses a bind
         beyond loopback without a token.
         """
+        if stateless and transport == "sse":
+            raise ConfigError("--stateless applies to Streamable HTTP (--transport http); SSE streams are sessions.")
         token = _read_token(token_file, os.environ if environ is None else environ)
         if token is None and not is_loopback(host):
             raise ConfigError(

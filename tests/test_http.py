@@ -375,6 +375,7 @@ def test_refuses_to_start_without_what_a_remote_bind_needs(
         ("--transport", "http", "--token-file", str(tmp_path / "absent")): "Cannot read the token file",
         ("--transport", "sse", "--token-file", str(empty)): f"The token file {empty} is empty.",
         ("--port", "9000"): "--port applies to --transport http or sse.",
+        ("--transport", "sse", "--stateless"): "--stateless applies to Streamable HTTP (--transport http)",
         ("--transport", "http", "--port", "70000"): "--port: Input should be less than or equal to 65535",
     }
     for argv, message in cases.items():
