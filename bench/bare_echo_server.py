@@ -6,13 +6,16 @@ events), so the gap between it and managed-tools is our own per-call cost.
 With `BENCH_REPLAY_FILE=<json>` set it also serves `replay`: it answers every call with the canned result and
 output schema in that file (a real managed-tools result), so the comparison can hold the payload size equal.
 
-Run: python bench/bare_echo_server.py   (speaks MCP on stdin/stdout)
+Run: python bench/bare_echo_server.py          (speaks MCP on stdin/stdout)
+     python bench/bare_echo_server.py --http   (Streamable HTTP on a free loopback port, printed on stderr)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,5 +86,16 @@ async def main() -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+async def main_http() -> None:
+    """The SDK's own Streamable HTTP app (stateful, its defaults) on uvicorn."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(f"bare-echo: serving http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning", access_log=False)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(main_http if "--http" in sys.argv[1:] else main)

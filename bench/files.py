@@ -50,7 +50,7 @@ from stores import ripgrep
 from tools.context import Attachment, Ports, Runtime
 from tools.executor import execute
 from tools.file_tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
-from tools.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
+from tools.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
 
 TARGET_RATIO = 1.5
 FILES_PER_DIR = 20
@@ -127,7 +127,12 @@ class NoSampler:
         raise SamplingUnavailableError("No client model in the benchmark.")
 
 
-PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler())
+class NoLog:
+    async def log(self, level: LogLevel, message: str) -> None:
+        return None
+
+
+PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler(), client_log=NoLog())
 
 
 def progress(message: str) -> None:

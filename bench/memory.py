@@ -53,7 +53,7 @@ from tools.context import Attachment, Ports, Runtime, ToolContext
 from tools.environment import setup_fingerprint
 from tools.executor import execute
 from tools.memory_search import CANDIDATES, SearchArgs, memory_search, search_parts
-from tools.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
+from tools.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
 from tools.retrieval import STOPWORDS, build_query
 
 TARGET_P95_MS = 5.0
@@ -81,7 +81,12 @@ class NoSampler:
         raise SamplingUnavailableError("No client model in the benchmark.")
 
 
-PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler())
+class NoLog:
+    async def log(self, level: LogLevel, message: str) -> None:
+        return None
+
+
+PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler(), client_log=NoLog())
 
 
 def progress(message: str) -> None:

@@ -1,10 +1,20 @@
-"""Attaching a connection to a durable session: open a wake on connect, close it on disconnect."""
+"""Attaching a connection to a durable session: open a wake on connect, close it on disconnect.
+
+Handlers never hold an attachment of their own: the server's lifespan state is an `Attachments`, asked per
+request. A duplex connection (stdio, in-memory, legacy SSE) is attached once for its whole life (`attached`);
+Streamable HTTP resolves each request (server/http_sessions.py).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
+from mcp.server import ServerRequestContext
 
 from stores import events, sessions
 from stores.errors import DatabaseBusyError
@@ -56,3 +66,29 @@ async def _close(runtime: Runtime, attachment: Attachment) -> None:
             {"spanId": attachment.wake_id, "spanKind": "wake", "result": "success"},
             summary="Disconnected",
         )
+
+
+class Attachments(Protocol):
+    """Which durable session and wake a request works in."""
+
+    async def resolve(self, ctx: ServerRequestContext[Any]) -> Attachment: ...
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A connection attached once for its whole life: every request on it works in the same wake."""
+
+    attachment: Attachment
+
+    async def resolve(self, ctx: ServerRequestContext[Any]) -> Attachment:
+        return self.attachment
+
+
+@asynccontextmanager
+async def attached(runtime: Runtime, session_id: str | None, transport: str) -> AsyncIterator[Attached]:
+    """Attach for the duration of the block (one connection), then close the wake."""
+    attachment = await attach(runtime, session_id, transport)
+    try:
+        yield Attached(attachment)
+    finally:
+        await detach(runtime, attachment)

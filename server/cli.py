@@ -15,9 +15,10 @@ from pydantic import ValidationError
 
 from server import __version__, human
 from server.app import build_server
-from server.config import ConfigError, ServeConfig
+from server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
+from server.http import announce, bind, build_app, http_server
 from server.publish import to_mcp_tool
-from server.runtime import StartupError, open_runtime
+from server.runtime import StartupError, open_runtime, startup_extensions
 from tools.catalogue import build_registry
 
 log = logging.getLogger("managed_tools")
@@ -35,7 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", type=Path, help="where state lives (default: <workspace>/.managed-tools)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", parents=[where], help="serve the catalogue to one MCP client over stdio")
+    serve = commands.add_parser(
+        "serve", parents=[where], help="serve the catalogue over stdio (one local client) or HTTP (remote clients)"
+    )
     serve.add_argument("--agent", default="default", help="the agent identity sessions belong to (default: default)")
     serve.add_argument("--session", metavar="ID", help="resume this session instead of starting a new one")
     serve.add_argument("--allow", metavar="TOOL", action="append", default=[], help="pre-approve TOOL (repeatable)")
@@ -47,9 +50,41 @@ def _parser() -> argparse.ArgumentParser:
         "--vault", metavar="NAME=DIR", action="append", default=[], help="mount DIR read-only at /vaults/NAME"
     )
     serve.add_argument(
-        "--tools-module", metavar="MODULE", action="append", default=[], help="load your own tools from MODULE.TOOLS"
+        "--tools-module",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="load your own tools, resources and prompts from MODULE (its TOOLS, RESOURCES, PROMPTS)",
     )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "http", "sse"],
+        default="stdio",
+        help="stdio (default); http: Streamable HTTP at /mcp plus legacy SSE at /sse; sse: legacy SSE only",
+    )
+    remote = serve.add_argument_group("remote clients (--transport http or sse)")
+    remote.add_argument("--host", help="the address to listen on (default: 127.0.0.1; any other needs a token)")
+    remote.add_argument("--port", type=int, help="the port (default: 8765; 0 picks a free one, printed on stderr)")
+    remote.add_argument(
+        "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (see README)"
+    )
+    remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
+    remote.add_argument(
+        "--allowed-host", dest="allowed_hosts", metavar="HOST", action="append", help="also accept this Host header"
+    )
+    remote.add_argument(
+        "--allowed-origin", dest="allowed_origins", metavar="ORIGIN", action="append", help="also accept this Origin"
+    )
+    remote.add_argument("--max-request-bytes", type=int, metavar="N", help="largest request body (default: 4 MiB)")
+    remote.add_argument("--max-sessions", type=int, metavar="N", help="open MCP sessions and SSE streams (1000)")
+    remote.add_argument(
+        "--session-idle-timeout",
+        dest="session_idle_seconds",
+        type=float,
+        metavar="SECONDS",
+        help="close idle MCP sessions (default: 1800)",
+    )
 
     tools = commands.add_parser("tools", help="print the tool catalogue")
     tools.add_argument("--json", action="store_true", help="one JSON document for machines")
@@ -96,7 +131,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"managed-tools: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
-        return _serve(config, args.log_level)
+        try:
+            http = _http_config(args)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = str(error["loc"][0])
+            print(f"managed-tools: {REMOTE_FLAGS.get(field, field)}: {error['msg']}", file=sys.stderr)
+            return 2
+        except ConfigError as exc:
+            print(f"managed-tools: {exc}", file=sys.stderr)
+            return 2
+        return _serve(config, http, args.log_level)
     return _human(args, config)
 
 
@@ -108,6 +153,31 @@ def _vaults(specs: list[str]) -> dict[str, Path]:
             raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
         vaults[name] = Path(directory)
     return vaults
+
+
+REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
+    "host": "--host",
+    "port": "--port",
+    "stateless": "--stateless",
+    "token_file": "--token-file",
+    "allowed_hosts": "--allowed-host",
+    "allowed_origins": "--allowed-origin",
+    "max_request_bytes": "--max-request-bytes",
+    "max_sessions": "--max-sessions",
+    "session_idle_seconds": "--session-idle-timeout",
+}
+
+
+def _http_config(args: argparse.Namespace) -> HttpConfig | None:
+    given = {field: getattr(args, field) for field in REMOTE_FLAGS if getattr(args, field) is not None}
+    if args.transport == "stdio":
+        if given:
+            raise ConfigError(f"{REMOTE_FLAGS[next(iter(given))]} applies to --transport http or sse.")
+        return None
+    for field in ("allowed_hosts", "allowed_origins"):
+        if field in given:
+            given[field] = tuple(given[field])
+    return HttpConfig.build(transport=args.transport, **given)
 
 
 def _human(args: argparse.Namespace, config: ServeConfig) -> int:
@@ -125,10 +195,13 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
     return 0
 
 
-def _serve(config: ServeConfig, log_level: str) -> int:
+def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
     logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        anyio.run(_serve_stdio, config)
+        if http is None:
+            anyio.run(_serve_stdio, config)
+        else:
+            anyio.run(_serve_remote, config, http, log_level)
     except StartupError as exc:
         print(f"managed-tools: {exc}", file=sys.stderr)
         return 2
@@ -138,16 +211,32 @@ def _serve(config: ServeConfig, log_level: str) -> int:
 
 
 async def _serve_stdio(config: ServeConfig) -> None:
-    async with open_runtime(config) as runtime:
+    extensions = startup_extensions(config)
+    async with open_runtime(config, extensions) as runtime:
         server = build_server(
             runtime,
             transport="stdio",
             session_id=config.session,
             approval_wait_seconds=config.approval_wait_seconds,
+            extensions=extensions,
         )
         log.info("serving agent %s from %s over stdio", config.agent, config.data_dir)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -> None:
+    extensions = startup_extensions(config)
+    async with open_runtime(config, extensions) as runtime:
+        app = build_app(runtime, config, http, extensions)
+        try:
+            sock = bind(http)
+        except OSError as exc:
+            raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
+        with sock:
+            announce(http, sock)
+            log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
+            await http_server(app, log_level).serve(sockets=[sock])
 
 
 def _print_tools(*, as_json: bool) -> int:

@@ -6,11 +6,15 @@ file tools cannot reach it). Flags win over the file.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from tools.custom import CustomToolSpec
 
@@ -103,3 +107,123 @@ class ServeConfig(BaseModel):
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+
+TOKEN_ENV = "MANAGED_TOOLS_TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_SESSIONS = 1000
+DEFAULT_SESSION_IDLE_SECONDS = 1800.0
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+# A header-safe secret long enough not to be guessed; the message never repeats it.
+TOKEN_PATTERN = re.compile(r"[\x21-\x7e]{16,}")
+HOST_WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+|\*)")  # `name:port`, `[v6]:port`, or `:*`
+
+
+class HttpConfig(BaseModel):
+    """How `serve --transport http|sse` listens and whom it lets in."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    transport: Literal["http", "sse"]
+    host: str = DEFAULT_HOST
+    port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
+    stateless: bool = False
+    token: SecretStr | None = None
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    max_request_bytes: Annotated[int, Field(gt=0)] = DEFAULT_MAX_REQUEST_BYTES
+    max_sessions: Annotated[int, Field(gt=0)] = DEFAULT_MAX_SESSIONS
+    session_idle_seconds: Annotated[float, Field(gt=0)] = DEFAULT_SESSION_IDLE_SECONDS
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        transport: Literal["http", "sse"],
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        stateless: bool = False,
+        token_file: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        allowed_hosts: tuple[str, ...] = (),
+        allowed_origins: tuple[str, ...] = (),
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
+    ) -> HttpConfig:
+        """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
+
+        Loopback names are always allowed; a specific bind address is added to the hosts. Refuses a bind
+        beyond loopback without a token.
+        """
+        if stateless and transport == "sse":
+            raise ConfigError("--stateless applies to Streamable HTTP (--transport http); SSE streams are sessions.")
+        token = _read_token(token_file, os.environ if environ is None else environ)
+        if token is None and not is_loopback(host):
+            raise ConfigError(
+                f"Binding to {host or 'every interface'} exposes the server beyond this machine: set "
+                f"{TOKEN_ENV} or --token-file so that every request must carry a bearer token."
+            )
+        own = [] if host in WILDCARD_HOSTS or host in LOOPBACK_HOSTS else [f"[{host}]" if ":" in host else host]
+        origins = [f"http://{name}" for name in LOOPBACK_HOSTS]
+        return cls(
+            transport=transport,
+            host=host,
+            port=port,
+            stateless=stateless,
+            token=token,
+            allowed_hosts=_any_port([*LOOPBACK_HOSTS, *own, *allowed_hosts]),
+            allowed_origins=_any_port([*origins, *allowed_origins]),
+            max_request_bytes=max_request_bytes,
+            max_sessions=max_sessions,
+            session_idle_seconds=session_idle_seconds,
+        )
+
+    @property
+    def binds_everywhere(self) -> bool:
+        return self.host in WILDCARD_HOSTS
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _any_port(values: list[str]) -> tuple[str, ...]:
+    """Each value as the SDK's allowlists read it: a value without a port is allowed on any port."""
+    allowed: list[str] = []
+    for value in values:
+        has_port = HOST_WITH_PORT.fullmatch(value.split("://", 1)[-1]) is not None
+        forms = [value] if has_port else [value, f"{value}:*"]
+        allowed.extend(form for form in forms if form not in allowed)
+    return tuple(allowed)
+
+
+LOOPBACK_ALLOWED_HOSTS = _any_port(list(LOOPBACK_HOSTS))
+
+
+def _read_token(token_file: Path | None, environ: Mapping[str, str]) -> SecretStr | None:
+    if token_file is not None:
+        try:
+            raw = token_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"Cannot read the token file {token_file}: {type(exc).__name__}.") from None
+        where = f"The token file {token_file}"
+    else:
+        raw = environ.get(TOKEN_ENV, "")
+        where = TOKEN_ENV
+        if not raw.strip():
+            return None
+    token = raw.strip()
+    if not token:
+        raise ConfigError(f"{where} is empty.")
+    if not TOKEN_PATTERN.fullmatch(token):
+        raise ConfigError(f"{where} must hold one token of at least 16 printable characters, without spaces.")
+    return SecretStr(token)

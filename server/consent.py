@@ -53,14 +53,21 @@ class _State(BaseModel):
 
 
 def form_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An output schema usable as an elicitation form (flat properties of primitive types), else None."""
+    """An output schema usable as an elicitation form (flat properties of primitive types, or multi-select
+    enums: arrays whose items are an `enum` or an `anyOf` of titled consts), else None."""
     if not schema or schema.get("type") != "object" or "$defs" in schema:
         return None
     properties = schema.get("properties", {})
-    for prop in properties.values():
-        if prop.get("type") not in FORM_TYPES:
-            return None
+    if not all(_form_field(prop) for prop in properties.values()):
+        return None
     return {"type": "object", "properties": properties, "required": list(schema.get("required", []))}
+
+
+def _form_field(prop: dict[str, Any]) -> bool:
+    if prop.get("type") in FORM_TYPES:
+        return True
+    items = prop.get("items")
+    return prop.get("type") == "array" and isinstance(items, dict) and ("enum" in items or "anyOf" in items)
 
 
 class CallConsent:

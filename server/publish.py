@@ -6,6 +6,7 @@ from typing import Any
 
 import mcp_types as types
 
+from tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
 from tools.definition import ToolDefinition
 from tools.executor import CallResult
 
@@ -44,9 +45,26 @@ def to_mcp_tool(definition: ToolDefinition) -> types.Tool:
     )
 
 
+def to_mcp_content(block: Block) -> types.ContentBlock:
+    if isinstance(block, TextBlock):
+        return types.TextContent(type="text", text=block.text)
+    if isinstance(block, ImageBlock):
+        return types.ImageContent(type="image", data=block.data, mime_type=block.mime_type)
+    if isinstance(block, AudioBlock):
+        return types.AudioContent(type="audio", data=block.data, mime_type=block.mime_type)
+    return types.EmbeddedResource(type="resource", resource=to_resource_contents(block))
+
+
+def to_resource_contents(block: ResourceBlock) -> types.TextResourceContents | types.BlobResourceContents:
+    if block.text is not None:
+        return types.TextResourceContents(uri=block.uri, mime_type=block.mime_type, text=block.text)
+    return types.BlobResourceContents(uri=block.uri, mime_type=block.mime_type, blob=block.blob or "")
+
+
 def to_call_result(result: CallResult) -> types.CallToolResult:
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
-    content += [types.ImageContent(type="image", data=data, mime_type=mime) for mime, data in result.images]
+    content: list[types.ContentBlock] = [to_mcp_content(block) for block in result.content] or [
+        types.TextContent(type="text", text=result.text)
+    ]
     if not result.is_error:
         return types.CallToolResult(content=content, structured_content=result.structured)
     meta: dict[str, Any] = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}}

@@ -8,17 +8,24 @@ made by another server process sharing the database is seen on the next read, no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 
+import anyio
 import mcp_types as types
 from mcp import MCPError
+from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
+from server.attach import Attachments
+from server.library import Library
+from server.ports import NoConsent, ports_for
 from stores.errors import StoreError
 from tools import resources
-from tools.context import ToolContext
-from tools.uris import parse, parse_file
+from tools.context import Runtime, ToolContext
+from tools.executor import reading_context
+from tools.uris import SCHEME, parse, parse_file
 
 RESOURCE_NOT_FOUND = -32002
 
@@ -38,11 +45,6 @@ class Notifier:
     def unsubscribe(self, uri: str, session: ServerSession) -> None:
         self._subscribers.get(uri, set()).discard(session)
 
-    def forget(self, sessions: Iterable[ServerSession]) -> None:
-        gone = set(sessions)
-        for subscribers in self._subscribers.values():
-            subscribers.difference_update(gone)
-
     async def updated(self, uris: Iterable[str]) -> None:
         for uri in uris:
             await self.bus.publish(ResourceUpdated(uri=uri))
@@ -53,12 +55,14 @@ class Notifier:
                     self.unsubscribe(uri, session)
 
 
-def listing(found: list[resources.Resource]) -> types.ListResourcesResult:
+def listing(found: list[resources.Resource], extra: list[types.Resource]) -> types.ListResourcesResult:
+    """The built-in resources, then those of extension modules."""
     return types.ListResourcesResult(
         resources=[
             types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type)
             for r in found
         ]
+        + extra
     )
 
 
@@ -80,7 +84,7 @@ async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
 
-def templates() -> types.ListResourceTemplatesResult:
+def templates(extra: list[types.ResourceTemplate]) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(
         resource_templates=[
             types.ResourceTemplate(
@@ -88,4 +92,67 @@ def templates() -> types.ListResourceTemplatesResult:
             )
             for t in resources.TEMPLATES
         ]
+        + extra
     )
+
+
+class Resources:
+    """The resources handlers: built-in resources (memory stores, evaluations, workspace and substrate files)
+    beside the extensions' (`Library`), told apart by URI."""
+
+    def __init__(self, runtime: Runtime, library: Library, notifier: Notifier) -> None:
+        self._runtime = runtime
+        self._library = library
+        self._notifier = notifier
+        # The current lifespan's "start watching files" event, set when a client first looks at file resources.
+        self.watch = anyio.Event()
+
+    @staticmethod
+    def _ours(uri: str) -> bool:
+        return uri.startswith(f"{SCHEME}://")
+
+    @asynccontextmanager
+    async def _reader(self, ctx: ServerRequestContext[Attachments]) -> AsyncIterator[ToolContext]:
+        attachment = await ctx.lifespan_context.resolve(ctx)
+        async with reading_context(self._runtime, attachment, ports_for(ctx, NoConsent())) as reader:
+            yield reader
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self.watch.set()
+        async with self._reader(ctx) as reader:
+            found = resources.listing(reader.session_id) + await resources.file_listing(reader)
+        extra = (await self._library.list_resources(ctx, params)).resources if self._library.has_resources else []
+        return listing(found, extra)
+
+    async def list_templates(
+        self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return templates((await self._library.list_resource_templates(ctx, params)).resource_templates)
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Attachments], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if not self._ours(params.uri):
+            return await self._library.read_resource(ctx, params)
+        async with self._reader(ctx) as reader:
+            return await read(reader, params.uri)
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Attachments], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        if not self._ours(params.uri):
+            return await self._library.subscribe(ctx, params)
+        self._notifier.subscribe(params.uri, ctx.session)
+        if parse_file(params.uri) is not None:
+            self.watch.set()
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Attachments], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        if not self._ours(params.uri):
+            return await self._library.unsubscribe(ctx, params)
+        self._notifier.unsubscribe(params.uri, ctx.session)
+        return types.EmptyResult()

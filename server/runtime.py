@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from server import SERVER_NAME, __version__
 from server.config import ServeConfig
-from server.extensions import ExtensionError, load_tools
+from server.extensions import ExtensionError, Extensions, load_extensions
 from stores import sessions
 from stores.db import Database
 from stores.errors import StoreError
@@ -24,17 +24,31 @@ class StartupError(Exception):
     """The server cannot start as configured; the message tells the user what to change."""
 
 
+def startup_extensions(config: ServeConfig) -> Extensions:
+    """The extension modules the user named (`--tools-module`), loaded once."""
+    try:
+        return load_extensions(config.tool_modules)
+    except ExtensionError as exc:
+        raise StartupError(str(exc)) from exc
+
+
 @asynccontextmanager
-async def open_runtime(config: ServeConfig, extra_tools: tuple[ToolDefinition, ...] = ()) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    config: ServeConfig, extensions: Extensions | None = None, *, extra_tools: tuple[ToolDefinition, ...] = ()
+) -> AsyncIterator[Runtime]:
+    """The runtime; `extensions` defaults to loading the configured modules (the server passes the ones it
+    also publishes resources and prompts from)."""
     if not config.workspace.is_dir():
         raise StartupError(f"The workspace {config.workspace} is not a directory.")
     for name, path in config.vaults.items():
         if not path.is_dir():
             raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
+    if extensions is None:
+        extensions = startup_extensions(config)
     try:
-        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + load_tools(config.tool_modules)
+        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + extensions.tools
         registry = build_registry(user_tools + extra_tools, config.policy)
-    except (RegistryError, ExtensionError) as exc:
+    except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
     try:

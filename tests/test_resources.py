@@ -41,7 +41,7 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
             await client.read_resource(f"managed-tools://sessions/{stranger.id}/memory/session_state")
         with pytest.raises(MCPError, match="No resource"):
             await client.read_resource("managed-tools://agent/memory/secrets")
-        with pytest.raises(MCPError, match="No resource"):
+        with pytest.raises(MCPError, match="Unknown resource: file:///etc/passwd"):  # not ours, nor an extension's
             await client.read_resource("file:///etc/passwd")
     assert set(listed) == {
         "session_state", "working_buffer", "checkpoint", "shell_state", "workspace_memory",

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict
 
 from stores.db import Database, Tx
 from stores.paths import PathGuard
-from tools.ports import Consent, Progress, Sampler
+from tools.content import Block
+from tools.ports import ClientLog, Consent, Progress, Sampler
 
 if TYPE_CHECKING:
     from tools.registry import Registry
@@ -54,6 +55,7 @@ class Ports:
     consent: Consent
     progress: Progress
     sampler: Sampler
+    client_log: ClientLog
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,8 @@ class ToolContext:
     log: logging.Logger
     # URIs of the resources (memory stores, evaluations) this call changed; notified once it commits.
     touched: set[str] = field(default_factory=set)
-    # Images the result carries besides its structured output: (MIME type, base64 data).
-    images: list[tuple[str, str]] = field(default_factory=list)
+    # Blocks the result shows after its JSON text (an image the read tool loaded).
+    attachments: list[Block] = field(default_factory=list)
 
     @property
     def agent_id(self) -> str:

@@ -7,7 +7,7 @@ against the declared output schema, and returns it.
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -44,6 +44,7 @@ def _schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
 
     class SchemaModel(base):  # type: ignore[misc,valid-type]
         model_config = ConfigDict(extra="allow")
+        VERBATIM_SCHEMA: ClassVar[bool] = True
 
         @model_validator(mode="before")
         @classmethod

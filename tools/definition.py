@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.content import Block
 from tools.context import ToolContext
 from tools.models import Arguments, WireModel
 
@@ -33,6 +34,9 @@ ConsentPreview = Callable[[ToolContext, Any], Awaitable[str]]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
+# How a successful output is shown to the model when compact JSON is not the right form (an image, a
+# document). The output still travels as structuredContent; `render` only chooses the content blocks.
+Render = Callable[[Any], Sequence[Block]]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
@@ -76,6 +80,7 @@ class ToolDefinition(BaseModel):
     handler: Handler | None
     consent_preview: ConsentPreview | None = None
     precondition: Precondition | None = None
+    render: Render | None = None
     ownership: Ownership = "managed"
     permission_policy: PermissionPolicy = "always_allow"
     effects: tuple[ToolEffect, ...] = ()
@@ -90,11 +95,18 @@ class ToolDefinition(BaseModel):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
 
     def input_schema(self) -> dict[str, Any]:
-        return _drop_null_options(_clean_schema(self.input_model.model_json_schema(by_alias=True)))
+        schema = self.input_model.model_json_schema(by_alias=True)
+        return schema if _verbatim(self.input_model) else _drop_null_options(_clean_schema(schema))
 
     def output_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = _clean_schema(self.output_model.model_json_schema(by_alias=True, mode="serialization"))
-        return schema
+        schema = self.output_model.model_json_schema(by_alias=True, mode="serialization")
+        return schema if _verbatim(self.output_model) else _clean_schema(schema)
+
+
+def _verbatim(model: type[BaseModel]) -> bool:
+    """A model that stands for a schema someone wrote (a custom tool's) is published as written: its titles
+    are labels a person reads in a form, not names pydantic generated."""
+    return bool(getattr(model, "VERBATIM_SCHEMA", False))
 
 
 def _clean_schema(node: Any) -> Any:

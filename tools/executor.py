@@ -22,6 +22,7 @@ from stores import events
 from stores.db import Tx
 from stores.errors import DatabaseBusyError, StoreError
 from stores.ids import canonical_json, sha256_hex, uuid7
+from tools.content import Block, TextBlock
 from tools.context import Attachment, Ports, Runtime, ToolContext
 from tools.definition import ToolDefinition
 from tools.errors import ToolError
@@ -50,15 +51,18 @@ MAX_NAME_CHARS = 64
 
 @dataclass(frozen=True)
 class CallResult:
-    """What the server turns into a CallToolResult: structured output on success, a message otherwise."""
+    """What the server turns into a CallToolResult: structured output on success, a message otherwise.
+
+    `content` holds the blocks to show (a tool's `render`, or the text plus attached blocks); without them the
+    model sees `text`. `touched` lists the resources the call changed."""
 
     status: Status
     text: str
     structured: dict[str, Any] | None = None
+    content: tuple[Block, ...] = ()
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
     touched: tuple[str, ...] = ()
-    images: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -198,11 +202,11 @@ async def _run(call: _Call) -> CallResult:
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.read_only:
                 async with runtime.db.read() as tx:
-                    result = _success(*await _call_handler(call, tx))
+                    result = await _call_handler(call, tx)
                 await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
-                    result = _success(*await _call_handler(call, tx))
+                    result = await _call_handler(call, tx)
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
@@ -258,21 +262,26 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
-async def _call_handler(call: _Call, tx: Tx) -> tuple[dict[str, Any], ToolContext]:
+async def _call_handler(call: _Call, tx: Tx) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
     ctx = _context(call, tx)
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
-    return output.model_dump(mode="json", by_alias=True), ctx
+    content = tuple(definition.render(output)) if definition.render is not None else ()
+    return _success(output.model_dump(mode="json", by_alias=True), content, ctx)
 
 
-def _success(structured: dict[str, Any], ctx: ToolContext | None = None) -> CallResult:
+def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
+    """`content` replaces the JSON text when a tool renders its output; blocks a handler attached (an image
+    it read) follow the text."""
     text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
     if ctx is None:
-        return CallResult("success", text, structured)
-    return CallResult("success", text, structured, touched=tuple(sorted(ctx.touched)), images=tuple(ctx.images))
+        return CallResult("success", text, structured, content=content)
+    if ctx.attachments:
+        content = (*(content or (TextBlock(text=text),)), *ctx.attachments)
+    return CallResult("success", text, structured, content=content, touched=tuple(sorted(ctx.touched)))
 
 
 async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 from stores import ripgrep
 from stores.files import atomic_write, read_limited, sha256_file, sniff_binary
 from stores.paths import Resolved
+from tools.content import ImageBlock
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
@@ -194,7 +195,7 @@ async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
     output = await anyio.to_thread.run_sync(_read_file, resolved, args)
     if output.image is not None:
         data = await anyio.to_thread.run_sync(resolved.host.read_bytes)
-        ctx.images.append((output.image.mime_type, base64.b64encode(data).decode()))
+        ctx.attachments.append(ImageBlock(data=base64.b64encode(data).decode(), mime_type=output.image.mime_type))
     return output
 
 

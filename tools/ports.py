@@ -56,6 +56,15 @@ class Progress(Protocol):
     async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None: ...
 
 
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class ClientLog(Protocol):
+    """Tell the client what a call is doing (log notifications); dropped when the client did not ask for them."""
+
+    async def log(self, level: LogLevel, message: str) -> None: ...
+
+
 class SamplingUnavailableError(Exception):
     """The client cannot run its model for us (no sampling capability, or no back-channel)."""
 

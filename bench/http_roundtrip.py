@@ -1,0 +1,224 @@
+"""Streamable HTTP: tool-call round trips and throughput, managed-tools against a bare SDK HTTP server.
+
+Every server runs as a subprocess on a free loopback port in the same run and is reached with
+`mcp.Client(url)`: managed-tools (`serve --transport http`, a fresh workspace per mode), the bare
+low-level SDK server of bench/bare_echo_server.py (`--http`: `Server.streamable_http_app()` on uvicorn),
+and the bare server replaying a real `session_get_events` result (same payload and output schema).
+
+- Round trip: `--calls` sequential timed calls after `--warmup`, p50/p95/mean per server and mode.
+- Throughput: `--clients` concurrent clients, each its own connection (a stateful MCP session in legacy
+  mode, standalone requests in auto mode), call as fast as answers come for `--seconds`; calls/s and
+  p50/p95 under that load.
+
+Modes: `auto` (2026-07-28, no MCP session) and `legacy` (2025-11-25). The clients share the machine with
+the server. A benchmark, not a test: the exit status is 0 whatever the figures are.
+
+    python bench/http_roundtrip.py [--calls 300] [--warmup 30] [--clients 16] [--seconds 5]
+                                   [--mode auto|legacy|both] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from roundtrip import (
+    BARE_SERVER,
+    MODES,
+    REPO_ROOT,
+    Series,
+    Target,
+    bare_tool,
+    capture_replay,
+    checked_call,
+    managed_tool,
+    percentile_95,
+    print_table,
+    progress,
+    ratios,
+    run_series,
+)
+
+URL = re.compile(r"http://127\.0\.0\.1:\d+/mcp")
+
+
+@dataclass(frozen=True)
+class Load:
+    server: str
+    mode: str
+    clients: int
+    calls: int
+    seconds: float
+    calls_per_second: float
+    p50_ms: float
+    p95_ms: float
+
+
+@asynccontextmanager
+async def server_at(argv: list[str], log: Path, env: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Start a server subprocess; yield the Streamable HTTP URL it prints on stderr; stop it afterwards."""
+    with log.open("wb") as stderr:
+        process = await anyio.open_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO_ROOT, env=env
+        )
+    try:
+        with anyio.fail_after(60):
+            while not (found := URL.search(text := await anyio.Path(log).read_text(errors="replace"))):
+                if process.returncode is not None:
+                    raise RuntimeError(f"{argv} exited: {text}")
+                await anyio.sleep(0.05)
+        yield found.group(0)
+    finally:
+        process.terminate()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def load_series(target: Target, mode: str, clients: int, seconds: float, warmup: int) -> Load:
+    samples: list[float] = []
+    async with AsyncExitStack() as stack:
+        connected = [await stack.enter_async_context(Client(target.connect, mode=mode)) for _ in range(clients)]
+        for client in connected:
+            for _ in range(max(1, warmup // clients)):
+                await checked_call(client, target)
+        deadline = time.perf_counter() + seconds
+
+        async def worker(client: Client) -> None:
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                await client.call_tool(target.tool, target.arguments)
+                samples.append((time.perf_counter() - t0) * 1000)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for client in connected:
+                tg.start_soon(worker, client)
+        elapsed = time.perf_counter() - started
+    return Load(
+        server=target.server,
+        mode=mode,
+        clients=clients,
+        calls=len(samples),
+        seconds=round(elapsed, 2),
+        calls_per_second=round(len(samples) / elapsed, 1),
+        p50_ms=round(statistics.median(samples), 3),
+        p95_ms=round(percentile_95(samples), 3),
+    )
+
+
+@dataclass(frozen=True)
+class Options:
+    calls: int
+    warmup: int
+    clients: int
+    seconds: float
+
+
+async def measure(target: Target, mode: str, options: Options) -> tuple[Series, Load]:
+    progress(f"{target.server} / {mode}: round trips")
+    series = await run_series(target, mode, options.calls, options.warmup)
+    progress(f"{target.server} / {mode}: {options.clients} clients for {options.seconds:g} s")
+    return series, await load_series(target, mode, options.clients, options.seconds, options.warmup)
+
+
+async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series], list[Load]]:
+    series: list[Series] = []
+    loads: list[Load] = []
+    bare_argv = [sys.executable, str(BARE_SERVER), "--http"]
+    with tempfile.TemporaryDirectory(prefix="managed-tools-http-bench-") as tmp:
+        for mode in modes:
+            workspace = Path(tmp) / mode
+            workspace.mkdir()
+            managed_argv = [sys.executable, "-m", "server", "serve", "--workspace", str(workspace)]
+            managed_argv += ["--transport", "http", "--port", "0"]
+            replay = Path(tmp) / f"{mode}-replay.json"
+            async with server_at(managed_argv, Path(tmp) / "managed.log") as url:
+                managed = Target("managed", *managed_tool(), url)
+                await capture_replay(managed, replay)
+                measured = [await measure(managed, mode, options)]
+            async with server_at(bare_argv, Path(tmp) / "bare.log") as url:
+                measured.append(await measure(Target("bare", *bare_tool(False), url), mode, options))
+            env = {**os.environ, "BENCH_REPLAY_FILE": str(replay)}
+            async with server_at(bare_argv, Path(tmp) / "replay.log", env) as url:
+                measured.append(await measure(Target("bare-replay", *bare_tool(True), url), mode, options))
+            series += [s for s, _ in measured]
+            loads += [load for _, load in measured]
+    return series, loads
+
+
+def throughput_ratios(loads: list[Load]) -> dict[str, float]:
+    by_key = {(load.server, load.mode): load for load in loads}
+    out: dict[str, float] = {}
+    for mode in MODES:
+        managed = by_key.get(("managed", mode))
+        for baseline in ("bare", "bare-replay"):
+            bare = by_key.get((baseline, mode))
+            if managed is not None and bare is not None:
+                out[f"{mode} vs {baseline}"] = round(managed.calls_per_second / bare.calls_per_second, 2)
+    return out
+
+
+def print_loads(loads: list[Load], summary: dict[str, float], options: Options) -> None:
+    print(f"\nthroughput: {options.clients} concurrent clients for {options.seconds:g} s each\n")
+    header = f"{'server':<11} {'mode':<7} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8}"
+    print(header)
+    print("-" * len(header))
+    for load in loads:
+        print(
+            f"{load.server:<11} {load.mode:<7} {load.calls:>7} {load.calls_per_second:>9.1f} "
+            f"{load.p50_ms:>8.3f} {load.p95_ms:>8.3f}"
+        )
+    print("\nmanaged/bare throughput (1.0 = as fast as the bare SDK server):")
+    for key, ratio in summary.items():
+        print(f"  {key:<22} {ratio:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=300, help="timed sequential calls per series (default: 300)")
+    parser.add_argument("--warmup", type=int, default=30, help="untimed calls before timing (default: 30)")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent clients for throughput (default: 16)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long each throughput run lasts (default: 5)")
+    parser.add_argument("--mode", choices=["auto", "legacy", "both"], default="both", help="protocol mode(s)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    args = parser.parse_args(argv)
+    if args.calls < 2 or args.warmup < 0 or args.clients < 1 or args.seconds <= 0:
+        parser.error("--calls must be at least 2, --warmup at least 0, --clients at least 1, --seconds positive")
+
+    options = Options(args.calls, args.warmup, args.clients, args.seconds)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    series, loads = anyio.run(run_all, modes, options)
+    summary = ratios(series)
+    load_summary = throughput_ratios(loads)
+    if args.json:
+        document: dict[str, Any] = {
+            "options": asdict(options),
+            "series": [asdict(s) for s in series],
+            "ratios": summary,
+            "throughput": [asdict(load) for load in loads],
+            "throughput_ratios": load_summary,
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        title = f"Streamable HTTP round trips: {args.calls} timed calls per series after {args.warmup} warm-up calls"
+        print_table(title, series, summary)
+        print_loads(loads, load_summary, options)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Remote clients: Streamable HTTP at /mcp and legacy HTTP+SSE at /sse + /messages/, over the one MCP server.
+
+Every request but the health check passes the guard first: Host and Origin against the allowlists (421, 403),
+the bearer token when one is set (401), and an `Mcp-Managed-Session` header, which must name a session of this
+agent (400). Body sizes are capped by the SDK's transports on both POST endpoints (413), and the number of
+open MCP sessions and SSE streams by `--max-sessions` (503).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import mcp_types as types
+import uvicorn
+from mcp.server import Server
+from mcp.server.runner import serve_dual_era_loop
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from server.app import build_server
+from server.attach import Attachments, attached
+from server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
+from server.extensions import Extensions
+from server.http_sessions import SESSION_HEADER, http_attachments
+from stores import sessions
+from stores.errors import DatabaseBusyError, StoreError
+from tools.context import Runtime
+
+HEALTH_PATH = "/healthz"
+MCP_PATH = "/mcp"
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages/"
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+KNOWN_SESSIONS_CAP = 4096
+
+
+def build_app(
+    runtime: Runtime, config: ServeConfig, http: HttpConfig, extensions: Extensions | None = None
+) -> Starlette:
+    server = build_server(
+        runtime,
+        transport="http",
+        approval_wait_seconds=config.approval_wait_seconds,
+        attachments=lambda: http_attachments(runtime, config.session),
+        extensions=extensions,
+    )
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(http.allowed_hosts),
+        allowed_origins=list(http.allowed_origins),
+    )
+    routes: list[Route | Mount] = [Route(HEALTH_PATH, _health, methods=["GET", "HEAD"])]
+    manager: StreamableHTTPSessionManager | None = None
+    if http.transport == "http":
+        manager = StreamableHTTPSessionManager(
+            app=server,
+            stateless=http.stateless,
+            security_settings=security,
+            max_request_body_size=http.max_request_bytes,
+            session_idle_timeout=http.session_idle_seconds,
+            max_sessions=http.max_sessions,
+        )
+        routes.append(Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager)))
+    sse = SseServerTransport(MESSAGES_PATH, security_settings=security, max_request_body_size=http.max_request_bytes)
+    routes += [
+        Route(SSE_PATH, endpoint=SseEndpoint(server, sse, runtime, config.session, http.max_sessions), methods=["GET"]),
+        Mount(MESSAGES_PATH, app=sse.handle_post_message),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if manager is None:
+            yield
+            return
+        async with manager.run():  # enters the server's lifespan: the HTTP attachments
+            yield
+
+    token = http.token.get_secret_value() if http.token is not None else None
+    guard = Middleware(Guard, security=security, token=token, runtime=runtime)
+    return Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
+
+
+async def _health(request: Request) -> Response:
+    # For load balancers: open without a token, so it says nothing but that the process answers.
+    return JSONResponse({"status": "ok"})
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """A JSON-RPC error body, which MCP clients show as the request's error."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class Guard:
+    """Host/Origin, then the bearer token, then the session header, before any MCP processing."""
+
+    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings, token: str | None, runtime: Runtime):
+        self._app = app
+        self._origin_check = TransportSecurityMiddleware(security)
+        self._token = token.encode() if token is not None else None
+        self._runtime = runtime
+        self._known_sessions: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            await self._app(scope, receive, send)
+            return
+        refusal = await self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+    async def _refusal(self, scope: Scope) -> Response | None:
+        # is_post=False: the transports check a POST's Content-Type themselves.
+        refused = await self._origin_check.validate_request(Request(scope), is_post=False)
+        if refused is not None:
+            return refused
+        headers = Headers(scope=scope)
+        if self._token is not None and not self._authorized(headers.get("authorization")):
+            presented = headers.get("authorization") is not None
+            challenge = 'Bearer realm="managed-tools"' + (', error="invalid_token"' if presented else "")
+            why = "The bearer token is not valid." if presented else "This server requires a bearer token."
+            return _error(401, f"{why} Send Authorization: Bearer <token>.", {"WWW-Authenticate": challenge})
+        named = headers.get(SESSION_HEADER)
+        if named is not None:
+            return await self._session_refusal(named)
+        return None
+
+    def _authorized(self, header: str | None) -> bool:
+        assert self._token is not None
+        scheme, _, presented = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self._token)
+
+    async def _session_refusal(self, named: str) -> Response | None:
+        if named in self._known_sessions:
+            return None
+        if not SESSION_ID.fullmatch(named):
+            return _error(400, "Mcp-Managed-Session must be a session id: up to 64 letters, digits, '-' or '_'.")
+        try:
+            async with self._runtime.db.read() as tx:
+                await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id)
+        except DatabaseBusyError as exc:
+            return _error(503, str(exc))
+        except StoreError as exc:
+            return _error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")
+        if len(self._known_sessions) >= KNOWN_SESSIONS_CAP:
+            self._known_sessions.clear()
+        self._known_sessions.add(named)  # sessions never change agent, so a yes stays a yes
+        return None
+
+
+class SseEndpoint:
+    """GET /sse: one legacy SSE connection, attached to a durable session for its whole life (like stdio)."""
+
+    def __init__(
+        self,
+        server: Server[Attachments],
+        transport: SseServerTransport,
+        runtime: Runtime,
+        default_session: str | None,
+        max_streams: int,
+    ) -> None:
+        self._server = server
+        self._transport = transport
+        self._runtime = runtime
+        self._default = default_session
+        self._max = max_streams
+        self._open = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._open >= self._max:
+            await _error(503, "Too many open SSE streams; try again later.")(scope, receive, send)
+            return
+        named = Headers(scope=scope).get(SESSION_HEADER)
+        self._open += 1
+        try:
+            async with (
+                attached(self._runtime, named or self._default, "sse") as attachments,
+                self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream),
+            ):
+                await serve_dual_era_loop(
+                    self._server,
+                    read_stream,
+                    write_stream,
+                    lifespan_state=attachments,
+                    init_options=self._server.create_initialization_options(),
+                )
+        except StoreError as exc:  # the session could not be attached, so nothing has been streamed yet
+            await _error(503 if isinstance(exc, DatabaseBusyError) else 400, str(exc))(scope, receive, send)
+        finally:
+            self._open -= 1
+
+
+def bind(http: HttpConfig) -> socket.socket:
+    """The listening socket, bound before serving so that a taken port is a clear start-up error and
+    `--port 0` can report the port it got."""
+    host = http.host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, http.port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def announce(http: HttpConfig, sock: socket.socket) -> None:
+    """Tell the person starting the server where it listens (stderr, never the token)."""
+    host, port = sock.getsockname()[:2]
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    where = f"legacy SSE at {base}{SSE_PATH}"
+    if http.transport == "http":
+        where = f"Streamable HTTP at {base}{MCP_PATH}, " + where
+    auth = "every request needs the bearer token" if http.token is not None else "no token (loopback only)"
+    print(f"managed-tools: serving {where}; {auth}", file=sys.stderr, flush=True)
+    if http.binds_everywhere and set(http.allowed_hosts) <= set(LOOPBACK_ALLOWED_HOSTS):
+        print(
+            "managed-tools: only loopback Host headers are accepted; add --allowed-host NAME for the name "
+            "remote clients use to reach this machine",
+            file=sys.stderr,
+        )
+
+
+def http_server(app: Starlette, log_level: str) -> uvicorn.Server:
+    # Our logging setup, not uvicorn's; no access log (URLs carry SSE session ids). Open streams get a few
+    # seconds to finish on shutdown instead of holding it forever.
+    config = uvicorn.Config(
+        app, log_config=None, log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=3
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,103 @@
+"""Which durable session a Streamable HTTP request works in.
+
+The HTTP server's lifespan runs once for every client, so the attachment is resolved per request:
+
+- A **stateful MCP session** (handshake era, `Mcp-Session-Id`) attaches at its first tool call: to the session
+  its `Mcp-Managed-Session` header names, else the server's `--session`, else a new session. It keeps that
+  session and wake until the MCP session ends (DELETE, idle timeout, shutdown), when the wake is closed.
+- A **request without an MCP session** (every 2026-07-28 request, and handshake-era requests to a
+  `--stateless` server) works in the session its header names, else the server's `--session`, else the one
+  session the server opens for all such requests. These requests share one wake per durable session, closed
+  when the server stops.
+
+The header is checked before the request reaches MCP (server/http.py): it must name a session of this agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import ServerRequestContext
+
+from server.attach import attach, detach
+from server.connection import connection_of
+from stores.errors import StoreError
+from tools.context import Attachment, Runtime
+
+SESSION_HEADER = "mcp-managed-session"
+ATTACHMENT_STATE = "managed-tools/attachment"
+
+
+class HttpAttachments:
+    def __init__(self, runtime: Runtime, default_session: str | None) -> None:
+        self._runtime = runtime
+        self._default = default_session
+        self._sessionless = default_session  # the session of requests that name none; opened on first use
+        self._shared: dict[str, Attachment] = {}  # sessionless wakes by durable session
+        self._lock = anyio.Lock()  # so that two first requests do not open two wakes
+
+    async def resolve(self, ctx: ServerRequestContext[Any]) -> Attachment:
+        named = named_session(ctx)
+        connection = connection_of(ctx)
+        if connection.session_id is None:
+            return await self._sessionless_attachment(named)
+        attachment: Attachment | None = connection.state.get(ATTACHMENT_STATE)
+        if attachment is None:
+            async with self._lock:
+                attachment = connection.state.get(ATTACHMENT_STATE)
+                if attachment is None:
+                    attachment = await self._attach(named or self._default, "http")
+                    connection.state[ATTACHMENT_STATE] = attachment
+                    connection.exit_stack.push_async_callback(detach, self._runtime, attachment)
+        if named is not None and named != attachment.session_id:
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message=f"This MCP session works in session {attachment.session_id}; start a new MCP session "
+                f"to work in {named}.",
+            )
+        return attachment
+
+    async def _sessionless_attachment(self, named: str | None) -> Attachment:
+        target = named or self._sessionless
+        if target is not None and target in self._shared:
+            return self._shared[target]
+        async with self._lock:
+            target = named or self._sessionless
+            if target is not None and target in self._shared:
+                return self._shared[target]
+            attachment = await self._attach(target, "http-sessionless")
+            self._shared[attachment.session_id] = attachment
+            if named is None:
+                self._sessionless = attachment.session_id
+            return attachment
+
+    async def _attach(self, session_id: str | None, transport: str) -> Attachment:
+        try:
+            return await attach(self._runtime, session_id, transport)
+        except StoreError as exc:  # the session went away, or the database stayed locked
+            raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
+
+    async def close(self) -> None:
+        for attachment in self._shared.values():
+            await detach(self._runtime, attachment)
+        self._shared.clear()
+
+
+def named_session(ctx: ServerRequestContext[Any]) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    value: str | None = headers.get(SESSION_HEADER) if headers is not None else None
+    return value
+
+
+@asynccontextmanager
+async def http_attachments(runtime: Runtime, default_session: str | None) -> AsyncIterator[HttpAttachments]:
+    attachments = HttpAttachments(runtime, default_session)
+    try:
+        yield attachments
+    finally:
+        await attachments.close()
