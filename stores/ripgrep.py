@@ -7,9 +7,11 @@ pattern and the path so nothing a model writes can become a flag.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class Match:
 async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
     """Stdout of rg, line by line; the process is killed as soon as the caller stops reading."""
     process: Process = await anyio.open_process(argv, cwd=cwd, stdin=None, stderr=None)
+    finished = False
     try:
         assert process.stdout is not None
         buffer = ""
@@ -53,10 +56,13 @@ async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
                 yield line
         if buffer:
             yield buffer
+        finished = True
     finally:
         with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
+            if not finished and process.returncode is None:
+                # os.kill, not Popen.kill: the latter reaps the child behind asyncio's back ("Unknown child").
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
             await process.wait()
 
 
@@ -105,6 +111,8 @@ async def search(
     argv += ["--regexp", query, "--", target]
     matches: list[Match] = []
     async for line in _lines(argv, root):
+        if not line.startswith(('{"type":"match"', '{"type":"error"')):
+            continue  # begin/end/context/summary lines: skipping them halves the parsing
         try:
             event = json.loads(line)
         except json.JSONDecodeError:

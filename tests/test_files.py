@@ -200,6 +200,7 @@ async def test_edit(rt: Runtime, connect: Connect, workspace: Path) -> None:
 async def test_glob_and_grep(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         python = data(await call(client, "glob", {"pattern": "*.py"}))
+        anywhere = data(await call(client, "glob", {"pattern": "**/*.txt"}))
         deep = data(await call(client, "glob", {"pattern": "src/**"}))
         dirs = data(await call(client, "glob", {"pattern": "*", "kind": "directory"}))
         limited = data(await call(client, "glob", {"pattern": "*", "limit": 2}))
@@ -212,6 +213,7 @@ async def test_glob_and_grep(rt: Runtime, connect: Connect) -> None:
         many = data(await call(client, "grep", {"query": "line", "path": "src/app.py", "maxPerFile": 100, "limit": 7}))
         bad = await call(client, "grep", {"query": "(", "regex": True})
     assert python["matches"] == ["/workspace/src/app.py"]
+    assert "/workspace/crlf.txt" in anywhere["matches"]  # `**/` matches the top level too
     assert deep["matches"] == ["/workspace/src/app.py"]
     assert dirs["matches"] == ["/workspace/src"]  # build/ is ignored; the data dir never shows
     assert limited["count"] > 2 and limited["truncated"] is True and len(limited["matches"]) == 2

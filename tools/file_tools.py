@@ -313,11 +313,15 @@ async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """The reference's glob: `**` any characters, `*` no slash, `?` one non-slash character."""
+    """The reference's glob: `**` any characters, `*` no slash, `?` one non-slash character; `**/` also
+    matches no directory at all, so `**/*.py` finds a top-level `setup.py` too."""
     out = ""
     index = 0
     while index < len(pattern):
-        if pattern.startswith("**", index):
+        if pattern.startswith("**/", index):
+            out += "(?:.*/)?"
+            index += 3
+        elif pattern.startswith("**", index):
             out += ".*"
             index += 2
         else:
@@ -346,11 +350,20 @@ MAX_SCAN = 2_000_000
 
 
 def _directories(files: list[str]) -> list[str]:
-    """Every directory that holds a listed file (empty or fully ignored directories do not show)."""
+    """Every directory that holds a listed file (empty or fully ignored directories do not show).
+
+    rg lists files in path order, so a directory's ancestors only need walking when the parent changes.
+    """
     found: set[str] = set()
+    last = ""
     for name in files:
-        parts = name.split("/")[:-1]
-        found.update("/".join(parts[: n + 1]) for n in range(len(parts)))
+        parent = name.rpartition("/")[0]
+        if parent == last:
+            continue
+        last = parent
+        while parent and parent not in found:
+            found.add(parent)
+            parent = parent.rpartition("/")[0]
     return sorted(found)
 
 
@@ -361,8 +374,11 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     files, cut = await ripgrep.list_files(resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN)
     if cut:
         raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} files; glob a smaller directory.")
-    directories = _directories(files)
-    entries = files if args.kind == "file" else directories if args.kind == "directory" else sorted(files + directories)
+    if args.kind == "file":
+        entries = files
+    else:
+        directories = _directories(files)
+        entries = directories if args.kind == "directory" else sorted(files + directories)
     matcher = glob_regex(args.pattern)
     by_name = "/" not in args.pattern
     hits = [e for e in entries if matcher.match(e.rsplit("/", 1)[-1] if by_name else e)]
