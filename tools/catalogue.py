@@ -14,6 +14,7 @@ from tools import (
     planning,
     sandbox,
     session_tools,
+    shell_tools,
 )
 from tools.definition import PermissionPolicy, ToolDefinition
 from tools.errors import RegistryError
@@ -28,6 +29,7 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     planning.DEFINITIONS,
     file_tools.DEFINITIONS,
     sandbox.DEFINITIONS,
+    shell_tools.DEFINITIONS,
     permissions.DEFINITIONS,  # last, as in the reference
 )
 
