@@ -91,14 +91,17 @@ def test_malformed_json_rpc_does_not_kill_the_server(workspace: Path) -> None:
         _rpc("tools/call", {"name": "session_list", "arguments": {"limit": "x"}}, 3),
         _rpc("tools/call", {"name": "environment_describe"}, 4),
     ]
-    proc = subprocess.Popen(
-        [*SERVE, "--workspace", str(workspace), "--log-level", "DEBUG"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    # DEBUG logs outgrow a pipe's buffer, and a server blocked writing them would never answer: use a file.
+    log = workspace.parent / "stderr.log"
+    with log.open("w") as errors:
+        proc = subprocess.Popen(
+            [*SERVE, "--workspace", str(workspace), "--log-level", "DEBUG"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write("".join(lines))
     proc.stdin.flush()
     by_id: dict[Any, dict[str, Any]] = {}
@@ -109,7 +112,7 @@ def test_malformed_json_rpc_does_not_kill_the_server(workspace: Path) -> None:
         by_id[reply.get("id")] = reply
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
-    stderr = proc.stderr.read()
+    stderr = log.read_text()
     assert by_id[1]["result"]["protocolVersion"] == "2025-11-25"
     assert by_id[2]["error"]["code"] == -32601
     assert by_id[3]["result"]["isError"] is True
