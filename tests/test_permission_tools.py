@@ -17,13 +17,14 @@ async def test_describe_lists_the_posture(rt: Runtime) -> None:
     async with client_for(rt) as client:
         described = data(await client.call_tool("permissions_describe", {}))
     asking = {t["name"]: t for t in described["alwaysAskTools"]}
-    assert set(asking) == {"memory_promote_note", "probe_danger"}
+    assert set(asking) == {"memory_promote_note", "probe_danger", "shell_run", "shell_exec"}
     assert asking["probe_danger"]["effects"] == ["session_write"]
     assert described["pendingToolConfirmationRequest"] is None and described["openRequests"] == []
     gated = described["outcomeGatedTools"]
     assert [t["name"] for t in gated] == ["memory_promote_note"] and gated[0]["requiresOutcomePass"] is True
-    for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "shellMutationPosture"):
+    for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "readOnlyAlternative", "nextShellStep"):
         assert described[field] is None
+    assert described["shellMutationPosture"]["persistentShell"] is None
     assert "managed-tools approve" in described["howToApprove"]
 
 

@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from stores.shell import CommandKind, CommandStatus
 
@@ -116,6 +117,7 @@ def _spawn_task(coro: Awaitable[None]) -> None:
 async def _drain(stream: asyncio.StreamReader, sink: Output) -> None:
     while chunk := await stream.read(READ_CHUNK):
         sink.feed(chunk)
+        await asyncio.sleep(0)  # a read from a full buffer never suspends: a flood would starve the timeout
 
 
 async def start_process(
@@ -137,20 +139,33 @@ async def start_process(
 
 async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
     assert proc.stdout is not None and proc.stderr is not None
-    readers = asyncio.gather(_drain(proc.stdout, job.stdout), _drain(proc.stderr, job.stderr))
-    status: CommandStatus = "completed"
-    try:
-        await asyncio.wait_for(proc.wait(), limit_s)
-    except TimeoutError:
-        status = "timed_out"
+    readers = asyncio.ensure_future(asyncio.gather(_drain(proc.stdout, job.stdout), _drain(proc.stderr, job.stderr)))
+    status: CommandStatus = "completed" if await _exited(proc, readers, limit_s) else "timed_out"
     # Whatever the leader did, its group goes: children it left running in the background included.
     kill_group(proc.pid)
-    code = await proc.wait()
+    await _exited(proc, readers, 2.0)
     # A grandchild that left the group may still hold the pipe; what was read by then is kept.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(readers, DRAIN_AFTER_EXIT)
-    job.finish(status, None if status == "timed_out" or code < 0 else code)
+    code = proc.returncode
+    job.finish(status, None if status == "timed_out" or code is None or code < 0 else code)
     await _safely(on_done, job)
+
+
+async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], limit_s: float) -> bool:
+    """Whether the process exited within `limit_s`. Not `proc.wait()`: that also waits for the pipes to close,
+    which a background child keeps open. The usual end (EOF on both pipes) is seen at once; else poll."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while proc.returncode is None:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        if not readers.done():
+            await asyncio.wait({readers}, timeout=min(0.02, remaining))
+        else:
+            await asyncio.sleep(min(0.005, remaining))
+    return True
 
 
 async def _safely(on_done: OnDone, job: Job) -> None:
@@ -200,6 +215,7 @@ async def _read_marked(stream: asyncio.StreamReader, token: str, sink: Output) -
     pending, trailer, found = b"", b"", False
     while True:
         chunk = await stream.read(READ_CHUNK)
+        await asyncio.sleep(0)  # see _drain
         if not chunk:
             if not found:
                 sink.feed(pending)

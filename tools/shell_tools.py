@@ -328,7 +328,10 @@ def _after_exec(runtime: Runtime, shell: PersistentShell) -> After:
             lastCommandAt=now, updatedAt=now, commandCount=meta.get("commandCount", 0) + 1,
             cwd=cwd or meta["cwd"], envKeys=shell.env_keys or meta.get("envKeys", []),
         )  # fmt: skip
-        await _save_meta(runtime, tx, job.session_id)
+        state = await store.get_state(tx, job.session_id)
+        # The shell's cwd is the session's: a restarted shell, and the next bash call, start where it ended.
+        moved = cwd if cwd is not None and runtime.guard.resolve(cwd, "list").mount.access == "read_write" else None
+        await store.put_state(tx, job.session_id, state.model_copy(update={"cwd": moved or state.cwd, "shell": meta}))
 
     return after
 
