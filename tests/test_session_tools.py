@@ -30,7 +30,8 @@ async def test_tools_list_publishes_schemas_annotations_and_meta(runtime: Runtim
             "ownership", "permissionPolicy", "effects", "readOnly", "destructive", "interruptBehavior", "examples"
         }  # fmt: skip
         assert meta["ownership"] == "managed"
-        assert meta["permissionPolicy"] == ("always_ask" if tool.name == "memory_promote_note" else "always_allow")
+        asks = tool.name in ("memory_promote_note", "shell_run", "shell_exec")
+        assert meta["permissionPolicy"] == ("always_ask" if asks else "always_allow")
     assert tools["session_get_events"].input_schema["additionalProperties"] is False
     events_meta = tools["session_get_events"].meta or {}
     assert events_meta["managed-tools/tool"]["examples"][0]["input"]["limit"] == 5
