@@ -13,6 +13,7 @@ from stores.db import Database
 from stores.errors import StoreError
 from stores.mounts import default_mounts
 from stores.paths import PathGuard
+from tools import shell_core
 from tools.catalogue import build_registry
 from tools.context import Environment, Runtime
 from tools.custom import custom_tool
@@ -73,6 +74,10 @@ async def open_runtime(
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
         guard = PathGuard(mounts, private=[config.data_dir])
-        yield Runtime(environment=environment, db=db, registry=registry, guard=guard)
+        runtime = Runtime(environment=environment, db=db, registry=registry, guard=guard)
+        try:
+            yield runtime
+        finally:
+            await shell_core.close_all(runtime)  # no shell or command outlives the server
     finally:
         await db.close()

@@ -123,6 +123,34 @@ class Tx:
             self._depth -= 1
 
 
+class NoTransaction(Tx):
+    """The `tx` of a handler that opens its own short transactions (it waits on a process, which must not hold
+    the database meanwhile): any use of it is a programming error, caught at once rather than silently unlocked."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+
+    def _refuse(self) -> RuntimeError:
+        return RuntimeError("This tool opens its own transactions (db.read() / db.write()); ctx.tx is not open.")
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        raise self._refuse()
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        raise self._refuse()
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        raise self._refuse()
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        raise self._refuse()
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[Tx]:
+        raise self._refuse()
+        yield self  # pragma: no cover
+
+
 class Database:
     """The state file. Open it with `Database.open(path)`; it applies pending migrations first."""
 

@@ -218,4 +218,39 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        5,
+        "durable shell state and command history",
+        (
+            # One row a session: the shell hand's cwd and env (set by shell_set_cwd / shell_set_env) and the
+            # persistent shell's last known metadata (JSON), so another process can describe what this one did.
+            """CREATE TABLE shell_states (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                cwd TEXT NOT NULL,
+                env TEXT NOT NULL DEFAULT '{}',
+                shell TEXT,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE shell_commands (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                kind TEXT NOT NULL CHECK (kind IN ('bash','shell','persistent-shell')),
+                command TEXT NOT NULL,
+                args TEXT NOT NULL DEFAULT '[]',
+                cwd TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('running','completed','timed_out','killed','lost')),
+                exit_code INTEGER,
+                duration_ms REAL,
+                started_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                stdout TEXT NOT NULL DEFAULT '',
+                stderr TEXT NOT NULL DEFAULT '',
+                truncated INTEGER NOT NULL DEFAULT 0,
+                owner_pid INTEGER NOT NULL,
+                UNIQUE (session_id, id)
+            )""",
+            "CREATE INDEX shell_commands_session ON shell_commands(session_id, seq)",
+        ),
+    ),
 )

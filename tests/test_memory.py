@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -121,7 +122,8 @@ async def test_reads_of_every_store_and_unknown_versions(runtime: Runtime, conne
     assert writers["workspace_memory_notes"] == "memory_promote_note" and writers["checkpoint"] is None
     assert reads["session_state"]["empty"] is True and reads["session_state"]["versionId"] is None
     assert '"checkpoint"' in reads["checkpoint"]["content"] and reads["checkpoint"]["format"] == "json"
-    assert reads["shell_state"]["content"] == '{"shellState": null}'
+    shell_state = json.loads(reads["shell_state"]["content"])["shellState"]
+    assert shell_state["cwd"] == "/workspace" and shell_state["persistentShell"] is None
     assert "No managed memory notes yet" in reads["workspace_memory"]["content"]
     assert "No managed memory version exists for versionId=nope" in error_text(unknown)
     assert "field 'target'" in error_text(unknown_target)

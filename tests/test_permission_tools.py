@@ -18,15 +18,16 @@ async def test_describe_lists_the_posture(rt: Runtime) -> None:
         described = data(await client.call_tool("permissions_describe", {}))
     asking = {t["name"]: t for t in described["alwaysAskTools"]}
     assert set(asking) == {"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version",
-                           "probe_danger"}  # fmt: skip
+                           "probe_danger", "shell_run", "shell_exec"}  # fmt: skip
     assert asking["probe_danger"]["effects"] == ["session_write"]
     assert described["pendingToolConfirmationRequest"] is None and described["openRequests"] == []
     gated = described["outcomeGatedTools"]
     assert [t["name"] for t in gated] == ["memory_promote_note", "resources_promote_to_substrate",
                                           "resources_restore_version"]  # fmt: skip
     assert all(t["requiresOutcomePass"] for t in gated)
-    for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "shellMutationPosture"):
+    for field in ("outcomeEvaluation", "nextOutcomeStep", "contextPressure", "readOnlyAlternative", "nextShellStep"):
         assert described[field] is None
+    assert described["shellMutationPosture"]["persistentShell"] is None
     assert "managed-tools approve" in described["howToApprove"]
 
 

@@ -24,13 +24,14 @@ async def test_tools_list_publishes_schemas_annotations_and_meta(runtime: Runtim
         assert tool.annotations is not None
         meta = (tool.meta or {})["managed-tools/tool"]
         assert tool.annotations.read_only_hint is meta["readOnly"]
-        assert tool.annotations.destructive_hint is meta["destructive"] is False
-        assert tool.annotations.open_world_hint is False
+        assert tool.annotations.destructive_hint is meta["destructive"] is (tool.name in ("shell_run", "shell_exec"))
+        assert tool.annotations.open_world_hint is (tool.name in ("shell_run", "shell_exec"))  # a shell reaches out
         assert set(meta) == {
             "ownership", "permissionPolicy", "effects", "readOnly", "destructive", "interruptBehavior", "examples"
         }  # fmt: skip
         assert meta["ownership"] == "managed"
-        asks = tool.name in ("memory_promote_note", "resources_promote_to_substrate", "resources_restore_version")
+        asks = tool.name in ("memory_promote_note", "resources_promote_to_substrate", "resources_restore_version",
+                             "shell_run", "shell_exec")  # fmt: skip
         assert meta["permissionPolicy"] == ("always_ask" if asks else "always_allow")
     assert tools["session_get_events"].input_schema["additionalProperties"] is False
     events_meta = tools["session_get_events"].meta or {}

@@ -14,6 +14,7 @@ from tools import (
     planning,
     sandbox,
     session_tools,
+    shell_tools,
     substrate_tools,
 )
 from tools.definition import PermissionPolicy, ToolDefinition
@@ -30,6 +31,7 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     file_tools.DEFINITIONS,
     sandbox.DEFINITIONS,
     substrate_tools.DEFINITIONS,
+    shell_tools.DEFINITIONS,
     permissions.DEFINITIONS,  # last, as in the reference
 )
 

@@ -89,6 +89,9 @@ class ToolDefinition(BaseModel):
     idempotent: bool = False
     open_world: bool = False
     interrupt_behavior: InterruptBehavior = "block"
+    # The handler waits on something slow (a process) and opens its own short transactions through
+    # ctx.runtime.db instead of running inside one the executor holds; ctx.tx is then closed.
+    own_transactions: bool = False
     examples: tuple[ToolExample, ...] = ()
     variables: tuple[Variable, ...] = ()
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)

@@ -19,7 +19,7 @@ import anyio
 from pydantic import ValidationError
 
 from stores import events
-from stores.db import Tx
+from stores.db import NoTransaction, Tx
 from stores.errors import DatabaseBusyError, StoreError
 from stores.ids import canonical_json, sha256_hex, uuid7
 from tools.content import Block, TextBlock
@@ -200,7 +200,10 @@ async def _run(call: _Call) -> CallResult:
             await _ask(call, "tool_confirmation")
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
-            if definition.read_only:
+            if definition.own_transactions:
+                result = await _call_handler(call, NoTransaction())
+                await _write_completed(span, result)
+            elif definition.read_only:
                 async with runtime.db.read() as tx:
                     result = await _call_handler(call, tx)
                 await _write_completed(span, result)

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from stores import events, learnings, memory, outcomes, sessions
 from stores.memory import VersionRecord
+from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
@@ -124,7 +125,8 @@ async def render(ctx: ToolContext, target: str, session_id: str) -> tuple[str, s
     if target == "checkpoint":
         return await checkpoint(ctx, session_id), None, None
     if target == "shell_state":
-        return json.dumps({"shellState": None}), None, None
+        shell = await shell_core.posture(ctx.runtime, ctx.tx, session_id)
+        return json.dumps({"shellState": shell.model_dump(mode="json")}, indent=2), None, None
     doc = await memory.read(ctx.tx, scope_of(ctx, target, session_id), target)
     return doc.content, doc.version_id, doc.content_hash
 

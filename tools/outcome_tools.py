@@ -14,6 +14,7 @@ from pydantic import Field
 
 from stores import approvals, events, memory, outcomes, sessions
 from stores.outcomes import Outcome
+from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
@@ -231,7 +232,13 @@ async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, G
         else:
             status, summary = "uncertain", "All criteria met, but the latest wake ran no tool calls to judge."
             next_tool = NextTool(tool="session_get_trace", args={"wakeId": wake_id}, rationale="Check the wake.")
-    if len(same) >= 2 and all(h.evaluation.status != "pass" for h in same[-3:]) and status != "pass":
+    shell = await shell_core.posture(ctx.runtime, ctx.tx, session_id)
+    if shell.busy_plan is not None and status not in ("missing_outcome", "blocked"):
+        # The live-shell guard: work still running is not done, whatever the criteria say.
+        status, summary = "not_ready", "A shell command of this session is still running."
+        evidence.append(shell.busy_plan.rationale)
+        next_tool = NextTool(tool="shell_wait", args=shell.busy_plan.args, rationale=shell.busy_plan.rationale)
+    elif len(same) >= 2 and all(h.evaluation.status != "pass" for h in same[-3:]) and status != "pass":
         next_tool = NextTool(
             tool="outcome_history",
             args={"sessionId": session_id, "limit": min(len(same), 6)},

@@ -1,25 +1,35 @@
 """`permissions_check` and `permissions_describe` (reference §6): the permission posture, without side effects.
 
-Outcome and shell posture fields are part of the contract already and stay `null` until the outcome and shell
-stores exist.
+The shell posture (reference §6) comes from the shell hand's state: whether the persistent shell is live or busy,
+its busy and recovery plans, and for a shell command the read-first alternatives that need no approval.
 """
 
 from __future__ import annotations
 
+import posixpath
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from stores import approvals
 from stores.approvals import ApprovalRecord
+from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolEffect, ToolExample
 from tools.executor import ArgumentError, parse_call
 from tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from tools.outcome_tools import Evaluation, OutcomePosture, posture
+from tools.shell_rewrites import alternatives, first_class, read_only_bash
 
 # The tools whose effect on shared state needs a passing outcome evaluation (reference §5, "Outcome gate").
 OUTCOME_GATED = frozenset({"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version"})
+# The tools whose call changes the shell (reference §6): they get the shell mutation posture.
+SHELL_MUTATION = frozenset(
+    {"shell_set_cwd", "shell_set_env", "shell_unset_env", "shell_open", "shell_restart", "shell_run", "shell_exec",
+     "shell_close"}
+)  # fmt: skip
+SHELL_COMMANDS = frozenset({"shell_run", "shell_exec"})
 HOW_TO_APPROVE = (
     "A person answers in the client when it can show the question; otherwise they run `managed-tools pending` and "
     "`managed-tools approve ID` (or `deny ID`) in a terminal, and the model calls the tool again with exactly the "
@@ -104,9 +114,20 @@ async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutp
     records = await approvals.list_open(ctx.tx, ctx.session_id)
     registry = ctx.runtime.registry
     outcome = await posture(ctx, ctx.session_id)
+    shell = await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id)
+    pending = next(
+        (r for r in records if r.status == "pending" and r.tool_name in SHELL_COMMANDS and _command(r.arguments)),
+        None,
+    )
+    steps = [] if pending is None else alternatives(_command(pending.arguments), _cwd(pending.arguments, shell))
+    bash_step = None if pending is None else read_only_bash(_command(pending.arguments), _cwd(pending.arguments, shell))
     return DescribeOutput(
         outcome_evaluation=outcome.outcome_evaluation,
         next_outcome_step=outcome.next_outcome_step,
+        shell_mutation_posture=_mutation_posture(shell),
+        read_only_alternative=bash_step,
+        shell_read_first_alternatives=steps,
+        next_shell_step=shell.next_step or (steps[0] if steps else None),
         session_id=ctx.session_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation"),
         pending_custom_tool_request=_oldest(records, "custom_tool"),
@@ -177,7 +198,13 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         )
     asks = definition.permission_policy == "always_ask"
     gated = definition.name in OUTCOME_GATED
-    outcome = await posture(ctx, ctx.session_id) if gated else None
+    mutates_shell = definition.name in SHELL_MUTATION
+    outcome = await posture(ctx, ctx.session_id) if gated or mutates_shell else None
+    shell = await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id) if mutates_shell else None
+    command = _command(args.tool_args) if definition.name in SHELL_COMMANDS else ""
+    cwd = _cwd(args.tool_args or {}, shell) if shell is not None else "/workspace"
+    rewrite = first_class(command, cwd) if command else None
+    bash_step = read_only_bash(command, cwd) if command else None
     valid: bool | None = None
     errors = digest = None
     state: Literal["none", "pending", "approved"] | None = None
@@ -192,9 +219,13 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         match = next((r for r in records if r.tool_name == definition.name and r.args_digest == digest), None)
         state = "none" if match is None else match.status  # type: ignore[assignment]  # open = pending|approved
         request_id = None if match is None else match.id
+    shell_steps = ShellSteps(rewrite, bash_step, shell, definition.name in SHELL_COMMANDS)
     return CheckOutput(
         outcome_evaluation=None if outcome is None else outcome.outcome_evaluation,
         next_outcome_step=None if outcome is None else outcome.next_outcome_step,
+        shell_mutation_posture=None if shell is None else _mutation_posture(shell),
+        read_only_alternative=bash_step,
+        shell_read_first_alternatives=[step for step in (rewrite, bash_step) if step is not None],
         tool_name=definition.name,
         exists=True,
         allowed=True,
@@ -213,7 +244,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         approval_state=state,
         approval_request_id=request_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation", definition.name),
-        next_step=_next_step(definition, args.tool_args, state, request_id, outcome),
+        next_step=_next_step(definition, args.tool_args, state, request_id, outcome, shell=shell_steps),
     )
 
 
@@ -223,6 +254,8 @@ def _next_step(
     state: str | None,
     request_id: str | None,
     outcome: OutcomePosture | None,
+    *,
+    shell: ShellSteps,
 ) -> NextTool | None:
     if state == "approved":
         return NextTool(
@@ -230,6 +263,9 @@ def _next_step(
             args=tool_args or {},
             rationale=f"Request {request_id} is approved: call it with exactly these arguments; it runs once.",
         )
+    step = shell.next_step(definition.name)
+    if step is not None:
+        return step
     if outcome is not None and outcome.outcome_status is not None and not outcome.promotion_ready:
         step = outcome.next_outcome_step
         if step is not None:
@@ -247,6 +283,54 @@ def _next_step(
             rationale="Calling it asks a person to approve these exact arguments first.",
         )
     return None
+
+
+def _command(tool_args: dict[str, Any] | None) -> str:
+    command = (tool_args or {}).get("command")
+    return command if isinstance(command, str) else ""
+
+
+def _cwd(tool_args: dict[str, Any], shell: shell_core.ShellPosture) -> str:
+    cwd = tool_args.get("cwd")
+    if not isinstance(cwd, str) or not cwd.strip():
+        return shell.cwd
+    return posixpath.normpath(cwd if cwd.startswith("/") else posixpath.join("/workspace", cwd))
+
+
+def _mutation_posture(shell: shell_core.ShellPosture) -> dict[str, Any]:
+    last = shell.last_command
+    return {
+        "persistentShell": None if shell.persistent_shell is None else shell.persistent_shell.model_dump(mode="json"),
+        "lastCommandPreview": None if last is None else f"{last.command[:120]} (exit {last.exit_code})",
+        "busyPlan": None if shell.busy_plan is None else shell.busy_plan.model_dump(mode="json"),
+        "recoveryPlan": None if shell.recovery_plan is None else shell.recovery_plan.model_dump(mode="json"),
+    }
+
+
+@dataclass(frozen=True)
+class ShellSteps:
+    """The shell part of permissions_check's next step, in the reference's order."""
+
+    rewrite: NextTool | None
+    bash: NextTool | None
+    posture: shell_core.ShellPosture | None
+    runs_commands: bool
+
+    def next_step(self, tool: str) -> NextTool | None:
+        if self.rewrite is not None:
+            return self.rewrite
+        if self.bash is not None:
+            return self.bash
+        if self.posture is None:
+            return None
+        plan = self.posture.busy_plan
+        if plan is not None:
+            return NextTool(tool=plan.tool, args=plan.args, rationale=plan.rationale)
+        if tool == "shell_exec" and self.posture.recovery_plan is not None:
+            return self.posture.recovery_plan
+        if self.runs_commands:
+            return NextTool(tool="shell_describe", args={}, rationale="See the shell's cwd, env and last commands.")
+        return None
 
 
 DEFINITIONS = (

@@ -1,6 +1,7 @@
 """`sandbox_describe` and `sandbox_execute` (reference §2h): the reference's sandbox action names, each routed to
-the same guarded code as the file tools. Actions that run commands are not routed here: they belong to the shell
-tools, whose approval (always_ask) must not be sidestepped through this door.
+the same guarded code as the file tools. `inspect_persistent_shell` reads the shell's state here; actions that run
+or change processes are refused with the shell tool to call: sandbox_execute runs inside one write transaction,
+which must not be held while a process runs, and shell_run / shell_exec's approval must not be sidestepped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from stores.files import atomic_write, sha256_file
-from tools import file_tools
+from tools import file_tools, shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.environment import mounted_resources
@@ -135,6 +136,10 @@ async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput
     return file_tools.WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
 
 
+async def _inspect_shell(ctx: ToolContext, _: NoArguments) -> shell_core.ShellPosture:
+    return await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id)
+
+
 async def _inspect(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
     return await sandbox_describe(ctx, NoArguments())
 
@@ -157,6 +162,7 @@ ROUTES: dict[str, Route] = {
     "find_entries": Route(file_tools.GlobArgs, file_tools.glob),
     "glob_entries": Route(file_tools.GlobArgs, file_tools.glob),
     "grep_text": Route(file_tools.GrepArgs, file_tools.grep),
+    "inspect_persistent_shell": Route(NoArguments, _inspect_shell),
 }
 
 
@@ -178,7 +184,8 @@ async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
         ActionView(name=name, input_fields=list(route.model.model_json_schema(by_alias=True).get("properties", {})),
                    routed_to=None)
         for name, route in ROUTES.items()
-    ] + [ActionView(name=name, input_fields=[], routed_to=tool) for name, tool in SHELL_ACTIONS.items()]  # fmt: skip
+    ] + [ActionView(name=name, input_fields=[], routed_to=tool) for name, tool in SHELL_ACTIONS.items()
+         if name not in ROUTES]  # fmt: skip
     return DescribeOutput(
         actions=actions,
         mounts=[m.model_dump(by_alias=True) for m in mounted_resources(ctx.runtime)],
@@ -207,7 +214,7 @@ class ExecuteOutput(WireModel):
 
 
 async def sandbox_execute(ctx: ToolContext, args: ExecuteArgs) -> ExecuteOutput:
-    if args.name in SHELL_ACTIONS:
+    if args.name in SHELL_ACTIONS and args.name not in ROUTES:
         raise ToolError(f"{args.name} runs commands: call {SHELL_ACTIONS[args.name]} instead (not sandbox_execute).")
     route = ROUTES[args.name]
     try:

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from stores import approvals, events, sessions
 from stores.events import EventFilter, EventRecord
 from stores.sessions import SessionRecord, SessionStatus
+from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.environment import setup_fingerprint
@@ -165,7 +166,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         latest_summary=await events.latest_summary(ctx.tx, record.id),
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
-        shell_state=None,
+        shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
         **(await posture(ctx, record.id)).model_dump(),
     )
 
