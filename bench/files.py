@@ -42,15 +42,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from noports import PORTS
 
 from server.attach import attach, detach
 from server.config import ServeConfig
 from server.runtime import open_runtime
 from stores import ripgrep
-from tools.context import Attachment, Ports, Runtime
+from tools.context import Attachment, Runtime
 from tools.executor import execute
 from tools.file_tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
-from tools.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
 
 TARGET_RATIO = 1.5
 FILES_PER_DIR = 20
@@ -107,32 +107,6 @@ TEMPLATES = [
     "}}",
     "",
 ]
-
-
-# ---- ports: nobody to ask, nothing to report, no model ----------------------------------------------------
-
-
-class NoConsent:
-    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision(status="unavailable")
-
-
-class NoProgress:
-    async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
-
-
-class NoSampler:
-    async def sample(self, prompt: str, *, max_tokens: int) -> str:
-        raise SamplingUnavailableError("No client model in the benchmark.")
-
-
-class NoLog:
-    async def log(self, level: LogLevel, message: str) -> None:
-        return None
-
-
-PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler(), client_log=NoLog())
 
 
 def progress(message: str) -> None:

@@ -43,17 +43,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from noports import PORTS
 
 from server.attach import attach, detach
 from server.config import ServeConfig
 from server.runtime import open_runtime
 from stores import learnings, memory, search, sessions
 from stores.errors import DatabaseBusyError, PreconditionError
-from tools.context import Attachment, Ports, Runtime, ToolContext
+from tools.context import Attachment, Runtime, ToolContext
 from tools.environment import setup_fingerprint
 from tools.executor import execute
 from tools.memory_search import CANDIDATES, SearchArgs, memory_search, search_parts
-from tools.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
 from tools.retrieval import STOPWORDS, build_query
 
 TARGET_P95_MS = 5.0
@@ -62,31 +62,6 @@ DEFAULT_LIMIT = 8  # memory_search's default `limit`; the handler asks the store
 CHUNK = 4_000  # documents per write transaction while building the corpus
 SESSIONS = 40  # sessions the learnings belong to (30 % of learnings belong to none)
 WRITE_CHARS = 500
-
-# ---- ports: nobody to ask, nothing to report, no model ----------------------------------------------------
-
-
-class NoConsent:
-    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision(status="unavailable")
-
-
-class NoProgress:
-    async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
-
-
-class NoSampler:
-    async def sample(self, prompt: str, *, max_tokens: int) -> str:
-        raise SamplingUnavailableError("No client model in the benchmark.")
-
-
-class NoLog:
-    async def log(self, level: LogLevel, message: str) -> None:
-        return None
-
-
-PORTS = Ports(consent=NoConsent(), progress=NoProgress(), sampler=NoSampler(), client_log=NoLog())
 
 
 def progress(message: str) -> None:
