@@ -368,10 +368,20 @@ async def test_permissions_posture_for_shell_commands(rt: Runtime, connect: Conn
     assert described["shellMutationPosture"]["persistentShell"] is None
 
 
-async def test_sandbox_execute_inspects_the_shell_and_points_to_the_shell_tools(rt: Runtime, connect: Connect) -> None:
+async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         described = await call(client, "sandbox_execute", {"name": "inspect_persistent_shell", "input": {}})
-        listed = await refused(client, "sandbox_execute", {"name": "run_command", "input": {"command": "ls"}})
+        listed = await call(client, "sandbox_execute", {"name": "run_command", "input": {"command": "pwd"}})
+        escape = await refused(
+            client, "sandbox_execute", {"name": "run_command", "input": {"command": "sh", "args": ["-c", "id"]}}
+        )
+        opened = await call(client, "sandbox_execute", {"name": "open_persistent_shell", "input": {}})
+        closed = await call(client, "sandbox_execute", {"name": "close_persistent_shell", "input": {}})
         shell = await refused(client, "sandbox_execute", {"name": "run_shell", "input": {"command": "rm -rf /"}})
+        exec_ = await refused(client, "sandbox_execute", {"name": "exec_persistent_shell", "input": {"command": "id"}})
     assert described["output"]["persistentShell"] is None
-    assert "call bash" in listed and "call shell_run" in shell
+    assert listed["output"]["ok"] is True and "/workspace" in listed["output"]["text"]
+    assert escape  # the same allowlist as bash: sh is not on it
+    assert opened["output"]["persistentShell"]["status"] == "active"
+    assert closed["output"]["persistentShell"]["status"] == "closed"
+    assert "call shell_run" in shell and "call shell_exec" in exec_  # approval cannot be sidestepped

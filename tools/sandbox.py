@@ -1,7 +1,7 @@
 """`sandbox_describe` and `sandbox_execute` (reference §2h): the reference's sandbox action names, each routed to
-the same guarded code as the file tools. `inspect_persistent_shell` reads the shell's state here; actions that run
-or change processes are refused with the shell tool to call: sandbox_execute runs inside one write transaction,
-which must not be held while a process runs, and shell_run / shell_exec's approval must not be sidestepped.
+the same guarded code as the file and shell tools. `run_shell` and `exec_persistent_shell` are refused with the
+tool to call (shell_run, shell_exec): their approval must not be sidestepped through this door. sandbox_execute
+keeps no transaction open, so a routed command never holds the write lock while it runs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from stores.files import atomic_write, sha256_file
-from tools import file_tools, shell_core
+from tools import file_tools, shell_core, shell_tools
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
 from tools.environment import mounted_resources
@@ -137,7 +137,8 @@ async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput
 
 
 async def _inspect_shell(ctx: ToolContext, _: NoArguments) -> shell_core.ShellPosture:
-    return await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id)
+    async with ctx.runtime.db.read() as tx:  # sandbox_execute keeps no transaction open (own_transactions)
+        return await shell_core.posture(ctx.runtime, tx, ctx.session_id)
 
 
 async def _inspect(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
@@ -163,6 +164,12 @@ ROUTES: dict[str, Route] = {
     "glob_entries": Route(file_tools.GlobArgs, file_tools.glob),
     "grep_text": Route(file_tools.GrepArgs, file_tools.grep),
     "inspect_persistent_shell": Route(NoArguments, _inspect_shell),
+    # The shell tools that need no approval; run_shell and exec_persistent_shell stay with shell_run and
+    # shell_exec, whose always_ask must not be sidestepped through this door.
+    "run_command": Route(shell_tools.BashInput, shell_tools.bash),
+    "open_persistent_shell": Route(shell_tools.OpenInput, shell_tools.shell_open),
+    "close_persistent_shell": Route(NoArguments, shell_tools.shell_close),
+    "wait_persistent_shell": Route(shell_tools.WaitInput, shell_tools.shell_wait),
 }
 
 
@@ -247,8 +254,11 @@ DEFINITIONS = (
         output_model=ExecuteOutput,
         handler=sandbox_execute,
         read_only=False,
-        effects=("resource_read", "resource_write"),
+        effects=("resource_read", "resource_write", "sandbox_execute"),
         max_argument_bytes=4 * file_tools.MAX_WRITE_CHARS + 4096,
+        # Routed actions never use the call's transaction: file actions touch no table, and the shell ones
+        # open short transactions of their own rather than hold the write lock while a process runs.
+        own_transactions=True,
         examples=(ToolExample(description="List the workspace", input={"name": "list_dir", "input": {}}),),
     ),
 )
