@@ -85,28 +85,26 @@ def _outcome(row: Any) -> Outcome:
     )
 
 
-async def latest_evaluations(tx: Tx, session_ids: Collection[str]) -> dict[str, EvaluationRecord]:
+async def _latest_rows(tx: Tx, table: str, order: str, session_ids: Collection[str]) -> list[Any]:
+    """The newest row of `table` (by `order`, then id) for each named session that has one, in one query."""
     if not session_ids:
-        return {}
+        return []
     marks = ",".join("?" * len(session_ids))
-    rows = await tx.fetchall(
-        f"SELECT * FROM outcome_evaluations e WHERE session_id IN ({marks}) AND id = (SELECT id FROM "
-        "outcome_evaluations WHERE session_id = e.session_id ORDER BY evaluated_at DESC, id DESC LIMIT 1)",
+    return await tx.fetchall(
+        f"SELECT * FROM {table} t WHERE session_id IN ({marks}) AND id = (SELECT id FROM {table} "
+        f"WHERE session_id = t.session_id ORDER BY {order} DESC, id DESC LIMIT 1)",
         list(session_ids),
     )
+
+
+async def latest_evaluations(tx: Tx, session_ids: Collection[str]) -> dict[str, EvaluationRecord]:
+    rows = await _latest_rows(tx, "outcome_evaluations", "evaluated_at", session_ids)
     return {row["session_id"]: _record(row) for row in rows}
 
 
 async def active_many(tx: Tx, session_ids: Collection[str]) -> dict[str, Outcome]:
-    """The active outcome of each named session that has one, in one query."""
-    if not session_ids:
-        return {}
-    marks = ",".join("?" * len(session_ids))
-    rows = await tx.fetchall(
-        f"SELECT * FROM outcomes o WHERE session_id IN ({marks}) AND id = (SELECT id FROM outcomes WHERE "
-        "session_id = o.session_id ORDER BY defined_at DESC, id DESC LIMIT 1)",
-        list(session_ids),
-    )
+    """The active outcome of each named session that has one."""
+    rows = await _latest_rows(tx, "outcomes", "defined_at", session_ids)
     return {row["session_id"]: _outcome(row) for row in rows}
 
 
