@@ -192,3 +192,18 @@ async def test_grep_and_glob_ignore_the_servers_environment(
     assert [hit["path"] for hit in found["hits"]] == ["/workspace/hello.txt"]
     assert globbed["matches"] == ["/workspace/hello.txt"]
     calls.assert_clean()
+
+
+async def test_permissions_check_suggests_bash_only_for_allowed_spellings(rt: Runtime, connect: Connect) -> None:
+    async def alternative(command: str) -> Any:
+        checked = data(
+            await client.call_tool("permissions_check", {"toolName": "shell_run", "toolArgs": {"command": command}})
+        )
+        return checked["readOnlyAlternative"]
+
+    async with connect(rt) as client:
+        follow = await alternative("tail -f hello.txt")
+        abbreviated = await alternative("ls --rec")
+        plain = await alternative("tail -n 3 hello.txt")
+    assert follow is None and abbreviated is None
+    assert plain["tool"] == "bash" and plain["args"]["args"] == ["-n", "3", "hello.txt"]

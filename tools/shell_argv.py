@@ -83,6 +83,18 @@ def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
     return Plan(binary=binary, argv=argv + operands, cwd=where)
 
 
+def flags_allowed(command: str, args: list[str]) -> bool:
+    """Whether `args` would pass the flag check (paths are checked only when it runs): for suggestions."""
+    program = PROGRAMS.get(command)
+    if program is None or (program.operands == "none" and args):
+        return False
+    try:
+        Parser(command, program, args).parse()
+    except ToolError:
+        return False
+    return True
+
+
 def _canonical(flag: Flag, value: str | None) -> str:
     """The one spelling the program is given: the long name with its value glued, else the short letter."""
     if not flag.long:
