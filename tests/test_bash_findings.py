@@ -30,6 +30,14 @@ ENV_SECRET = "server-token-9d2e"
 
 
 @pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A root that ls, stat and wc quote in every style, so a host path could hide in escaped form."""
+    root = tmp_path / 'my project\'s "work" \\ space'
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
 async def rt(config: ServeConfig, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
     monkeypatch.setenv("MT_TEST_BEARER", ENV_SECRET)  # stands for the server's own HTTP token
     (workspace.parent / "SECRET.txt").write_text(f"{SECRET}\n")
@@ -163,6 +171,10 @@ async def test_outputs_show_virtual_paths_only(rt: Runtime, connect: Connect, wo
         fmt = data(await calls.bash("stat", "-c", "%n %s", "hello.txt"))
         mount_point = error_text(await calls.bash("stat", "-c", "%m", "hello.txt"))
         listed = data(await calls.bash("ls", "-ld", "--quoting-style=shell-always", "sub"))
+        for style in ("literal", "locale", "shell", "shell-escape-always", "c", "escape"):
+            data(await calls.bash("ls", "-d", f"--quoting-style={style}", "sub"))
+        data(await calls.bash("ls", "-db", "sub"))
+        data(await calls.bash("stat", "-c", "%N", "sub"))
         headed = data(await calls.bash("head", "-v", "hello.txt"))
         pwd = data(await calls.bash("pwd", cwd="/workspace/sub"))
         missing = data(await calls.bash("cat", "nope.txt"))
