@@ -96,7 +96,8 @@ def flags_allowed(command: str, args: list[str]) -> bool:
 
 
 def _canonical(flag: Flag, value: str | None) -> str:
-    """The one spelling the program is given: the long name with its value glued, else the short letter."""
+    """The one spelling the program is given: the long name with its value glued, else the short letter (a
+    short-only flag takes no value, see Flag)."""
     if not flag.long:
         return f"-{flag.short}"
     return f"--{flag.long[0]}" + ("" if value is None else f"={value}")

@@ -30,6 +30,10 @@ class Flag:
     value: Value | None = None  # None: takes no value
     optional: bool = False  # the value may only be glued (`--color=always`); the short spelling takes none
 
+    def __post_init__(self) -> None:
+        if self.value is not None and not self.long:
+            raise ValueError("A flag with a value needs a long name: the program is only given --name=VALUE.")
+
 
 @dataclass(frozen=True)
 class Program:
