@@ -24,6 +24,7 @@ from anyio.streams.text import TextReceiveStream
 from stores.errors import StoreError
 
 MAX_PREVIEW_CHARS = 240
+RG_ENV: dict[str, str] = {}  # rg needs nothing from the environment: it spawns nothing for these searches
 
 
 def rg_binary() -> str:
@@ -32,6 +33,10 @@ def rg_binary() -> str:
     if found is None:
         raise StoreError("ripgrep (rg) is not installed; reinstall managed-tools-mcp, which depends on it.")
     return found
+
+
+def _rg(*args: str) -> list[str]:
+    return [rg_binary(), "--no-config", "--no-ignore-global", *args]
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ class Match:
 
 async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
     """Stdout of rg, line by line; the process is killed as soon as the caller stops reading."""
-    process: Process = await anyio.open_process(argv, cwd=cwd, stdin=None, stderr=None)
+    process: Process = await anyio.open_process(argv, cwd=cwd, env=RG_ENV, stdin=None, stderr=None)
     finished = False
     try:
         assert process.stdout is not None
@@ -67,20 +72,20 @@ async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
 
 
 def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
-    flags = ["--no-require-git", "--glob", "!.git"]
+    flags = ["--no-require-git", "--glob=!.git"]
     for path in excluded:
         try:
             relative = os.path.relpath(path, root)
         except ValueError:
             continue
         if not relative.startswith(".."):
-            flags += ["--glob", f"!/{relative}"]
+            flags.append(f"--glob=!/{relative}")
     return flags
 
 
 async def list_files(root: Path, excluded: list[Path], limit: int) -> tuple[list[str], bool]:
     """Files under `root` (relative, sorted), honouring .gitignore; and whether more than `limit` existed."""
-    argv = [rg_binary(), "--files", "--hidden", "--sort", "path", *_exclusions(root, excluded), "--", "."]
+    argv = _rg("--files", "--hidden", "--sort=path", *_exclusions(root, excluded), "--", ".")
     found: list[str] = []
     async for line in _lines(argv, root):
         if line:
@@ -103,12 +108,12 @@ async def search(
     excluded: list[Path],
 ) -> tuple[list[Match], bool]:
     """Matches of `query` under `root` (or in one file), at most `per_file` per file and `limit` in all."""
-    argv = [rg_binary(), "--json", "--hidden", "--sort", "path", "--max-count", str(per_file)]
+    argv = _rg("--json", "--hidden", "--sort=path", f"--max-count={per_file}")
     argv += [] if case_sensitive else ["--ignore-case"]
     argv += [] if regex else ["--fixed-strings"]
-    argv += ["--glob", glob] if glob else []
+    argv += [f"--glob={glob}"] if glob else []
     argv += _exclusions(root, excluded)
-    argv += ["--regexp", query, "--", target]
+    argv += [f"--regexp={query}", "--", target]
     matches: list[Match] = []
     async for line in _lines(argv, root):
         if not line.startswith(('{"type":"match"', '{"type":"error"')):
@@ -139,8 +144,7 @@ async def search(
 
 async def check_pattern(query: str) -> str | None:
     """rg's own message when `query` is not a valid regular expression, else None."""
-    argv = [rg_binary(), "--regexp", query, "--", os.devnull]
-    result = await anyio.run_process(argv, check=False)
+    result = await anyio.run_process(_rg(f"--regexp={query}", "--", os.devnull), env=RG_ENV, check=False)
     if result.returncode == 2:
         return result.stderr.decode(errors="replace").strip().splitlines()[-1][:300]
     return None

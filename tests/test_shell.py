@@ -24,6 +24,7 @@ from server.config import ServeConfig
 from server.runtime import open_runtime
 from tools import shell_core
 from tools.context import Runtime
+from tools.shell_argv import FIXED_ENV
 
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})
@@ -73,8 +74,7 @@ async def test_bash_runs_allowlisted_programs_without_a_shell(rt: Runtime, conne
     assert wc["stdout"].split()[0] == "3" and "/workspace/notes.txt" in wc["stdout"]  # host path shown virtual
     assert pwd["stdout"] == "/workspace/sub\n"
     assert cat["stdout"] == "one\ntwo\nthree\n"
-    keys = {line.split("=", 1)[0] for line in env["stdout"].splitlines()}
-    assert keys == {"PATH", "LANG", "TMPDIR", "HOME", "MANAGED_TOOLS_SESSION_ID", "MANAGED_TOOLS_WORKSPACE_CWD"}
+    assert dict(line.split("=", 1) for line in env["stdout"].splitlines()) == FIXED_ENV  # the whole env, fixed
 
 
 ATTACKS: list[tuple[str, list[str], str | None]] = [
@@ -95,10 +95,10 @@ ATTACKS: list[tuple[str, list[str], str | None]] = [
     ("cat", ["`id`"], None),
     ("cat", ["<(id)"], None),
     ("cat", ["notes.txt > owned"], None),
-    ("tail", ["-f", "notes.txt"], "refused"),
-    ("ls", ["-R"], "refused"),
-    ("ls", ["-laR"], "refused"),
-    ("wc", ["--files0-from=notes.txt"], "refused"),
+    ("tail", ["-f", "notes.txt"], "is not an allowed flag"),
+    ("ls", ["-R"], "is not an allowed flag"),
+    ("ls", ["-laR"], "is not an allowed flag"),
+    ("wc", ["--files0-from=notes.txt"], "is not an allowed flag"),
     ("realpath", ["--relative-to=/etc", "notes.txt"], "outside the mounts"),
     ("cat", ["agent/SOUL.md"], "escapes the mounted root"),
     ("cat", ["/vaults/docs/secret.txt"], "vault"),

@@ -1,10 +1,14 @@
-"""`bash`'s argument check: an allowlisted program and its arguments, never parsed by a shell.
+"""`bash`'s argument check: an allowlisted program given only known-good spellings, never parsed by a shell.
 
-Because no shell ever sees the input, `;`, `&&`, `|`, `$(...)`, backticks, `<(...)`, `>` and newlines are plain
-characters of one argument; they can only ever name a file, and a file name is checked by the path guard. What
-is left to check is the program (a bare allowlisted name, found on a fixed PATH, never the caller's), its flags
-(the few that follow, recurse or read a list of files are refused), and every path: resolved against the cwd,
-kept inside the cwd's mount, and handed to the program as the real path the guard checked.
+No shell sees the input, so `;`, `|`, `$(...)` and newlines are plain characters of one argument. Each argument is
+matched against the program's table (tools/shell_flags.py): an exact flag spelling with a valid value, or an
+operand. Anything else is refused — abbreviations (`--rec`), unknown letters, obsolete forms (`-5c`), a
+dash-leading argument that is not a flag. Operands that are paths are resolved, kept inside the cwd's mount, and
+replaced by the real path the guard checked.
+
+The program is then given an argv rebuilt from what was checked, `[binary, canonical flags, "--", operands]`,
+with every value glued (`--lines=5`): it cannot parse anything differently from us (option permutation,
+optional values, POSIXLY_CORRECT), and it runs with FIXED_ENV, never the session's env.
 """
 
 from __future__ import annotations
@@ -12,51 +16,20 @@ from __future__ import annotations
 import posixpath
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stores.paths import PathError, PathGuard, Resolved
 from tools.errors import ToolError
+from tools.shell_flags import PROGRAMS, Flag, Program
 from tools.shell_runner import SAFE_PATH
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_ARGS = 64
-
-
-@dataclass(frozen=True)
-class Spec:
-    no_args: bool = False
-    value_flags: frozenset[str] = field(default_factory=frozenset)  # the next argument is a value, not a path
-    path_flags: frozenset[str] = field(default_factory=frozenset)  # --flag=PATH: the value is a path
-    refused: frozenset[str] = field(default_factory=frozenset)  # long names, or "-x" for a short letter
-
-
-def _set(*items: str) -> frozenset[str]:
-    return frozenset(items)
-
-
-ALLOWED: dict[str, Spec] = {
-    "pwd": Spec(no_args=True),
-    "env": Spec(no_args=True),  # `env CMD` would run CMD
-    "ls": Spec(
-        value_flags=_set(
-            *("-I", "-w", "-T", "--hide", "--ignore", "--width", "--tabsize", "--format", "--sort", "--time"),
-            *("--time-style", "--block-size", "--quoting-style", "--indicator-style", "--color"),
-        ),
-        refused=_set("-R", "--recursive"),  # would list the server's own data directory inside the workspace
-    ),
-    "cat": Spec(),
-    "head": Spec(value_flags=_set("-n", "-c", "--lines", "--bytes")),
-    "tail": Spec(
-        value_flags=_set("-n", "-c", "--lines", "--bytes", "-s", "--sleep-interval", "--max-unchanged-stats"),
-        refused=_set("-f", "-F", "--follow", "--pid", "--retry"),  # a read must end
-    ),
-    "wc": Spec(refused=_set("--files0-from")),  # reads a list of paths the guard never sees
-    "basename": Spec(value_flags=_set("-s", "--suffix")),
-    "dirname": Spec(),
-    "realpath": Spec(path_flags=_set("--relative-to", "--relative-base")),
-    "stat": Spec(value_flags=_set("-c", "--format", "--printf")),
-}
-VAULT_ALLOWED = ("pwd", "ls")
+ALLOWED = tuple(PROGRAMS)
+# The whole environment of a `bash` program: the session env (shell_set_env) never reaches it, so it can neither
+# change how a program parses its arguments (POSIXLY_CORRECT, TIME_STYLE, QUOTING_STYLE) nor be read back by `env`.
+FIXED_ENV = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC"}
+DASH_HINT = "To name a file that starts with '-', write ./-name or put it after --."
 
 
 @dataclass(frozen=True)
@@ -67,7 +40,7 @@ class Plan:
 
 
 def resolve_binary(command: str) -> str:
-    if not NAME.match(command) or command not in ALLOWED:
+    if not NAME.match(command) or command not in PROGRAMS:
         raise ToolError(
             f"bash runs only these programs, by bare name: {', '.join(ALLOWED)}. {command[:40]!r} is not one of "
             "them (no paths, no shell syntax); use shell_run for anything else (it asks a person first)."
@@ -80,65 +53,140 @@ def resolve_binary(command: str) -> str:
 
 def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
     binary = resolve_binary(command)
-    spec = ALLOWED[command]
+    program = PROGRAMS[command]
     try:
         where = guard.resolve(cwd, "list")
     except PathError as exc:
         raise ToolError(f"cwd: {exc}") from None
     if not where.host.is_dir():
         raise ToolError(f"cwd {where.virtual} is not a directory.")
-    if where.mount.kind == "vault" and command not in VAULT_ALLOWED:
-        raise ToolError(f"{where.mount.mount_path} is a vault: only {' and '.join(VAULT_ALLOWED)} run there.")
-    if spec.no_args and args:
-        raise ToolError(f"{command} takes no arguments here.")
+    if where.mount.kind == "vault" and not program.in_vault:
+        vault = [name for name, p in PROGRAMS.items() if p.in_vault]
+        raise ToolError(f"{where.mount.mount_path} is a vault: only {' and '.join(vault)} run there.")
     if len(args) > MAX_ARGS:
         raise ToolError(f"At most {MAX_ARGS} arguments.")
-    access = "list" if command == "ls" else "read"
-    argv: list[str] = [binary]
-    expect_value, only_paths = False, False
-    for arg in args:
-        if "\x00" in arg:
-            raise ToolError("An argument contains a NUL byte; refused.")
-        if expect_value:
-            argv.append(arg)
-            expect_value = False
-        elif arg == "-":
-            argv.append(arg)  # stdin, which is /dev/null
-        elif only_paths or not arg.startswith("-"):
-            argv.append(_path(guard, where, arg, access))
-        elif arg == "--":
-            argv.append(arg)
-            only_paths = True
-        elif arg.startswith("--"):
-            name, eq, value = arg.partition("=")
-            if name in spec.refused:
-                raise ToolError(f"{command} {name} is refused here.")
-            if name in spec.path_flags and eq:
-                argv.append(f"{name}={_path(guard, where, value, access)}")
-            elif name in spec.path_flags:
-                raise ToolError(f"Give {name} its path as {name}=PATH.")
-            else:
-                argv.append(arg)
-                expect_value = name in spec.value_flags and not eq
-        else:
-            argv.append(arg)
-            expect_value = _short_cluster(command, spec, arg)
-    if expect_value:
-        raise ToolError(f"{args[-1]} needs a value.")
-    return Plan(binary=binary, argv=argv, cwd=where)
+    if any("\x00" in arg for arg in args):
+        raise ToolError("An argument contains a NUL byte; refused.")
+    if program.operands == "none":
+        if args:
+            raise ToolError(f"{command} takes no arguments here.")
+        return Plan(binary=binary, argv=[binary], cwd=where)
+    flags, operands = Parser(command, program, args).parse()
+    argv = [binary]
+    for flag, value in flags:
+        if value is not None and flag.value is not None and flag.value.is_path:
+            value = _path(guard, where, value, program.access)  # noqa: PLW2901 (the checked path replaces it)
+        argv.append(_canonical(flag, value))
+    argv.append("--")
+    if program.operands == "paths":
+        operands = [_path(guard, where, operand, program.access) for operand in operands]
+    return Plan(binary=binary, argv=argv + operands, cwd=where)
 
 
-def _short_cluster(command: str, spec: Spec, arg: str) -> bool:
-    """Check `-abc`; True when its last letter takes the next argument as its value."""
-    if arg[1:].isdigit():  # `head -5`
+def flags_allowed(command: str, args: list[str]) -> bool:
+    """Whether `args` would pass the flag check (paths are checked only when it runs): for suggestions."""
+    program = PROGRAMS.get(command)
+    if program is None or (program.operands == "none" and args):
         return False
-    for i, letter in enumerate(arg[1:], start=1):
-        flag = "-" + letter
-        if flag in spec.refused:
-            raise ToolError(f"{command} {flag} is refused here.")
-        if flag in spec.value_flags:
-            return i == len(arg) - 1  # `-n5` carries its value; `-n 5` takes the next argument
-    return False
+    try:
+        Parser(command, program, args).parse()
+    except ToolError:
+        return False
+    return True
+
+
+def _canonical(flag: Flag, value: str | None) -> str:
+    """The one spelling the program is given: the long name with its value glued, else the short letter (a
+    short-only flag takes no value, see Flag)."""
+    if not flag.long:
+        return f"-{flag.short}"
+    return f"--{flag.long[0]}" + ("" if value is None else f"={value}")
+
+
+class Parser:
+    """Splits `args` into (flag, value) pairs and operands, the way GNU getopt_long would for these tables —
+    minus abbreviations, obsolete forms and anything not in the table, which are refused."""
+
+    def __init__(self, command: str, program: Program, args: list[str]) -> None:
+        self.command, self.program, self.args = command, program, args
+        self.shorts = {f.short: f for f in program.flags if f.short}
+        self.longs = {name: f for f in program.flags for name in f.long}
+        self.index = 0
+
+    def parse(self) -> tuple[list[tuple[Flag, str | None]], list[str]]:
+        flags: list[tuple[Flag, str | None]] = []
+        operands: list[str] = []
+        while self.index < len(self.args):
+            arg = self.args[self.index]
+            self.index += 1
+            if arg == "--":
+                operands += self.args[self.index :]
+                break
+            if not arg.startswith("-"):
+                operands.append(arg)
+            elif arg.startswith("--"):
+                flags.append(self._long(arg))
+            elif self.program.digits and arg[1:].isascii() and arg[1:].isdigit():
+                flag = self.longs[self.program.digits]  # head -5 is head --lines=5
+                flags.append((flag, self._checked(flag, arg, arg[1:])))
+            else:
+                flags += self._cluster(arg)
+        return flags, operands
+
+    def refuse(self, why: str, *, dash_hint: bool = False) -> ToolError:
+        noun = "path" if self.program.operands == "paths" else "name"
+        hint = f" {DASH_HINT}" if dash_hint else ""
+        return ToolError(
+            f"{self.command}: {why}.{hint} {self.command} accepts exactly these flags: {self.program.spellings()}; "
+            f"any other argument is a {noun}, and so is every argument after --."
+        )
+
+    def _long(self, arg: str) -> tuple[Flag, str | None]:
+        name, eq, value = arg[2:].partition("=")
+        flag = self.longs.get(name)
+        if flag is None:
+            raise self.refuse(
+                f"{arg[:60]!r} is not an allowed flag; abbreviations are not expanded, use the full name",
+                dash_hint=True,
+            )
+        if flag.value is None:
+            if eq:
+                raise self.refuse(f"--{name} takes no value")
+            return flag, None
+        if not eq:
+            if flag.optional:
+                return flag, None  # `--color ..`: the next argument is an operand, never the value
+            value = self._next(f"--{name}")
+        return flag, self._checked(flag, f"--{name}", value)
+
+    def _cluster(self, arg: str) -> list[tuple[Flag, str | None]]:
+        """`-la`, `-n5`, `-n 5`: letters that take no value, then at most one that takes the rest or the next."""
+        if arg == "-":
+            raise self.refuse("'-' (standard input) is not allowed", dash_hint=True)
+        found: list[tuple[Flag, str | None]] = []
+        for at, letter in enumerate(arg[1:], start=2):
+            flag = self.shorts.get(letter)
+            if flag is None:
+                raise self.refuse(f"-{letter} (in {arg[:60]!r}) is not an allowed flag", dash_hint=True)
+            if flag.value is None or flag.optional:
+                found.append((flag, None))
+                continue
+            value = arg[at:] or self._next(f"-{letter}")
+            found.append((flag, self._checked(flag, f"-{letter}", value)))
+            break
+        return found
+
+    def _next(self, spelling: str) -> str:
+        if self.index >= len(self.args):
+            raise self.refuse(f"{spelling} needs a value")
+        self.index += 1
+        return self.args[self.index - 1]
+
+    def _checked(self, flag: Flag, spelling: str, value: str) -> str:
+        assert flag.value is not None
+        if not flag.value.check(value):
+            raise self.refuse(f"{value[:60]!r} is not a valid value for {spelling}")
+        return value
 
 
 def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> str:

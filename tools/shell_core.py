@@ -111,11 +111,18 @@ def to_virtual(guard: PathGuard, host: str) -> str | None:
     return None
 
 
+def _renderings(root: str) -> set[str]:
+    """`root` as programs may print it: as is, and escaped as ls/stat/wc quote a name (shell styles double a
+    quote as '\\'', c and locale double backslashes, c escapes ", escape style escapes spaces)."""
+    doubled = root.replace("\\", "\\\\")
+    return {root, root.replace("'", "'\\''"), doubled, doubled.replace('"', '\\"'), doubled.replace(" ", "\\ ")}
+
+
 def virtualize(guard: PathGuard, text: str) -> str:
     """Host roots in output become their virtual paths: results show /workspace/..., never the host layout."""
-    for mount in guard.mounts:
-        root = os.path.realpath(mount.root)
-        text = text.replace(root, mount.mount_path)
+    pairs = [(shown, m.mount_path) for m in guard.mounts for shown in _renderings(os.path.realpath(m.root))]
+    for shown, virtual in sorted(pairs, key=lambda pair: len(pair[0]), reverse=True):
+        text = text.replace(shown, virtual)
     return text
 
 

@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from tools.models import NextTool
-from tools.shell_argv import ALLOWED
+from tools.shell_argv import flags_allowed
 
 SHELL_SYNTAX = re.compile(r"[|&;<>$`\n(){}\\]")
 LS_FLAGS = re.compile(r"^-[Aal1hF]+$")
@@ -117,9 +117,9 @@ def _grep(name: str, rest: list[str], cwd: str) -> tuple[str, dict[str, Any]] | 
 
 
 def read_only_bash(command: str, cwd: str) -> NextTool | None:
-    """The same command as `bash` when it is an allowlisted program with plain arguments."""
+    """The same command as `bash` when it is an allowlisted program with plain arguments and allowed flags."""
     tokens = _tokens(command)
-    if tokens is None or tokens[0] not in ALLOWED:
+    if tokens is None or not flags_allowed(tokens[0], tokens[1:]):
         return None
     return NextTool(
         tool="bash",

@@ -25,6 +25,7 @@ from tools.definition import ToolDefinition, ToolExample
 from tools.errors import ToolError
 from tools.models import Arguments, NextTool, NoArguments, SessionId, WireModel
 from tools.scope import scoped_session
+from tools.shell_argv import FIXED_ENV
 from tools.shell_argv import plan as bash_plan
 from tools.shell_runner import Job, OnDone, Output, PersistentShell, shell_argv, start_process
 
@@ -213,9 +214,8 @@ async def bash(ctx: ToolContext, args: BashInput) -> CommandResult:
     state = await _state(ctx)
     planned = bash_plan(ctx.runtime.guard, args.command, args.args, args.cwd or state.cwd)
     cwd = planned.cwd.virtual
-    env = core.base_env(ctx.runtime, ctx.session_id, cwd, state.env)
     job = await _new_job(ctx, "bash", args.command, args=args.args, cwd=cwd, cap=args.max_output_chars)
-    await _launch(ctx, job, planned.argv, cwd=str(planned.cwd.host), env=env, timeout_ms=args.timeout_ms)
+    await _launch(ctx, job, planned.argv, cwd=str(planned.cwd.host), env=dict(FIXED_ENV), timeout_ms=args.timeout_ms)
     await _follow(ctx, job, args.timeout_ms / 1000 + 5, kill_on_cancel=True)
     return _result(ctx.runtime, job)
 
