@@ -7,6 +7,8 @@ pattern and the path so nothing a model writes can become a flag.
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -18,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 
+from stores.confine import PreExec
 from stores.errors import StoreError
 
 MAX_PREVIEW_CHARS = 240
+READ_CHUNK = 65536
 
 
 def rg_binary() -> str:
@@ -42,25 +44,30 @@ class Match:
     text: str
 
 
-async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
-    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading."""
-    process: Process = await anyio.open_process(argv, cwd=cwd, stdin=None, stderr=None)
+async def _lines(argv: list[str], cwd: Path, confine: PreExec | None) -> AsyncIterator[str]:
+    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading. `confine` runs in
+    the child before exec (asyncio, not anyio: only it takes a `preexec_fn`)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, preexec_fn=confine
+    )
     finished = False
     try:
         assert process.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         buffer = ""
-        async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-            buffer += chunk
+        while chunk := await process.stdout.read(READ_CHUNK):
+            buffer += decoder.decode(chunk)
             *complete, buffer = buffer.split("\n")
             for line in complete:
                 yield line
+        buffer += decoder.decode(b"", final=True)
         if buffer:
             yield buffer
         finished = True
     finally:
         with anyio.CancelScope(shield=True):
             if not finished and process.returncode is None:
-                # os.kill, not Popen.kill: the latter reaps the child behind asyncio's back ("Unknown child").
+                # os.kill, not Process.kill: the latter reaps the child behind asyncio's back ("Unknown child").
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGKILL)
             await process.wait()
@@ -78,11 +85,13 @@ def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
     return flags
 
 
-async def list_files(root: Path, excluded: list[Path], limit: int) -> tuple[list[str], bool]:
+async def list_files(
+    root: Path, excluded: list[Path], limit: int, *, confine: PreExec | None
+) -> tuple[list[str], bool]:
     """Files under `root` (relative, sorted), honouring .gitignore; and whether more than `limit` existed."""
     argv = [rg_binary(), "--files", "--hidden", "--sort", "path", *_exclusions(root, excluded), "--", "."]
     found: list[str] = []
-    async for line in _lines(argv, root):
+    async for line in _lines(argv, root, confine):
         if line:
             found.append(line.removeprefix("./"))
             if len(found) > limit:
@@ -101,6 +110,7 @@ async def search(
     per_file: int,
     limit: int,
     excluded: list[Path],
+    confine: PreExec | None,
 ) -> tuple[list[Match], bool]:
     """Matches of `query` under `root` (or in one file), at most `per_file` per file and `limit` in all."""
     argv = [rg_binary(), "--json", "--hidden", "--sort", "path", "--max-count", str(per_file)]
@@ -110,7 +120,7 @@ async def search(
     argv += _exclusions(root, excluded)
     argv += ["--regexp", query, "--", target]
     matches: list[Match] = []
-    async for line in _lines(argv, root):
+    async for line in _lines(argv, root, confine):
         if not line.startswith(('{"type":"match"', '{"type":"error"')):
             continue  # begin/end/context/summary lines: skipping them halves the parsing
         try:
@@ -137,10 +147,17 @@ async def search(
     return matches, False
 
 
-async def check_pattern(query: str) -> str | None:
+async def check_pattern(query: str, *, confine: PreExec | None) -> str | None:
     """rg's own message when `query` is not a valid regular expression, else None."""
     argv = [rg_binary(), "--regexp", query, "--", os.devnull]
-    result = await anyio.run_process(argv, check=False)
-    if result.returncode == 2:
-        return result.stderr.decode(errors="replace").strip().splitlines()[-1][:300]
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=confine,
+    )
+    _, stderr = await process.communicate()
+    if process.returncode == 2:
+        return stderr.decode(errors="replace").strip().splitlines()[-1][:300]
     return None
