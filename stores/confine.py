@@ -95,6 +95,7 @@ class Confinement:
     mode: Mode
     abi: int
     private: Path
+    shell_network: bool = True
     read_only: PreExec | None = None
     shell: PreExec | None = None
     notices: list[str] = field(default_factory=list)
@@ -138,10 +139,10 @@ def open_confinement(
     version = kernel_abi()
     if version == 0:
         reason = "forced by " + FORCE_ENV if os.environ.get(FORCE_ENV) else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, notices=[
+        return Confinement("argv-only", 0, private, network, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel."])  # fmt: skip
-    confinement = Confinement("landlock", version, private)
+    confinement = Confinement("landlock", version, private, network)
     try:
         for policy in (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network)):
             confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))
