@@ -243,14 +243,14 @@ async def _serve_stdio(config: ServeConfig) -> None:
 async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
-        _announce_confinement(runtime)
         app = build_app(runtime, config, http, extensions)
         try:
             sock = bind(http)
         except OSError as exc:
             raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
         with sock:
-            announce(http, sock)
+            announce(http, sock)  # first on stderr: scripts read the address from its first line
+            _announce_confinement(runtime)
             log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
             await http_server(app, log_level).serve(sockets=[sock])
 
