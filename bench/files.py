@@ -6,7 +6,7 @@ planted in known files. On that tree it times, for each query, interleaved in ev
 
 * `tool`: the whole call `tools.executor.execute(runtime, attachment, ports, "grep" | "glob", {...})`: parsing,
   span events, the read transaction and the handler, which runs rg through `stores/ripgrep.py`;
-* `store`: `stores.ripgrep.search` / `stores.ripgrep.list_files` alone (rg spawned through anyio, its output
+* `store`: `stores.ripgrep.search` / `stores.ripgrep.list_files` alone (rg spawned through asyncio, its output
   parsed in Python);
 * `rg`: the `rg` command line as a subprocess with the argv the store builds (`--sort path` included), its
   stdout read to completion: the baseline of the issue's target, tool/rg <= 1.5;
@@ -397,7 +397,7 @@ async def bench_grep(
     async def store() -> int:
         matches, _ = await ripgrep.search(
             tree, ".", case.query, regex=case.regex, case_sensitive=case.case_sensitive, glob=None, per_file=1,
-            limit=case.limit, excluded=[data_dir],
+            limit=case.limit, excluded=[data_dir], confine=None,
         )  # fmt: skip
         return len(matches)
 
@@ -444,7 +444,7 @@ async def bench_glob(runtime: Runtime, attachment: Attachment, tree: Path, case:
         return int(result.structured["count"])
 
     async def store() -> int:
-        files, _ = await ripgrep.list_files(tree, [data_dir], MAX_SCAN)
+        files, _ = await ripgrep.list_files(tree, [data_dir], MAX_SCAN, confine=None)
         return len(files)
 
     def cli(sort: bool) -> Timed:
@@ -537,9 +537,9 @@ def _shape_grep(matches: list[ripgrep.Match]) -> int:
 
 
 async def _drain(argv: list[str], cwd: Path) -> int:
-    """Read rg's stdout through `stores.ripgrep._lines` (anyio, decode, split into lines), only counting lines."""
+    """Read rg's stdout through `stores.ripgrep._lines` (asyncio, decode, split into lines), only counting lines."""
     count = 0
-    async for _ in ripgrep._lines(argv, cwd):
+    async for _ in ripgrep._lines(argv, cwd, None):
         count += 1
     return count
 
@@ -571,7 +571,7 @@ async def breakdown(tree: Path, data_dir: Path, times: int) -> dict[str, float |
         lambda: anyio.run_process([rg, "--version"]), times
     )
     out["grep regex=true: the pre-check (check_pattern, one more rg)"] = await _repeat_async(
-        lambda: ripgrep.check_pattern(REGEX_QUERY), times
+        lambda: ripgrep.check_pattern(REGEX_QUERY, confine=None), times
     )
 
     common = grep_argv(GrepCase("common", COMMON, limit=10**9), sort=True)
@@ -595,7 +595,7 @@ async def breakdown(tree: Path, data_dir: Path, times: int) -> dict[str, float |
     async def first_1000() -> list[ripgrep.Match]:
         found, _ = await ripgrep.search(
             tree, ".", COMMON, regex=False, case_sensitive=False, glob=None, per_file=1, limit=1000,
-            excluded=[data_dir],
+            excluded=[data_dir], confine=None,
         )  # fmt: skip
         return found
 

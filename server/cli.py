@@ -20,6 +20,7 @@ from server.http import announce, bind, build_app, http_server
 from server.publish import to_mcp_tool
 from server.runtime import StartupError, open_runtime, startup_extensions
 from tools.catalogue import build_registry
+from tools.context import Runtime
 
 log = logging.getLogger("managed_tools")
 
@@ -57,6 +58,18 @@ def _parser() -> argparse.ArgumentParser:
         help="load your own tools, resources and prompts from MODULE (its TOOLS, RESOURCES, PROMPTS)",
     )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
+    confine.add_argument(
+        "--require-confinement",
+        action="store_true",
+        help="refuse to start unless the kernel confines every spawned program (Landlock)",
+    )
+    confine.add_argument(
+        "--shell-network",
+        choices=["on", "off"],
+        default="on",
+        help="whether shell_run and the persistent shell may open TCP connections (default: on)",
+    )
     serve.add_argument(
         "--transport",
         choices=["stdio", "http", "sse"],
@@ -141,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"managed-tools: {exc}", file=sys.stderr)
             return 2
-        return _serve(config, http, args.log_level)
+        confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
+        return _serve(config.model_copy(update=confinement), http, args.log_level)
     return _human(args, config)
 
 
@@ -213,6 +227,7 @@ def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
 async def _serve_stdio(config: ServeConfig) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
+        _announce_confinement(runtime)
         server = build_server(
             runtime,
             transport="stdio",
@@ -234,9 +249,17 @@ async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -
         except OSError as exc:
             raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
         with sock:
-            announce(http, sock)
+            announce(http, sock)  # first on stderr: scripts read the address from its first line
+            _announce_confinement(runtime)
             log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
             await http_server(app, log_level).serve(sockets=[sock])
+
+
+def _announce_confinement(runtime: Runtime) -> None:
+    """What the kernel does not enforce is said on stderr at start-up, whatever the log level."""
+    for notice in runtime.confinement.notices:
+        print(f"managed-tools: {notice}", file=sys.stderr)
+    log.info("confinement: %s (Landlock ABI %d)", runtime.confinement.mode, runtime.confinement.abi)
 
 
 def _print_tools(*, as_json: bool) -> int:

@@ -70,6 +70,8 @@ class ServeConfig(BaseModel):
     custom_tools: tuple[CustomToolSpec, ...] = ()
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
+    shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
+    require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
 
     @classmethod
     def build(

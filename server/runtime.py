@@ -9,10 +9,12 @@ from server import SERVER_NAME, __version__
 from server.config import ServeConfig
 from server.extensions import ExtensionError, Extensions, load_extensions
 from stores import sessions
+from stores.confine import ConfinementError, open_confinement
 from stores.db import Database
 from stores.errors import StoreError
 from stores.mounts import default_mounts
 from stores.paths import PathGuard
+from stores.ripgrep import rg_binary
 from tools import shell_core
 from tools.catalogue import build_registry
 from tools.context import Environment, Runtime
@@ -74,10 +76,24 @@ async def open_runtime(
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
         guard = PathGuard(mounts, private=[config.data_dir])
-        runtime = Runtime(environment=environment, db=db, registry=registry, guard=guard)
         try:
-            yield runtime
+            confinement = open_confinement(
+                mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]
+            )
+        except (ConfinementError, StoreError) as exc:
+            raise StartupError(str(exc)) from exc
+        try:
+            if config.require_confinement and confinement.mode != "landlock":
+                raise StartupError(
+                    "--require-confinement: this kernel cannot confine spawned programs (no Landlock, or "
+                    "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
+                )
+            runtime = Runtime(environment=environment, db=db, registry=registry, guard=guard, confinement=confinement)
+            try:
+                yield runtime
+            finally:
+                await shell_core.close_all(runtime)  # no shell or command outlives the server
         finally:
-            await shell_core.close_all(runtime)  # no shell or command outlives the server
+            confinement.close()  # the private HOME/TMPDIR goes with the runtime
     finally:
         await db.close()

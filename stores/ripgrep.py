@@ -7,6 +7,8 @@ pattern and the path so nothing a model writes can become a flag.
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -18,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 
+from stores.confine import PreExec
 from stores.errors import StoreError
 
 MAX_PREVIEW_CHARS = 240
 RG_ENV: dict[str, str] = {}  # rg needs nothing from the environment: it spawns nothing for these searches
+READ_CHUNK = 65536
 
 
 def rg_binary() -> str:
@@ -47,25 +49,35 @@ class Match:
     text: str
 
 
-async def _lines(argv: list[str], cwd: Path) -> AsyncIterator[str]:
-    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading."""
-    process: Process = await anyio.open_process(argv, cwd=cwd, env=RG_ENV, stdin=None, stderr=None)
+async def _lines(argv: list[str], cwd: Path, confine: PreExec | None) -> AsyncIterator[str]:
+    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading. `confine` runs in
+    the child before exec (asyncio, not anyio: only it takes a `preexec_fn`)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=RG_ENV,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        preexec_fn=confine,
+    )
     finished = False
     try:
         assert process.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         buffer = ""
-        async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-            buffer += chunk
+        while chunk := await process.stdout.read(READ_CHUNK):
+            buffer += decoder.decode(chunk)
             *complete, buffer = buffer.split("\n")
             for line in complete:
                 yield line
+        buffer += decoder.decode(b"", final=True)
         if buffer:
             yield buffer
         finished = True
     finally:
         with anyio.CancelScope(shield=True):
             if not finished and process.returncode is None:
-                # os.kill, not Popen.kill: the latter reaps the child behind asyncio's back ("Unknown child").
+                # os.kill, not Process.kill: the latter reaps the child behind asyncio's back ("Unknown child").
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGKILL)
             await process.wait()
@@ -83,11 +95,13 @@ def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
     return flags
 
 
-async def list_files(root: Path, excluded: list[Path], limit: int) -> tuple[list[str], bool]:
+async def list_files(
+    root: Path, excluded: list[Path], limit: int, *, confine: PreExec | None
+) -> tuple[list[str], bool]:
     """Files under `root` (relative, sorted), honouring .gitignore; and whether more than `limit` existed."""
     argv = _rg("--files", "--hidden", "--sort=path", *_exclusions(root, excluded), "--", ".")
     found: list[str] = []
-    async for line in _lines(argv, root):
+    async for line in _lines(argv, root, confine):
         if line:
             found.append(line.removeprefix("./"))
             if len(found) > limit:
@@ -106,6 +120,7 @@ async def search(
     per_file: int,
     limit: int,
     excluded: list[Path],
+    confine: PreExec | None,
 ) -> tuple[list[Match], bool]:
     """Matches of `query` under `root` (or in one file), at most `per_file` per file and `limit` in all."""
     argv = _rg("--json", "--hidden", "--sort=path", f"--max-count={per_file}")
@@ -115,7 +130,7 @@ async def search(
     argv += _exclusions(root, excluded)
     argv += [f"--regexp={query}", "--", target]
     matches: list[Match] = []
-    async for line in _lines(argv, root):
+    async for line in _lines(argv, root, confine):
         if not line.startswith(('{"type":"match"', '{"type":"error"')):
             continue  # begin/end/context/summary lines: skipping them halves the parsing
         try:
@@ -142,9 +157,17 @@ async def search(
     return matches, False
 
 
-async def check_pattern(query: str) -> str | None:
+async def check_pattern(query: str, *, confine: PreExec | None) -> str | None:
     """rg's own message when `query` is not a valid regular expression, else None."""
-    result = await anyio.run_process(_rg(f"--regexp={query}", "--", os.devnull), env=RG_ENV, check=False)
-    if result.returncode == 2:
-        return result.stderr.decode(errors="replace").strip().splitlines()[-1][:300]
+    process = await asyncio.create_subprocess_exec(
+        *_rg(f"--regexp={query}", "--", os.devnull),
+        env=RG_ENV,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=confine,
+    )
+    _, stderr = await process.communicate()
+    if process.returncode == 2:
+        return stderr.decode(errors="replace").strip().splitlines()[-1][:300]
     return None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from stores.confine import Confinement
 from stores.db import Database, Tx
 from stores.paths import PathGuard
 from tools.content import Block
@@ -39,6 +40,7 @@ class Runtime:
     db: Database
     registry: Registry
     guard: PathGuard
+    confinement: Confinement
 
 
 @dataclass(frozen=True)

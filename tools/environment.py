@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from stores.ids import canonical_json, sha256_hex
 from stores.mounts import default_mounts
 from tools.context import Runtime, ToolContext
@@ -24,6 +26,31 @@ class SandboxInfo(WireModel):
     default_cwd: str
 
 
+class ConfinementView(WireModel):
+    mode: Literal["landlock", "argv-only"] = Field(
+        description="landlock: the kernel confines every spawned program; argv-only: argument checks alone."
+    )
+    landlock_abi: int = Field(description="The kernel's Landlock ABI in use (0: none).")
+    shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
+    read_only_hand: str
+    writable_shell: str
+
+
+def confinement_view(runtime: Runtime) -> ConfinementView:
+    c = runtime.confinement
+    kernel = c.mode == "landlock"
+    return ConfinementView(
+        mode=c.mode,
+        landlock_abi=c.abi,
+        shell_network=c.shell_network,
+        read_only_hand="bash programs and grep/glob read the mounts (vaults: names only) and system files; they "
+        + ("write nowhere and open no network (kernel-enforced)." if kernel else "are limited by argument checks."),
+        writable_shell="shell_run and the persistent shell "
+        + ("write only the writable mounts and a private temp dir (kernel-enforced)." if kernel else
+           "can change any file the server's user can; only the approval stands in the way."),
+    )  # fmt: skip
+
+
 class EnvironmentOutput(WireModel):
     id: str
     name: str
@@ -36,6 +63,7 @@ class EnvironmentOutput(WireModel):
     sandbox: SandboxInfo
     workspace_mount_defaults: list[str]
     mounted_resources: list[MountedResource]
+    confinement: ConfinementView
 
 
 def mounted_resources(runtime: Runtime) -> list[MountedResource]:
@@ -77,6 +105,7 @@ async def environment_describe(ctx: ToolContext, _: NoArguments) -> EnvironmentO
         sandbox=SandboxInfo(mode="workspace", default_cwd="/workspace"),
         workspace_mount_defaults=["/workspace", "/workspace/agent"],
         mounted_resources=resources,
+        confinement=confinement_view(runtime),
     )
 
 

@@ -371,7 +371,9 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     resolved = _resolve(ctx, args.path, "list")
     if not resolved.exists or not resolved.host.is_dir():
         raise ToolError(f"{resolved.virtual} is not a directory.")
-    files, cut = await ripgrep.list_files(resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN)
+    files, cut = await ripgrep.list_files(
+        resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN, confine=ctx.runtime.confinement.read_only
+    )
     if cut:
         raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} files; glob a smaller directory.")
     if args.kind == "file":
@@ -424,12 +426,13 @@ async def grep(ctx: ToolContext, args: GrepArgs) -> GrepOutput:
     resolved = _resolve(ctx, args.path, "read")
     if not resolved.exists:
         raise ToolError(f"{resolved.virtual} does not exist.")
-    if args.regex and (problem := await ripgrep.check_pattern(args.query)):
+    if args.regex and (problem := await ripgrep.check_pattern(args.query, confine=ctx.runtime.confinement.read_only)):
         raise ToolError(f"query is not a valid regular expression: {problem}")
     root, target = (resolved.host, ".") if resolved.host.is_dir() else (resolved.host.parent, resolved.host.name)
     matches, cut = await ripgrep.search(
         root, target, args.query, regex=args.regex, case_sensitive=args.case_sensitive, glob=args.glob,
         per_file=args.max_per_file, limit=args.limit, excluded=[ctx.runtime.environment.data_dir],
+        confine=ctx.runtime.confinement.read_only,
     )  # fmt: skip
     base = resolved.virtual if resolved.host.is_dir() else os.path.dirname(resolved.virtual)
     hits = [

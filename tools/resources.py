@@ -79,7 +79,7 @@ async def file_listing(ctx: ToolContext) -> list[Resource]:
     for mount_path in (FILE_MOUNTS["agent"], FILE_MOUNTS["workspace"]):
         resolved = ctx.runtime.guard.resolve(mount_path, "list")
         names, _ = await ripgrep.list_files(resolved.host, [] if mount_path.endswith("agent") else private,
-                                            MAX_LISTED_FILES)  # fmt: skip
+                                            MAX_LISTED_FILES, confine=ctx.runtime.confinement.read_only)  # fmt: skip
         for name in names:
             uri = file_uri(mount_path, name)
             assert uri is not None

@@ -20,7 +20,7 @@ from stores.files import atomic_write, sha256_file
 from tools import file_tools, shell_core, shell_tools
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
-from tools.environment import mounted_resources
+from tools.environment import ConfinementView, confinement_view, mounted_resources
 from tools.errors import ToolError
 from tools.models import Arguments, NoArguments, WireModel
 
@@ -184,6 +184,7 @@ class DescribeOutput(WireModel):
     mounts: list[dict[str, Any]]
     constraints: list[str]
     examples: list[dict[str, Any]]
+    confinement: ConfinementView
 
 
 async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
@@ -206,6 +207,7 @@ async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
             {"name": "read_text", "input": {"path": "README.md", "lineCount": 40}},
             {"name": "list_dir", "input": {"path": "/workspace"}},
         ],
+        confinement=confinement_view(ctx.runtime),
     )
 
 

@@ -140,8 +140,9 @@ def base_env(runtime: Runtime, session_id: str, cwd: str, session_env: dict[str,
         {
             "PATH": SAFE_PATH,
             "LANG": "C.UTF-8",
-            "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
-            "HOME": str(runtime.environment.workspace),
+            # Private to this runtime and outside every mount: no start-up or config file a model wrote is read.
+            "TMPDIR": str(runtime.confinement.tmp),
+            "HOME": str(runtime.confinement.home),
             "MANAGED_TOOLS_SESSION_ID": session_id,
             "MANAGED_TOOLS_WORKSPACE_CWD": cwd,
         }

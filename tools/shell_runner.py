@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stores.confine import PreExec
 from stores.shell import CommandKind, CommandStatus
 
 log = logging.getLogger("managed_tools.shell")
@@ -121,9 +122,17 @@ async def _drain(stream: asyncio.StreamReader, sink: Output) -> None:
 
 
 async def start_process(
-    job: Job, argv: list[str], *, cwd: str, env: dict[str, str], limit_s: float, on_done: OnDone
+    job: Job,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    limit_s: float,
+    on_done: OnDone,
+    confine: PreExec | None,
 ) -> None:
-    """Start a one-shot process for `job`; its pump enforces the timeout and calls `on_done` at the end."""
+    """Start a one-shot process for `job`, confined by `confine` before exec (None: argv-only); its pump
+    enforces the timeout and calls `on_done` at the end."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -132,6 +141,7 @@ async def start_process(
         cwd=cwd,
         env=env,
         start_new_session=True,
+        preexec_fn=confine,
     )
     job.pid = proc.pid
     _spawn_task(_pump_process(job, proc, limit_s, on_done))
@@ -181,10 +191,13 @@ async def _safely(on_done: OnDone, job: Job) -> None:
 
 
 def shell_argv() -> list[str]:
-    """The user's shell when it is one we know how to drive, else /bin/sh (zsh without its rc files)."""
+    """The user's shell when it is one we know how to drive, else /bin/sh. Never a login or interactive shell,
+    and no rc file: a start-up file planted in a mount or HOME must not run with an approved command."""
     configured = os.environ.get("SHELL", "")
     name = os.path.basename(configured)
-    if name in ("bash", "sh", "dash") and os.path.isabs(configured) and os.access(configured, os.X_OK):
+    if name == "bash" and os.path.isabs(configured) and os.access(configured, os.X_OK):
+        return [configured, "--noprofile", "--norc"]
+    if name in ("sh", "dash") and os.path.isabs(configured) and os.access(configured, os.X_OK):
         return [configured]
     if name == "zsh" and os.path.isabs(configured) and os.access(configured, os.X_OK):
         return [configured, "-f"]
@@ -269,7 +282,7 @@ class PersistentShell:
         self.killed = False
 
     @classmethod
-    async def spawn(cls, cwd: str, env: dict[str, str]) -> PersistentShell:
+    async def spawn(cls, cwd: str, env: dict[str, str], confine: PreExec | None) -> PersistentShell:
         argv = shell_argv()
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -279,6 +292,7 @@ class PersistentShell:
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=confine,
         )
         shell = cls(proc, argv)
         shell.host_pwd = cwd

@@ -10,12 +10,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from subprocess import SubprocessError
 from typing import Annotated, Any, Literal
 
 import anyio
 from pydantic import Field
 
 from stores import shell as store
+from stores.confine import PreExec
 from stores.db import Tx
 from stores.ids import utc_now
 from stores.paths import PathError, Resolved
@@ -215,19 +217,34 @@ async def bash(ctx: ToolContext, args: BashInput) -> CommandResult:
     planned = bash_plan(ctx.runtime.guard, args.command, args.args, args.cwd or state.cwd)
     cwd = planned.cwd.virtual
     job = await _new_job(ctx, "bash", args.command, args=args.args, cwd=cwd, cap=args.max_output_chars)
-    await _launch(ctx, job, planned.argv, cwd=str(planned.cwd.host), env=dict(FIXED_ENV), timeout_ms=args.timeout_ms)
+    await _launch(
+        ctx,
+        job,
+        planned.argv,
+        cwd=str(planned.cwd.host),
+        env=dict(FIXED_ENV),
+        timeout_ms=args.timeout_ms,
+        confine=ctx.runtime.confinement.read_only,
+    )
     await _follow(ctx, job, args.timeout_ms / 1000 + 5, kill_on_cancel=True)
     return _result(ctx.runtime, job)
 
 
 async def _launch(
-    ctx: ToolContext, job: Job, argv: list[str], *, cwd: str, env: dict[str, str], timeout_ms: int
+    ctx: ToolContext,
+    job: Job,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout_ms: int,
+    confine: PreExec | None,
 ) -> None:
     record = _recorder(ctx.runtime)
     try:
-        await start_process(job, argv, cwd=cwd, env=env, limit_s=timeout_ms / 1000, on_done=record)
-    except OSError as exc:
-        job.stderr.feed(f"could not start: {exc.strerror}".encode())
+        await start_process(job, argv, cwd=cwd, env=env, limit_s=timeout_ms / 1000, on_done=record, confine=confine)
+    except (OSError, SubprocessError) as exc:  # SubprocessError: the child could not confine itself; no exec
+        job.stderr.feed(f"could not start: {getattr(exc, 'strerror', None) or exc}".encode())
         job.finish("completed", 127)
         await record(job)
 
@@ -236,7 +253,9 @@ async def _launch(
 
 
 class RunInput(Arguments):
-    command: CommandText = Field(description="Shell command text, run once with `$SHELL -lc`.")
+    command: CommandText = Field(
+        description="Shell command text, run once with `$SHELL -c` (no login shell, no rc file)."
+    )
     cwd: str | None = Field(default=None, description="A directory in a writable mount; defaults to the shell cwd.")
     timeout_ms: TimeoutMs = 15_000
     max_output_chars: MaxChars = 12_000
@@ -256,8 +275,9 @@ async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
     state = await _state(ctx)
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, state.env)
     job = await _new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
-    argv = [*shell_argv(), "-lc", args.command]
-    await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms)
+    argv = [*shell_argv(), "-c", args.command]
+    await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
+                  confine=ctx.runtime.confinement.shell)  # fmt: skip
     await _follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
     return _result(ctx.runtime, job)
 
@@ -265,7 +285,7 @@ async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
 async def _preview_run(ctx: ToolContext, args: RunInput) -> str:
     where = await _run_cwd(ctx, args.cwd)
     return (
-        f"Command, run once with {' '.join(shell_argv())} -lc:\n    {args.command}\n"
+        f"Command, run once with {' '.join(shell_argv())} -c:\n    {args.command}\n"
         f"Working directory: {where.virtual} (on this machine: {where.host})\n"
         f"Stopped after {args.timeout_ms / 1000:g} s; it can change any file the server's user can."
     )
@@ -298,7 +318,7 @@ async def _open(ctx: ToolContext, cwd: str | None, *, restart: bool) -> Persiste
     state = await _state(ctx)
     where = _writable_dir(ctx, cwd or state.cwd)
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, state.env)
-    shell = await PersistentShell.spawn(str(where.host), env)
+    shell = await PersistentShell.spawn(str(where.host), env, ctx.runtime.confinement.shell)
     started = utc_now()
     meta = _meta(shell, ctx.session_id, where, started)
     meta["envKeys"] = sorted(env)
