@@ -17,7 +17,8 @@ from stores.approvals import ApprovalRecord
 from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolEffect, ToolExample
-from tools.executor import ArgumentError, parse_call
+from tools.errors import ToolError
+from tools.executor import ArgumentError, approval_digest, parse_call
 from tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from tools.outcome_tools import Evaluation, OutcomePosture, posture
 from tools.shell_rewrites import alternatives, first_class, read_only_bash
@@ -211,10 +212,15 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     request_id = None
     if args.tool_args is not None:
         try:
-            _, _, digest = parse_call(definition, args.tool_args)
+            parsed, canonical, digest = parse_call(definition, args.tool_args)
+            asks = definition.asks(parsed)
+            if definition.run_context is not None:  # the digest an approval of it binds: command, cwd and env
+                digest = approval_digest(definition, canonical, await definition.run_context(ctx, parsed))
             valid = True
         except ArgumentError as exc:
             valid, errors = False, str(exc)
+        except ToolError as exc:
+            valid, errors, digest = False, str(exc), None
     if digest is not None and asks:
         match = next((r for r in records if r.tool_name == definition.name and r.args_digest == digest), None)
         state = "none" if match is None else match.status  # type: ignore[assignment]  # open = pending|approved

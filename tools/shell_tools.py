@@ -385,7 +385,9 @@ async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
 
 async def _internal(ctx: ToolContext, shell: PersistentShell, script: str) -> None:
     """A control command (cd, export, unset) through the live shell; not part of the history."""
-    job = Job(core.INTERNAL_JOB, ctx.session_id, "persistent-shell", script, [], "", utc_now(), Output(2000), Output(2000))
+    job = Job(
+        core.INTERNAL_JOB, ctx.session_id, "persistent-shell", script, [], "", utc_now(), Output(2000), Output(2000)
+    )
 
     async def done(_: Job) -> None:
         return None
