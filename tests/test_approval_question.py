@@ -47,7 +47,7 @@ def changes_env_then(rt: Runtime, reply: ElicitFn) -> ElicitFn:
 
     async def on_elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         async with rt.db.write() as tx:
-            session = (await tx.fetchone("SELECT id FROM sessions ORDER BY created_at DESC LIMIT 1"))["id"]
+            session = await tx.scalar("SELECT id FROM sessions ORDER BY created_at DESC LIMIT 1")
             state = await shell_store.get_state(tx, session)
             await shell_store.put_state(tx, session, state.model_copy(update={"env": {"PYTHONPATH": "evil"}}))
         return await reply(context, params)
@@ -237,7 +237,7 @@ async def test_set_env_values_are_never_shown(rt: Runtime) -> None:
         data(await client.call_tool("shell_exec", {"command": "true"}))
         too_long = error_text(await client.call_tool("shell_set_env", {"key": "X", "value": SECRET * 600}))
         texts = [too_long]
-        for tool, args in [
+        reads: list[tuple[str, dict[str, Any]]] = [
             ("shell_history", {"limit": 10}),
             ("shell_describe", {}),
             ("shell_read_last_output", {}),
@@ -245,7 +245,8 @@ async def test_set_env_values_are_never_shown(rt: Runtime) -> None:
             ("session_get_snapshot", {}),
             ("memory_read", {"target": "shell_state"}),
             ("permissions_describe", {}),
-        ]:
+        ]
+        for tool, args in reads:
             texts.append(json.dumps(data(await client.call_tool(tool, args))))
     for text in texts:
         assert SECRET not in text, text
