@@ -22,7 +22,7 @@ from stores.db import Database, Tx
 from stores.errors import StoreError
 from tools.catalogue import build_registry
 from tools.custom import custom_tool
-from tools.what_runs import visible
+from tools.what_runs import visible_lines
 
 BY = "cli"
 
@@ -71,7 +71,7 @@ def _question(record: ApprovalRecord) -> str:
     if record.question:
         return record.question
     args = json.dumps(record.arguments, indent=2, ensure_ascii=False)
-    return f"{record.tool_name} with these arguments:\n" + "\n".join(visible(line) for line in args.split("\n"))
+    return f"{record.tool_name} with these arguments:\n" + visible_lines(args)
 
 
 def _indented(text: str) -> str:

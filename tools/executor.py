@@ -28,7 +28,7 @@ from tools.definition import ToolDefinition
 from tools.errors import ToolError
 from tools.models import Arguments
 from tools.ports import ApprovalRequest, SamplingUnavailableError
-from tools.what_runs import TooLongToShow, WhatRuns, visible
+from tools.what_runs import TooLongToShow, WhatRuns, visible_lines
 
 log = logging.getLogger("managed_tools.executor")
 
@@ -298,7 +298,10 @@ async def _confirm(call: _Call) -> WhatRuns | None:
                 what = await call.definition.run_context(ctx, call.args)
                 preview = what.render()
             elif call.definition.consent_preview is not None:
-                preview = _clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
+                # A preview quotes model text (notes, a diff): made visible like the command.
+                preview = visible_lines(
+                    _clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
+                )
         except TooLongToShow as exc:
             raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
     await _ask(call, "tool_confirmation", what, preview)
@@ -360,7 +363,7 @@ def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind
         canonical = {key: value for key, value in canonical.items() if key != "command"}
     # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
     dump = json.dumps(_without_hidden(definition, canonical), indent=2, ensure_ascii=False)
-    shown = "\n".join(visible(line) for line in dump.split("\n"))
+    shown = visible_lines(dump)
     if len(shown) > CONSENT_ARGS_CHARS:
         shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
     if kind == "custom_tool":

@@ -250,7 +250,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         approval_state=state,
         approval_request_id=request_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation", definition.name),
-        next_step=_next_step(definition, args.tool_args, state, request_id, outcome, shell=shell_steps),
+        next_step=_next_step(definition, args.tool_args, state, request_id, outcome, asks=asks, shell=shell_steps),
     )
 
 
@@ -261,6 +261,7 @@ def _next_step(
     request_id: str | None,
     outcome: OutcomePosture | None,
     *,
+    asks: bool,
     shell: ShellSteps,
 ) -> NextTool | None:
     if state == "approved":
@@ -282,7 +283,7 @@ def _next_step(
             args={},
             rationale=f"Request {request_id} waits for a person; {HOW_TO_APPROVE}",
         )
-    if definition.permission_policy == "always_ask":
+    if asks:
         return NextTool(
             tool="permissions_describe",
             args={},

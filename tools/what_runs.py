@@ -64,6 +64,12 @@ def visible(text: str, indent: str = "") -> str:
     return "".join(out).replace("\n", "\n" + indent)
 
 
+def visible_lines(text: str) -> str:
+    """Text whose line breaks are its own layout (a JSON dump, a diff, a tool's preview): each line made visible,
+    the breaks kept as they are."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
 def secret_looking(name: str) -> bool:
     parts = name.upper().split("_")
     return any(part in SECRET_PARTS or part.endswith(SECRET_SUFFIXES) for part in parts)
