@@ -166,19 +166,27 @@ class CallConsent:
         return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
 
     def _instructions(self, record: ApprovalRecord) -> str:
-        where = f" --data-dir {shlex.quote(str(self._runtime.environment.data_dir))}"
+        """What the model tells the person. It names no host path (the data dir): the full command, with its
+        --data-dir, goes to the server's log (stderr), which only the person sees."""
         if record.kind == "custom_tool":
-            return (
+            command = f"managed-tools respond {record.id} --json '<result>'"
+            text = (
                 f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
-                f"Request {record.id} is waiting: ask them to run `managed-tools respond {record.id} --json "
-                f"'<result>'{where}` in a terminal, then call {record.tool_name} again with the same arguments."
+                f"Request {record.id} is waiting: ask them to run `{command}` in a terminal (with the server's "
+                f"--data-dir, if it has one), then call {record.tool_name} again with the same arguments."
             )
-        return (
-            f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
-            f"Request {record.id} is waiting: ask them to run `managed-tools approve {record.id}{where}` (or "
-            f"`managed-tools deny {record.id}{where}`) in a terminal, then call {record.tool_name} again with "
-            "exactly the same arguments. It runs once; other arguments need their own approval."
-        )
+        else:
+            command = f"managed-tools approve {record.id}"
+            text = (
+                f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
+                f"Request {record.id} is waiting: ask them to run `{command}` (or `managed-tools deny "
+                f"{record.id}`) in a terminal (with the server's --data-dir, if it has one; `managed-tools "
+                f"pending` shows the question), then call {record.tool_name} again with exactly the same "
+                "arguments. It runs once; other arguments need their own approval."
+            )
+        where = shlex.quote(str(self._runtime.environment.data_dir))
+        log.warning("permission request %s waits for a person: %s --data-dir %s", record.id, command, where)
+        return text
 
     # -- shared ------------------------------------------------------------------------------------------
 
@@ -202,6 +210,7 @@ class CallConsent:
             arguments=request.arguments,
             args_digest=request.args_digest,
             channel=channel,
+            question=request.message,
         )
 
     def _same_call(self, record: ApprovalRecord, request: ApprovalRequest, channel: str) -> bool:

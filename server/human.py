@@ -22,6 +22,7 @@ from stores.db import Database, Tx
 from stores.errors import StoreError
 from tools.catalogue import build_registry
 from tools.custom import custom_tool
+from tools.what_runs import visible_lines
 
 BY = "cli"
 
@@ -60,25 +61,39 @@ def _view(record: ApprovalRecord) -> dict[str, Any]:
         "requestedAt": record.requested_at,
         "age": _age(record.requested_at),
         "arguments": record.arguments,
+        "question": _question(record),
     }
+
+
+def _question(record: ApprovalRecord) -> str:
+    """What the person is asked, whole and made visible the same way the client showed it (a request from
+    before questions were stored shows its arguments)."""
+    if record.question:
+        return record.question
+    args = json.dumps(record.arguments, indent=2, ensure_ascii=False)
+    return f"{record.tool_name} with these arguments:\n" + visible_lines(args)
+
+
+def _indented(text: str) -> str:
+    return "\n".join("  " + line for line in text.split("\n"))
 
 
 async def pending(config: ServeConfig, *, as_json: bool) -> None:
     async with _database(config) as db, db.read() as tx:
         records = await approvals.list_open(tx)
     if as_json:
-        print(json.dumps({"requests": [_view(r) for r in records]}, indent=2, ensure_ascii=False))
+        # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
+        print(json.dumps({"requests": [_view(r) for r in records]}, indent=2, ensure_ascii=True))
         return
     if not records:
         print("No permission requests are waiting.")
         return
     print(f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`.")
     for r in records:
-        args = json.dumps(r.arguments, ensure_ascii=False, separators=(",", ":"))
-        shown = args if len(args) <= 100 else args[:99] + "…"
         waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
         what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
-        print(f"\n{r.id}  {r.tool_name}  ({what}, {_age(r.requested_at)} old)\n  session {r.session_id}\n  {shown}")
+        print(f"\n{r.id}  {r.tool_name}  ({what}, {_age(r.requested_at)} old)\n  session {r.session_id}")
+        print(_indented(_question(r)))
 
 
 async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: str | None) -> None:
@@ -88,8 +103,9 @@ async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: s
             raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
         await _decide(tx, record, approved=approve, note=note)
     verdict = "Approved" if approve else "Denied"
-    then = " It runs when the model calls it again with the same arguments." if approve else ""
-    print(f"{verdict} {record.tool_name} (request {request_id}).{then}")
+    print(f"{verdict} {record.tool_name} (request {request_id}):\n{_indented(_question(record))}")
+    if approve:
+        print("It runs when the model calls it again with the same arguments.")
 
 
 async def respond(config: ServeConfig, request_id: str, answer: str) -> None:

@@ -38,6 +38,7 @@ class ApprovalRecord(BaseModel):
     note: str | None
     response: dict[str, Any] | None
     consumed_at: str | None
+    question: str = ""  # exactly what the person is asked (the elicitation message); shown again by the CLI
 
 
 def _record(row: sqlite3.Row) -> ApprovalRecord:
@@ -68,6 +69,7 @@ async def create(
     arguments: dict[str, Any],
     args_digest: str,
     channel: Channel,
+    question: str = "",
 ) -> ApprovalRecord:
     record = ApprovalRecord(
         id=uuid7(),
@@ -84,10 +86,11 @@ async def create(
         note=None,
         response=None,
         consumed_at=None,
+        question=question,
     )
     await tx.execute(
         "INSERT INTO approvals (id, session_id, kind, tool_name, arguments, args_digest, channel, status, "
-        "requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        "requested_at, question) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
         (
             record.id,
             session_id,
@@ -97,6 +100,7 @@ async def create(
             args_digest,
             channel,
             record.requested_at,
+            question,
         ),
     )
     await events.append_event(

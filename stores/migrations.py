@@ -253,4 +253,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX shell_commands_session ON shell_commands(session_id, seq)",
         ),
     ),
+    (
+        6,
+        "the question a person was shown for each permission request",
+        ("ALTER TABLE approvals ADD COLUMN question TEXT NOT NULL DEFAULT ''",),
+    ),
 )

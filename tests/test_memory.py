@@ -14,6 +14,7 @@ import anyio
 import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import Client, StdioServerParameters
+from test_permissions import answer
 
 from tools.context import Runtime
 
@@ -129,22 +130,42 @@ async def test_reads_of_every_store_and_unknown_versions(runtime: Runtime, conne
     assert "field 'target'" in error_text(unknown_target)
 
 
-async def test_learnings_promoted_into_workspace_memory(runtime: Runtime, connect: Connect) -> None:
-    async with connect(runtime) as client:
-        kept = data(
-            await client.call_tool(
-                "learning_record",
-                {"kind": "lesson", "title": "Run the linter", "detail": "It catches typos.", "promoteToMemory": True},
-            )
-        )
+@pytest.mark.parametrize("mode", ERAS)
+async def test_learnings_promoted_into_workspace_memory(runtime: Runtime, connect: Connect, mode: str) -> None:
+    asked: list[str] = []
+    lesson = {"kind": "lesson", "title": "Run the linter", "detail": "It catches typos.", "promoteToMemory": True}
+    async with connect(runtime, mode) as client:  # F9: no way to ask a person, so no write to the shared MEMORY.md
+        blocked = await client.call_tool("learning_record", lesson)
+        unasked = data(await client.call_tool("memory_read", {"target": "workspace_memory"}))["content"]
+        recorded = data(await client.call_tool("learning_record", {**lesson, "promoteToMemory": False}))
+    async with connect(runtime, mode, elicitation_callback=answer("decline")) as client:
+        declined = await client.call_tool("learning_record", lesson)
+    async with connect(runtime, mode, elicitation_callback=answer("accept", {"approve": True}, asked)) as client:
+        kept = data(await client.call_tool("learning_record", lesson))
         await client.call_tool("learning_record", {"kind": "error", "title": "Flaky", "detail": "retry"})
         too_long = await client.call_tool("learning_record", {"kind": "lesson", "title": "t" * 121, "detail": "d"})
         listed = data(await client.call_tool("learning_list", {"limit": 5}))
         memory_md = data(await client.call_tool("memory_read", {"target": "workspace_memory"}))["content"]
+    assert "needs a person's approval" in error_text(blocked) and "Run the linter" not in unasked
+    assert recorded["workspaceMemoryUri"] is None  # recording alone asks nobody
+    assert "denied confirmation for learning_record" in error_text(declined)
+    assert len(asked) == 1 and "shared MEMORY.md" in asked[0] and "Run the linter — It catches typos." in asked[0]
     assert kept["workspaceMemoryUri"] == "managed-tools://agent/memory/workspace_memory"
-    assert [item["title"] for item in listed["learnings"]] == ["Run the linter", "Flaky"]
-    assert "- [lesson] Run the linter — It catches typos." in memory_md and "Flaky" not in memory_md
+    assert [item["title"] for item in listed["learnings"]] == ["Run the linter", "Run the linter", "Flaky"]
+    assert memory_md.count("- [lesson] Run the linter — It catches typos.") == 1 and "Flaky" not in memory_md
     assert "at most 120 characters" in error_text(too_long)
+
+
+async def test_learning_promotion_is_outcome_gated(runtime: Runtime, connect: Connect) -> None:
+    asked: list[str] = []
+    async with connect(runtime, "legacy", elicitation_callback=answer("accept", {"approve": True}, asked)) as client:
+        await client.call_tool("outcome_define", {"title": "ship it", "successCriteria": ["tests pass"]})
+        closed = await client.call_tool(
+            "learning_record", {"kind": "lesson", "title": "Gate", "detail": "closed", "promoteToMemory": True}
+        )
+        memory_md = data(await client.call_tool("memory_read", {"target": "workspace_memory"}))["content"]
+    assert "requires outcome_evaluate to return status=pass" in error_text(closed)
+    assert asked == [] and "Gate" not in memory_md  # refused before a person was asked
 
 
 # ---- racing writers, each a real server process -----------------------------------------------------------

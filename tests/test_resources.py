@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 from conftest import ERAS, Connect, data
 from mcp import MCPError
+from test_permissions import answer
 
 from stores import sessions
 from tools.context import Runtime
@@ -80,7 +81,8 @@ async def test_handshake_era_subscription_gets_updates(runtime: Runtime, connect
 
 
 async def test_modern_listen_gets_updates_for_agent_memory(runtime: Runtime, connect: Connect) -> None:
-    async with connect(runtime) as client:
+    # promoting a learning into the shared MEMORY.md asks a person (F9)
+    async with connect(runtime, elicitation_callback=answer("accept", {"approve": True})) as client:
         uri = "managed-tools://agent/memory/workspace_memory"
         events: list[Any] = []
         async with client.listen(resource_subscriptions=[uri]) as subscription:

@@ -14,6 +14,7 @@ from stores.db import Database, Tx
 from stores.paths import PathGuard
 from tools.content import Block
 from tools.ports import ClientLog, Consent, Progress, Sampler
+from tools.what_runs import WhatRuns
 
 if TYPE_CHECKING:
     from tools.registry import Registry
@@ -72,6 +73,8 @@ class ToolContext:
     touched: set[str] = field(default_factory=set)
     # Blocks the result shows after its JSON text (an image the read tool loaded).
     attachments: list[Block] = field(default_factory=list)
+    # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
+    approved_run: WhatRuns | None = None
 
     @property
     def agent_id(self) -> str:

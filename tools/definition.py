@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tools.content import Block
 from tools.context import ToolContext
 from tools.models import Arguments, WireModel
+from tools.what_runs import WhatRuns
 
 Ownership = Literal["managed", "mcp", "custom"]
 PermissionPolicy = Literal["always_allow", "always_ask"]
@@ -31,6 +32,13 @@ Handler = Callable[[ToolContext, Any], Awaitable[BaseModel]]
 # What a person must see to judge an always_ask call beyond its arguments (a shell command and its cwd, the
 # target and a short diff of a promotion). Runs before the call in a read snapshot; must not change anything.
 ConsentPreview = Callable[[ToolContext, Any], Awaitable[str]]
+# For a tool that runs a command: the command, cwd and env it will run with. The executor shows it to the person
+# and binds the approval digest to it (a later change of cwd or env needs a new yes); the handler runs exactly it.
+# Runs in a read snapshot; must not change anything; may raise ToolError (a command too long to show whole).
+RunContext = Callable[[ToolContext, Any], Awaitable[WhatRuns]]
+# For an always_allow tool some of whose calls need a person anyway (learning_record promoting into the shared
+# MEMORY.md): True when these arguments must be approved like an always_ask call.
+AsksWhen = Callable[[Any], bool]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
@@ -79,6 +87,8 @@ class ToolDefinition(BaseModel):
     output_model: type[WireModel]
     handler: Handler | None
     consent_preview: ConsentPreview | None = None
+    run_context: RunContext | None = None
+    asks_when: AsksWhen | None = None
     precondition: Precondition | None = None
     render: Render | None = None
     ownership: Ownership = "managed"
@@ -96,6 +106,12 @@ class ToolDefinition(BaseModel):
     variables: tuple[Variable, ...] = ()
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
+    # Arguments whose values are never recorded in events or shown back (shell_set_env's value).
+    hidden_args: tuple[str, ...] = ()
+
+    def asks(self, args: Arguments) -> bool:
+        """Does this call wait for a person's approval?"""
+        return self.permission_policy == "always_ask" or (self.asks_when is not None and self.asks_when(args))
 
     def input_schema(self) -> dict[str, Any]:
         schema = self.input_model.model_json_schema(by_alias=True)

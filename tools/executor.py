@@ -28,6 +28,7 @@ from tools.definition import ToolDefinition
 from tools.errors import ToolError
 from tools.models import Arguments
 from tools.ports import ApprovalRequest, SamplingUnavailableError
+from tools.what_runs import TooLongToShow, WhatRuns, visible_lines
 
 log = logging.getLogger("managed_tools.executor")
 
@@ -145,7 +146,7 @@ async def execute(
                     "ownership": definition.ownership,
                     "permissionPolicy": definition.permission_policy,
                     "argsDigest": digest,
-                    "args": _preview(canonical),
+                    "args": _preview(_without_hidden(definition, canonical)),
                 },
             )
     except DatabaseBusyError as exc:
@@ -196,20 +197,19 @@ async def _run(call: _Call) -> CallResult:
         if definition.precondition is not None:
             async with runtime.db.read() as tx:
                 await definition.precondition(_context(call, tx), call.args)
-        if definition.permission_policy == "always_ask":
-            await _ask(call, "tool_confirmation")
+        approved = await _confirm(call) if definition.asks(call.args) else None
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
-                result = await _call_handler(call, NoTransaction())
+                result = await _call_handler(call, NoTransaction(), approved)
                 await _write_completed(span, result)
             elif definition.read_only:
                 async with runtime.db.read() as tx:
-                    result = await _call_handler(call, tx)
+                    result = await _call_handler(call, tx, approved)
                 await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
-                    result = await _call_handler(call, tx)
+                    result = await _call_handler(call, tx, approved)
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
@@ -240,7 +240,7 @@ async def _run(call: _Call) -> CallResult:
     return result
 
 
-def _context(call: _Call, tx: Tx) -> ToolContext:
+def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolContext:
     return ToolContext(
         runtime=call.span.runtime,
         attachment=call.span.attachment,
@@ -248,6 +248,7 @@ def _context(call: _Call, tx: Tx) -> ToolContext:
         tx=tx,
         deadline=anyio.current_time() + call.timeout,
         log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
+        approved_run=approved_run,
     )
 
 
@@ -265,10 +266,10 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
-async def _call_handler(call: _Call, tx: Tx) -> CallResult:
+async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
-    ctx = _context(call, tx)
+    ctx = _context(call, tx, approved_run)
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
@@ -287,23 +288,58 @@ def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: T
     return CallResult("success", text, structured, content=content, touched=tuple(sorted(ctx.touched)))
 
 
-async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -> dict[str, Any] | None:
-    """Step 4: nothing happens until a person has said yes to these exact arguments (or answered, for a
-    custom tool). Every answer but `approved` becomes a refusal; the value of an approved custom call returns."""
+async def _confirm(call: _Call) -> WhatRuns | None:
+    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools)."""
+    what, preview = None, None
+    async with call.span.runtime.db.read() as tx:
+        ctx = _context(call, tx)
+        try:
+            if call.definition.run_context is not None:
+                what = await call.definition.run_context(ctx, call.args)
+                preview = what.render()
+            elif call.definition.consent_preview is not None:
+                # A preview quotes model text (notes, a diff): made visible like the command.
+                preview = visible_lines(
+                    _clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
+                )
+        except TooLongToShow as exc:
+            raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
+    await _ask(call, "tool_confirmation", what, preview)
+    return what
+
+
+def approval_digest(definition: ToolDefinition, canonical: dict[str, Any], what: WhatRuns | None) -> str:
+    """What an approval binds: the tool and its canonical arguments, and for a tool that runs a command the
+    command, cwd and env it will run with (so changing them after the approval needs a new yes)."""
+    bound: dict[str, Any] = {"tool": definition.name, "arguments": canonical}
+    if what is not None:
+        bound["runs"] = what.model_dump(mode="json")
+    return sha256_hex(canonical_json(bound))
+
+
+async def _ask(
+    call: _Call,
+    kind: Literal["tool_confirmation", "custom_tool"],
+    what: WhatRuns | None = None,
+    preview: str | None = None,
+) -> dict[str, Any] | None:
+    """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
+    answer but `approved` becomes a refusal; the value of an approved custom call returns."""
     definition = call.definition
     name = definition.name
+    digest = approval_digest(definition, call.canonical, what)
     request = ApprovalRequest(
         kind=kind,
         tool_name=name,
         arguments=call.canonical,
-        args_digest=call.digest,
-        message=await _consent_message(call, kind),
+        args_digest=digest,
+        message=_consent_message(definition, call.canonical, kind, preview),
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
     if decision.status == "approved":
         return decision.value
-    action = {"requestId": decision.request_id, "toolName": name, "argsDigest": call.digest}
+    action = {"requestId": decision.request_id, "toolName": name, "argsDigest": digest}
     if decision.status == "denied":
         note = f": {decision.note}" if decision.note else ""
         why = f" ({decision.reason})" if decision.reason and decision.reason != "declined" else ""
@@ -320,19 +356,20 @@ async def _ask(call: _Call, kind: Literal["tool_confirmation", "custom_tool"]) -
     )
 
 
-async def _consent_message(call: _Call, kind: str) -> str:
-    definition = call.definition
-    shown = json.dumps(call.canonical, indent=2, ensure_ascii=False)
+def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind: str, preview: str | None) -> str:
+    """The question: the arguments made visible (a run context shows its command itself, whole), then the
+    tool's own account of the action."""
+    if preview is not None and definition.run_context is not None:
+        canonical = {key: value for key, value in canonical.items() if key != "command"}
+    # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
+    dump = json.dumps(_without_hidden(definition, canonical), indent=2, ensure_ascii=False)
+    shown = visible_lines(dump)
     if len(shown) > CONSENT_ARGS_CHARS:
         shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
     if kind == "custom_tool":
         return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
     message = f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
-    if definition.consent_preview is not None:
-        async with call.span.runtime.db.read() as tx:
-            preview = await definition.consent_preview(_context(call, tx), call.args)
-        message += "\n\n" + _clip(preview, CONSENT_PREVIEW_CHARS)
-    return message
+    return message if preview is None else message + "\n\n" + preview
 
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -389,7 +426,7 @@ def parse_call(definition: ToolDefinition, arguments: Any) -> tuple[Arguments, d
     except ValidationError as exc:
         raise ArgumentError(_describe_validation(definition, exc)) from None
     canonical = args.model_dump(mode="json", by_alias=True)
-    return args, canonical, sha256_hex(canonical_json({"tool": definition.name, "arguments": canonical}))
+    return args, canonical, approval_digest(definition, canonical, None)
 
 
 def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> str:
@@ -401,6 +438,8 @@ def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> st
             problems.append(f"unexpected field '{where}' (accepted: {accepted})")
         elif error["type"] == "missing":
             problems.append(f"missing required field '{where}'")
+        elif error["loc"] and str(error["loc"][0]) in definition.hidden_args:
+            problems.append(f"field '{where}': {error['msg']}")  # its value is never echoed
         else:
             got = _clip(json.dumps(error.get("input"), default=str), 60)
             problems.append(f"field '{where}': {error['msg']} (got {got})")
@@ -417,6 +456,10 @@ def _unknown_tool_message(runtime: Runtime, name: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _without_hidden(definition: ToolDefinition, canonical: dict[str, Any]) -> dict[str, Any]:
+    return {key: "(not shown)" if key in definition.hidden_args else value for key, value in canonical.items()}
 
 
 def _preview(value: Any) -> Any:

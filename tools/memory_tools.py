@@ -35,6 +35,7 @@ from tools.models import (
 from tools.outcome_tools import Evaluation, enforce_gate
 from tools.scope import scoped_session
 from tools.uris import memory_uri
+from tools.what_runs import visible
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",
                  "shell_state"]  # fmt: skip
@@ -412,7 +413,11 @@ class RecordArgs(Arguments):
     kind: Literal["lesson", "correction", "error"]
     title: Annotated[NonEmptyStr, Field(max_length=120)]
     detail: Annotated[NonEmptyStr, Field(max_length=400)]
-    promote_to_memory: bool = Field(default=False, description="Also show it in workspace memory (MEMORY.md).")
+    promote_to_memory: bool = Field(
+        default=False,
+        description="Also show it in the agent's shared workspace memory (MEMORY.md): a person approves that, "
+        "and it is gated on a passing outcome like memory_promote_note.",
+    )
 
 
 class RecordOutput(WireModel):
@@ -421,7 +426,25 @@ class RecordOutput(WireModel):
     workspace_memory_uri: str | None
 
 
+def _promotes(args: RecordArgs) -> bool:
+    return args.promote_to_memory
+
+
+async def _learning_gate(ctx: ToolContext, args: RecordArgs) -> None:
+    if args.promote_to_memory:
+        await enforce_gate(ctx, "learning_record", None)
+
+
+async def _learning_preview(ctx: ToolContext, args: RecordArgs) -> str:
+    return (
+        f"This adds a {args.kind} to the shared MEMORY.md of agent {ctx.agent_id}, read by every later session:\n"
+        f"    [{args.kind}] {visible(args.title)} — {visible(args.detail)}"
+    )
+
+
 async def learning_record(ctx: ToolContext, args: RecordArgs) -> RecordOutput:
+    if args.promote_to_memory:  # the same gate as memory_promote_note, re-checked inside the write
+        await enforce_gate(ctx, "learning_record", None)
     item = await learnings.record(
         ctx.tx,
         agent_id=ctx.agent_id,
@@ -527,11 +550,14 @@ DEFINITIONS = (
     ToolDefinition(
         name="learning_record",
         title="Record a learning",
-        description="Record a lesson, correction or error (title <= 120, detail <= 400); optionally promote it "
-        "into workspace memory.",
+        description="Record a lesson, correction or error (title <= 120, detail <= 400); promoting it into the "
+        "shared workspace memory asks a person and needs a passing outcome.",
         input_model=RecordArgs,
         output_model=RecordOutput,
         handler=learning_record,
+        asks_when=_promotes,
+        precondition=_learning_gate,
+        consent_preview=_learning_preview,
         read_only=False,
         effects=("memory_write",),
     ),

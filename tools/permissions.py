@@ -17,7 +17,8 @@ from stores.approvals import ApprovalRecord
 from tools import shell_core
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolEffect, ToolExample
-from tools.executor import ArgumentError, parse_call
+from tools.errors import ToolError
+from tools.executor import ArgumentError, approval_digest, parse_call
 from tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from tools.outcome_tools import Evaluation, OutcomePosture, posture
 from tools.shell_rewrites import alternatives, first_class, read_only_bash
@@ -211,10 +212,15 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     request_id = None
     if args.tool_args is not None:
         try:
-            _, _, digest = parse_call(definition, args.tool_args)
+            parsed, canonical, digest = parse_call(definition, args.tool_args)
+            asks = definition.asks(parsed)
+            if definition.run_context is not None:  # the digest an approval of it binds: command, cwd and env
+                digest = approval_digest(definition, canonical, await definition.run_context(ctx, parsed))
             valid = True
         except ArgumentError as exc:
             valid, errors = False, str(exc)
+        except ToolError as exc:
+            valid, errors, digest = False, str(exc), None
     if digest is not None and asks:
         match = next((r for r in records if r.tool_name == definition.name and r.args_digest == digest), None)
         state = "none" if match is None else match.status  # type: ignore[assignment]  # open = pending|approved
@@ -244,7 +250,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         approval_state=state,
         approval_request_id=request_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation", definition.name),
-        next_step=_next_step(definition, args.tool_args, state, request_id, outcome, shell=shell_steps),
+        next_step=_next_step(definition, args.tool_args, state, request_id, outcome, asks=asks, shell=shell_steps),
     )
 
 
@@ -255,6 +261,7 @@ def _next_step(
     request_id: str | None,
     outcome: OutcomePosture | None,
     *,
+    asks: bool,
     shell: ShellSteps,
 ) -> NextTool | None:
     if state == "approved":
@@ -276,7 +283,7 @@ def _next_step(
             args={},
             rationale=f"Request {request_id} waits for a person; {HOW_TO_APPROVE}",
         )
-    if definition.permission_policy == "always_ask":
+    if asks:
         return NextTool(
             tool="permissions_describe",
             args={},

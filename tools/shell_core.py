@@ -33,6 +33,9 @@ PROTECTED_PREFIXES = ("LD_", "MANAGED_TOOLS_", "MALLOC_", "BASH_FUNC_")
 READ_TOOLS = ["shell_describe", "shell_read_command", "shell_read_last_output", "shell_history", "read", "glob",
               "grep", "bash"]  # fmt: skip
 AVOID_WHILE_BUSY = ["shell_run", "shell_exec", "shell_restart", "shell_close"]
+# The id of a control command (cd, export, unset) sent through the live shell: never shown, as an export
+# carries a shell_set_env value.
+INTERNAL_JOB = "internal"
 
 
 # ---- this process's live shells and commands -----------------------------------------------------------------
@@ -277,7 +280,7 @@ def _shell_view(runtime: Runtime, session_id: str, stored: dict[str, Any] | None
     if source is None:
         return None
     current = None
-    if shell is not None and shell.current is not None and shell.busy:
+    if shell is not None and shell.current is not None and shell.busy and shell.current.id != INTERNAL_JOB:
         current = job_view(runtime.guard, shell.current)
     return ShellView(
         shell_id=source["shellId"],

@@ -29,7 +29,8 @@ from tools.models import Arguments, NextTool, NoArguments, SessionId, WireModel
 from tools.scope import scoped_session
 from tools.shell_argv import FIXED_ENV
 from tools.shell_argv import plan as bash_plan
-from tools.shell_runner import Job, OnDone, Output, PersistentShell, shell_argv, start_process
+from tools.shell_runner import TRANSIENT_KEYS, Job, OnDone, Output, PersistentShell, shell_argv, start_process
+from tools.what_runs import WhatRuns
 
 log = logging.getLogger("managed_tools.shell")
 
@@ -262,33 +263,33 @@ class RunInput(Arguments):
     wait_ms: WaitMs = HANDLE_AFTER_MS
 
 
-async def _run_cwd(ctx: ToolContext, cwd: str | None) -> Resolved:
-    if cwd is not None:
-        return _writable_dir(ctx, cwd)
-    async with ctx.runtime.db.read() as tx:
-        state = await store.get_state(tx, ctx.session_id)
-    return _writable_dir(ctx, state.cwd)
+def _approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:
+    """Run only what the person approved: a cwd, env or shell changed since the question is refused."""
+    if ctx.approved_run is not None and ctx.approved_run != what:
+        raise ToolError(
+            "The command's cwd, env or shell changed after the person approved it, so nothing ran. Call again "
+            "to ask them about the command as it would run now."
+        )
+    return what
+
+
+async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
+    state = await _state(ctx)
+    where = _writable_dir(ctx, args.cwd if args.cwd is not None else state.cwd)
+    runner = f"once by {shell_argv()[0]} in a new process"
+    return WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
 
 
 async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
-    where = await _run_cwd(ctx, args.cwd)
-    state = await _state(ctx)
-    env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, state.env)
+    what = _approved(ctx, await _runs_once(ctx, args))
+    where = _writable_dir(ctx, what.cwd)
+    env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, what.env)
     job = await _new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
     argv = [*shell_argv(), "-c", args.command]
     await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
                   confine=ctx.runtime.confinement.shell)  # fmt: skip
     await _follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
     return _result(ctx.runtime, job)
-
-
-async def _preview_run(ctx: ToolContext, args: RunInput) -> str:
-    where = await _run_cwd(ctx, args.cwd)
-    return (
-        f"Command, run once with {' '.join(shell_argv())} -c:\n    {args.command}\n"
-        f"Working directory: {where.virtual} (on this machine: {where.host})\n"
-        f"Stopped after {args.timeout_ms / 1000:g} s; it can change any file the server's user can."
-    )
 
 
 # ---- the persistent shell ------------------------------------------------------------------------------------
@@ -364,6 +365,8 @@ class ExecInput(RunInput):
 async def _not_busy(ctx: ToolContext, args: Any) -> None:
     shell = core.live_shell(ctx.runtime, ctx.session_id)
     if shell is not None and shell.busy and shell.current is not None:
+        if shell.current.id == core.INTERNAL_JOB:  # a cd or export: its text may hold a shell_set_env value
+            raise ToolError("The persistent shell is changing its cwd or env; call again in a moment.")
         raise ToolError(
             f"The persistent shell is busy with command {shell.current.id} ({shell.current.command[:80]!r}). "
             f'Next: shell_wait {{"commandId": "{shell.current.id}"}}; avoid {", ".join(core.AVOID_WHILE_BUSY)}.'
@@ -372,6 +375,7 @@ async def _not_busy(ctx: ToolContext, args: Any) -> None:
 
 async def shell_exec(ctx: ToolContext, args: ExecInput) -> CommandResult:
     await _not_busy(ctx, args)
+    _approved(ctx, await _runs_in_shell(ctx, args))
     shell = await _open(ctx, None, restart=args.restart)
     cd_to = _writable_dir(ctx, args.cwd) if args.cwd is not None else None
     meta = core.shell_meta(ctx.runtime, ctx.session_id) or {}
@@ -383,24 +387,27 @@ async def shell_exec(ctx: ToolContext, args: ExecInput) -> CommandResult:
     return _result(ctx.runtime, job)
 
 
-async def _preview_exec(ctx: ToolContext, args: ExecInput) -> str:
-    meta = core.shell_meta(ctx.runtime, ctx.session_id) if core.live_shell(ctx.runtime, ctx.session_id) else None
-    if args.cwd is not None:
-        where = _writable_dir(ctx, args.cwd)
-    else:
-        state = await store.get_state(ctx.tx, ctx.session_id)
-        where = _writable_dir(ctx, meta["cwd"] if meta and not args.restart else state.cwd)
-    how = "a new persistent shell" if meta is None or args.restart else f"the persistent shell {meta['shellId']}"
-    return (
-        f"Command, run in {how} ({shell_argv()[0]}; its cwd and exported env persist):\n    {args.command}\n"
-        f"Working directory: {where.virtual} (on this machine: {where.host})\n"
-        f"Stopped after {args.timeout_ms / 1000:g} s; it can change any file the server's user can."
-    )
+async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
+    """The persistent shell's command: its cwd, the session env, and the names the live shell exported itself
+    (a restart starts clean)."""
+    live = core.live_shell(ctx.runtime, ctx.session_id)
+    meta = core.shell_meta(ctx.runtime, ctx.session_id) if live is not None and not args.restart else None
+    state = await _state(ctx)
+    where = _writable_dir(ctx, args.cwd if args.cwd is not None else meta["cwd"] if meta else state.cwd)
+    names: tuple[str, ...] = ()
+    if meta is not None:
+        fixed = core.base_env(ctx.runtime, ctx.session_id, where.virtual, {})
+        names = tuple(sorted(set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - TRANSIENT_KEYS))
+    how = "in a new persistent shell" if meta is None else f"in the persistent shell {meta['shellId']}"
+    runner = f"{how} ({shell_argv()[0]}; its cwd and exported env persist)"
+    return WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
 
 
 async def _internal(ctx: ToolContext, shell: PersistentShell, script: str) -> None:
     """A control command (cd, export, unset) through the live shell; not part of the history."""
-    job = Job("internal", ctx.session_id, "persistent-shell", script, [], "", utc_now(), Output(2000), Output(2000))
+    job = Job(
+        core.INTERNAL_JOB, ctx.session_id, "persistent-shell", script, [], "", utc_now(), Output(2000), Output(2000)
+    )
 
     async def done(_: Job) -> None:
         return None
@@ -665,7 +672,7 @@ DEFINITIONS = (
         input_model=RunInput,
         output_model=CommandResult,
         handler=shell_run,
-        consent_preview=_preview_run,
+        run_context=_runs_once,
         permission_policy="always_ask",
         effects=("sandbox_execute", "resource_write"),
         read_only=False,
@@ -684,7 +691,7 @@ DEFINITIONS = (
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,
-        consent_preview=_preview_exec,
+        run_context=_runs_in_shell,
         precondition=_not_busy,
         permission_policy="always_ask",
         effects=("sandbox_execute", "resource_write"),
@@ -749,6 +756,7 @@ DEFINITIONS = (
         input_model=SetEnvInput,
         output_model=core.ShellPosture,
         handler=shell_set_env,
+        hidden_args=("value",),
         effects=("memory_write",),
         read_only=False,
         idempotent=True,
