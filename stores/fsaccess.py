@@ -26,6 +26,7 @@ SYS_OPENAT2 = 437
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
+AT_FDCWD = -100
 _RESOLVE = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
 # O_PATH opens a directory without reading it (Linux); elsewhere a read-only directory descriptor does.
 DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
@@ -49,7 +50,7 @@ class _Openat2:
             self._syscall = ctypes.CDLL(None, use_errno=True).syscall
             self._syscall.restype = ctypes.c_long
             try:
-                os.close(self(-1, "/", DIR_FLAGS))
+                os.close(self(AT_FDCWD, ".", DIR_FLAGS))
             except OSError:  # ENOSYS on kernels before 5.6, EPERM under some seccomp filters
                 self._syscall = None
 
@@ -146,7 +147,7 @@ def refusal(virtual: str, exc: OSError) -> FileAccessError:
         errno.EISDIR: "it is a directory",
         errno.EACCES: "permission denied",
         errno.EPERM: "operation not permitted",
-        errno.ENXIO: "it is a socket or a device without a reader, not a regular file",
+        errno.ENXIO: "it is a socket or a device, not a regular file; only regular files are read",
         errno.ENOSPC: "no space left on the device",
         errno.EROFS: "the file system is read-only",
     }
