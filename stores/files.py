@@ -1,115 +1,200 @@
-"""File primitives for the mounted filesystem: bounded reads, binary detection, atomic writes.
+"""File primitives for the mounted filesystem, all through descriptors (stores/fsaccess.py): bounded reads of
+regular files only, listings, stats, directory creation and atomic writes.
 
-Writes go to a temporary file created exclusively (O_EXCL, O_NOFOLLOW) in the target's directory, are flushed
-and fsynced, then renamed over the target: a reader sees the old file or the new one, never half of it, and a
-symlink standing where the file goes is replaced, never followed.
+Reads open with O_NONBLOCK and refuse at once anything but a regular file (a FIFO, a socket or a device would
+block or misbehave), then read in blocking mode. Writes go to a temporary file created exclusively (O_EXCL,
+O_NOFOLLOW) under the parent directory's descriptor, are flushed and fsynced, then renamed over the target within
+that same directory: a reader sees the old file or the new one, never half of it, and a symlink standing where
+the file goes is replaced, never followed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import posixpath
 import secrets
-from collections.abc import Callable
-from pathlib import Path
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import BinaryIO
 
-from stores.errors import StoreError
+from stores import fsaccess
+from stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
+from stores.paths import Resolved
 
 BINARY_SNIFF_BYTES = 8192
 CHUNK = 1 << 20
 
 
-class FileError(StoreError):
-    """A file operation that cannot be done as asked; the message says why."""
+@contextmanager
+def refusing(resolved: Resolved) -> Iterator[None]:
+    """Turn an OSError met on `resolved` into one clear refusal naming its virtual path."""
+    try:
+        yield
+    except OSError as exc:
+        raise fsaccess.refusal(resolved.virtual, exc) from None
 
 
-def sniff_binary(path: Path) -> bool:
-    """True for files that look binary: a NUL byte in the first 8 KiB (what git and ripgrep check)."""
-    with open(path, "rb") as handle:
-        return b"\x00" in handle.read(BINARY_SNIFF_BYTES)
+@contextmanager
+def open_read(resolved: Resolved) -> Iterator[BinaryIO]:
+    """The regular file at `resolved`, open for reading; anything else is refused without blocking."""
+    with refusing(resolved):
+        fd = open_beneath(resolved.root, resolved.real, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise FileAccessError(f"{resolved.virtual} is a directory, not a regular file; use glob to list it.")
+            if not stat.S_ISREG(mode):
+                kind = fsaccess.kind_name(mode)
+                raise FileAccessError(f"{resolved.virtual} is {kind}; only regular files are read (it could block).")
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            handle = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with handle:
+            yield handle
 
 
-def sha256_file(path: Path) -> str:
+def read_limited(resolved: Resolved, max_bytes: int) -> tuple[bytes, bool]:
+    """At most `max_bytes` of the file, and whether there was more; never loads a huge file whole."""
+    with open_read(resolved) as handle:
+        data = handle.read(max_bytes + 1)
+    return data[:max_bytes], len(data) > max_bytes
+
+
+def read_text(resolved: Resolved, max_bytes: int) -> bytes:
+    """The whole file, refused unless it is UTF-8 text of at most `max_bytes`."""
+    label = resolved.virtual
+    data, more = read_limited(resolved, max_bytes)
+    if more:
+        raise FileAccessError(f"{label} is larger than {max_bytes} bytes; only text files up to that size are handled.")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise FileAccessError(f"{label} looks binary (it contains NUL bytes); only text files are handled.")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileAccessError(
+            f"{label} is not UTF-8 text (bad byte at offset {exc.start}); only text is handled."
+        ) from None
+    return data
+
+
+def sha256_file(resolved: Resolved) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_read(resolved) as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def read_limited(path: Path, max_bytes: int) -> tuple[bytes, bool]:
-    """At most `max_bytes` of the file, and whether there was more; never loads a huge file whole."""
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    return data[:max_bytes], len(data) > max_bytes
+def lstat(resolved: Resolved) -> os.stat_result | None:
+    """What stands at the path (a link is reported as a link), or None if nothing does."""
+    parent, name = posixpath.split(resolved.real)
+    with refusing(resolved):
+        if not name:
+            with opened(open_beneath(resolved.root, "", DIR_FLAGS)) as fd:
+                return os.fstat(fd)
+        try:
+            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd:
+                return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
 
 
-def read_text(path: Path, max_bytes: int, label: str) -> bytes:
-    """The whole file, refused unless it is UTF-8 text of at most `max_bytes` (`label` names it in messages)."""
-    if not path.is_file():
-        raise FileError(f"{label} is not a regular file.")
-    data, more = read_limited(path, max_bytes)
-    if more:
-        raise FileError(f"{label} is larger than {max_bytes} bytes; only text files up to that size are handled.")
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise FileError(f"{label} looks binary (it contains NUL bytes); only text files are handled.")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileError(f"{label} is not UTF-8 text (bad byte at offset {exc.start}); only text is handled.") from None
-    return data
+def is_dir(resolved: Resolved) -> bool:
+    info = lstat(resolved)
+    return info is not None and stat.S_ISDIR(info.st_mode)
 
 
-def replace_file(path: Path, data: bytes, previous: bytes | None) -> Callable[[], None]:
+def list_dir(resolved: Resolved) -> list[tuple[str, os.stat_result]]:
+    """The directory's entries with their own (not followed) stat, read through the directory's descriptor."""
+    with refusing(resolved), opened(open_beneath(resolved.root, resolved.real, LIST_FLAGS)) as fd:
+        found: list[tuple[str, os.stat_result]] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    found.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:  # removed while we looked
+                    continue
+        return found
+
+
+def make_dirs(resolved: Resolved) -> bool:
+    """Create the directory and its missing parents; whether the directory itself was created."""
+    info = lstat(resolved)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise FileAccessError(f"{resolved.virtual} exists and is not a directory.")
+    with refusing(resolved):
+        return resolved.real in fsaccess.make_dirs(resolved.root, resolved.real)
+
+
+def replace_file(resolved: Resolved, data: bytes, previous: bytes | None) -> Callable[[], None]:
     """`atomic_write`, returning its undo: put `previous` back, or, when there was no file (`previous` is None),
     remove the new one and the directories this write created. The caller read `previous` (so bounded it)."""
-    created: list[Path] = []  # deepest first
-    parent = path.parent
-    while not parent.exists():
-        created.append(parent)
-        parent = parent.parent
-    try:
-        atomic_write(path, data)
-    except BaseException:
-        _remove_empty(created)
-        raise
+    created = atomic_write(resolved, data)
 
     def undo() -> None:
         if previous is not None:
-            atomic_write(path, previous)
+            atomic_write(resolved, previous)
             return
-        path.unlink(missing_ok=True)
-        _remove_empty(created)
+        parent, name = posixpath.split(resolved.real)
+        with refusing(resolved):
+            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd, suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+            _remove_empty(resolved.root, created)
 
     return undo
 
 
-def _remove_empty(directories: list[Path]) -> None:
-    for directory in directories:
+def _remove_empty(root: str, directories: list[str]) -> None:
+    for directory in directories:  # deepest first
+        parent, name = posixpath.split(directory)
         try:
-            directory.rmdir()
+            with opened(open_beneath(root, parent, DIR_FLAGS)) as fd:
+                os.rmdir(name, dir_fd=fd)
         except OSError:  # gone already, or no longer empty: something else lives there now
             break
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace `path` with `data` atomically, creating parent directories; keeps an existing file's permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_dir() and not path.is_symlink():
-        raise FileError(f"{path.name} is a directory; a file cannot be written there.")
-    if mode is None:
+def atomic_write(resolved: Resolved, data: bytes) -> list[str]:
+    """Replace the file with `data` atomically, creating parent directories (the ones it created, deepest first,
+    are returned); keeps an existing file's permissions."""
+    parent, name = posixpath.split(resolved.real)
+    if not name:
+        raise FileAccessError(f"{resolved.virtual} is a directory; a file cannot be written there.")
+    with refusing(resolved):
+        created = fsaccess.make_dirs(resolved.root, parent)
         try:
-            mode = os.lstat(path).st_mode & 0o777 if not path.is_symlink() else 0o644
-        except FileNotFoundError:
-            mode = 0o644
-    temp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd:
+                _write_in(fd, name, data, resolved.virtual)
+        except BaseException:
+            _remove_empty(resolved.root, created)
+            raise
+    return created
+
+
+def _write_in(dir_fd: int, name: str, data: bytes, virtual: str) -> None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        mode = 0o644
+    else:
+        if stat.S_ISDIR(info.st_mode):
+            raise FileAccessError(f"{virtual} is a directory; a file cannot be written there.")
+        mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else 0o644
+    temp = f".{name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, mode & 0o777, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, path)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dir_fd)
         raise

@@ -4,11 +4,14 @@ A path is a virtual path (`/workspace/src/a.py`, `/workspace/agent/SOUL.md`, `/v
 `/workspace`. It is refused when it is empty, holds a NUL byte, climbs with `..`, names no mount (a host path, or a
 look-alike such as `/workspace-evil`), or resolves — through a symlink on the target or on any ancestor, for a
 file that exists or one about to be created — outside its mount's root, or into the server's own data directory.
-Containment is checked on real paths against `root + separator`, never as a bare prefix.
+Containment is checked on real paths against `root + separator`, never as a bare prefix. A symbolic link loop is
+refused by name. The guard's answer is a check, not a handle: stores/fsaccess.py opens the symlink-free path it
+returns beneath a descriptor of the root, so a link swapped in after the check fails the open.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 from dataclasses import dataclass
@@ -33,12 +36,39 @@ class Resolved:
     mount: Mount
     virtual: str  # "/workspace/src/a.py"
     relative: str  # "src/a.py"; "" for the mount root
-    host: Path  # the real path, or for a new file its real parent joined with the new name
+    root: str  # the mount root's real path
+    real: str  # relative to `root`, symlink-free: where the path leads; for a new file, its real parent + name
     exists: bool
+
+    @property
+    def host(self) -> Path:
+        """The real path on this machine: for spawning a process there, never for opening (fsaccess does that)."""
+        return Path(self.root, self.real) if self.real else Path(self.root)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.real)
 
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _realpath(path: str, virtual: str) -> str:
+    """The real path; a link loop (or a chain of links too long to follow) is refused by name. A dangling link
+    resolves to where it points, which the containment check then judges."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        return os.path.realpath(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathError(
+                f"{virtual} goes through a loop of symbolic links (or too many of them); refused."
+            ) from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise PathError(f"{virtual}: a name in it, or the path it leads to, is too long; refused.") from None
+        raise PathError(f"{virtual} cannot be resolved ({exc.strerror}); refused.") from None
 
 
 class PathGuard:
@@ -62,14 +92,14 @@ class PathGuard:
         candidate = os.path.join(root, relative) if relative else root
         exists = os.path.lexists(candidate)
         if exists:
-            real = os.path.realpath(candidate)
+            real = _realpath(candidate, virtual)
             if access == "write" and os.path.islink(candidate) and _inside(real, root):
-                real = os.path.join(os.path.realpath(os.path.dirname(candidate)), os.path.basename(candidate))
+                real = os.path.join(_realpath(os.path.dirname(candidate), virtual), os.path.basename(candidate))
         else:
             ancestor = candidate
             while not os.path.lexists(ancestor):
                 ancestor = os.path.dirname(ancestor)
-            real_ancestor = os.path.realpath(ancestor)
+            real_ancestor = _realpath(ancestor, virtual)
             if not os.path.isdir(real_ancestor):
                 raise PathError(f"{virtual}: a parent of it is a file, not a directory.")
             real = os.path.join(real_ancestor, os.path.relpath(candidate, ancestor))
@@ -77,7 +107,8 @@ class PathGuard:
             raise PathError(f"{virtual} resolves outside {mount.mount_path} (through a symbolic link); refused.")
         if mount.kind != "agent_substrate" and any(_inside(real, p) for p in self._private):
             raise PathError(f"{virtual} is inside the server's own data directory, which no tool may reach.")
-        return Resolved(mount=mount, virtual=virtual, relative=relative, host=Path(real), exists=exists)
+        inner = "" if real == root else real[len(root.rstrip(os.sep)) + 1 :]
+        return Resolved(mount=mount, virtual=virtual, relative=relative, root=root, real=inner, exists=exists)
 
     def _split(self, path: str) -> tuple[Mount, str]:
         if not isinstance(path, str) or not path.strip():

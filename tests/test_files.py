@@ -91,7 +91,7 @@ async def test_odd_files(rt: Runtime, connect: Connect) -> None:
     assert isinstance(picture, types.ImageContent) and base64.b64decode(picture.data) == PNG
     assert latin["invalidUtf8Replaced"] is True and "caf\ufffd" in latin["content"]
     assert bom["encoding"] == "utf-8-sig" and bom["content"] == "hello bom\n"
-    assert "is a directory; use glob" in error_text(folder)
+    assert "is a directory, not a regular file; use glob" in error_text(folder)
     assert "does not exist" in error_text(missing)
     assert "is a directory" in error_text(write_dir)
     assert "a parent of it is a file" in error_text(under_file)

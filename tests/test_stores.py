@@ -15,6 +15,8 @@ from stores.db import Database
 from stores.files import replace_file
 from stores.ids import canonical_json, uuid7
 from stores.migrations import MIGRATIONS
+from stores.mounts import Mount
+from stores.paths import PathGuard
 
 pytestmark = pytest.mark.anyio
 
@@ -124,16 +126,20 @@ async def test_rollback_runs_undo_while_the_write_lock_is_held(tmp_path: Path) -
 
 
 def test_replace_file_undo_puts_back_what_was_there(tmp_path: Path) -> None:
+    mount = Mount(
+        kind="workspace", mount_path="/workspace", root=tmp_path, access="read_write", scope="user", prompt=""
+    )
+    guard = PathGuard([mount], [])
     existing = tmp_path / "kept.md"
     existing.write_bytes(b"old\n")
     existing.chmod(0o640)
-    undo = replace_file(existing, b"new\n", b"old\n")
+    undo = replace_file(guard.resolve("kept.md", "write"), b"new\n", b"old\n")
     assert existing.read_bytes() == b"new\n"
     undo()
     assert existing.read_bytes() == b"old\n" and existing.stat().st_mode & 0o777 == 0o640
 
     fresh = tmp_path / "a" / "b" / "fresh.md"
-    undo = replace_file(fresh, b"x", None)
+    undo = replace_file(guard.resolve("a/b/fresh.md", "write"), b"x", None)
     assert fresh.read_bytes() == b"x"
     undo()
     assert not (tmp_path / "a").exists()  # the file and the directories made for it

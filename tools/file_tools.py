@@ -9,17 +9,19 @@ from __future__ import annotations
 import base64
 import codecs
 import difflib
+import hashlib
 import os
 import re
+import stat
 from collections import deque
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, BinaryIO, Literal
 
 import anyio
 from pydantic import Field, model_validator
 
-from stores import ripgrep
-from stores.files import atomic_write, read_limited, sha256_file, sniff_binary
+from stores import files, ripgrep
+from stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
+from stores.fsaccess import kind_name
 from stores.paths import Resolved
 from tools.content import ImageBlock
 from tools.context import ToolContext
@@ -100,63 +102,63 @@ class ReadOutput(WireModel):
     image: ImageInfo | None = None
 
 
-def _read_window(host: Path, args: ReadArgs) -> tuple[list[str], int, int]:
+def _read_window(handle: BinaryIO, args: ReadArgs) -> tuple[list[str], int, int]:
     """(selected lines, first line number, total lines) streaming the file once; memory is bounded by the window."""
     total = 0
     first = args.start_line or 1
     wanted = args.line_count
     selected: deque[str] | list[str] = deque(maxlen=args.tail_lines) if args.tail_lines else []
     budget = args.max_chars + 1
-    with open(host, "rb") as handle:
-        for raw in handle:
-            total += 1
-            if args.tail_lines:
-                selected.append(raw.decode("utf-8", errors="replace"))
-            elif total >= first and (wanted is None or total < first + wanted) and budget > 0:
-                line = raw.decode("utf-8", errors="replace")
-                selected.append(line)
-                budget -= len(line)
+    for raw in handle:
+        total += 1
+        if args.tail_lines:
+            selected.append(raw.decode("utf-8", errors="replace"))
+        elif total >= first and (wanted is None or total < first + wanted) and budget > 0:
+            line = raw.decode("utf-8", errors="replace")
+            selected.append(line)
+            budget -= len(line)
     if args.tail_lines:
         first = max(1, total - len(selected) + 1)
     return list(selected), first, total
 
 
-def _read_file(resolved: Resolved, args: ReadArgs) -> ReadOutput:
-    host = resolved.host
+def _read_file(resolved: Resolved, args: ReadArgs) -> tuple[ReadOutput, bytes | None]:
+    """The output, and an image's bytes to attach; one descriptor, opened beneath the mount, serves every read."""
     if not resolved.exists:
         raise ToolError(f"{resolved.virtual} does not exist; glob lists what there is.")
-    if host.is_dir():
-        raise ToolError(f"{resolved.virtual} is a directory; use glob to list it.")
-    size = host.stat().st_size
-    with open(host, "rb") as handle:
-        head = handle.read(16)
-    image = _image_type(head)
-    if image is not None:
-        if size > MAX_IMAGE_BYTES:
+    with open_read(resolved) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        head = handle.read(BINARY_SNIFF_BYTES)
+        image = _image_type(head)
+        if image is not None:
+            picture = head + handle.read(MAX_IMAGE_BYTES + 1 - len(head))
+            if len(picture) > MAX_IMAGE_BYTES:
+                raise ToolError(
+                    f"{resolved.virtual} is a {size}-byte image; images over {MAX_IMAGE_BYTES} bytes are not sent."
+                )
+            return ReadOutput(
+                path=resolved.virtual, mount_path=resolved.mount.mount_path, content="", truncated=False,
+                char_count=0, total_line_count=0, selected_line_count=0, line_window=None,
+                showing=f"image {image}, {len(picture)} bytes (sent as image content)", encoding="binary",
+                invalid_utf8_replaced=False, image=ImageInfo(mime_type=image, bytes=len(picture)),
+            ), picture  # fmt: skip
+        if b"\x00" in head:
             raise ToolError(
-                f"{resolved.virtual} is a {size}-byte image; images over {MAX_IMAGE_BYTES} bytes are not sent."
+                f"{resolved.virtual} looks binary ({size} bytes, NUL bytes in its start); read shows text only. "
+                "grep skips binary files too."
             )
-        return ReadOutput(
-            path=resolved.virtual, mount_path=resolved.mount.mount_path, content="", truncated=False, char_count=0,
-            total_line_count=0, selected_line_count=0, line_window=None,
-            showing=f"image {image}, {size} bytes (sent as image content)", encoding="binary",
-            invalid_utf8_replaced=False, image=ImageInfo(mime_type=image, bytes=size),
-        )  # fmt: skip
-    if sniff_binary(host):
-        raise ToolError(
-            f"{resolved.virtual} looks binary ({size} bytes, NUL bytes in its start); read shows text only. "
-            "grep skips binary files too."
-        )
-    whole = args.start_line is None and args.line_count is None and args.tail_lines is None
-    if whole:
-        raw, _ = read_limited(host, args.max_chars * 4 + 4)
-        text, encoding, replaced = _decode(raw)
-        lines = text.splitlines(keepends=True)
-        total = _count_lines(host)
-        first = 1
-    else:
-        lines, first, total = _read_window(host, args)
-        encoding, replaced = "utf-8", any("\ufffd" in line for line in lines)
+        handle.seek(0)
+        whole = args.start_line is None and args.line_count is None and args.tail_lines is None
+        if whole:
+            raw = handle.read(args.max_chars * 4 + 4)
+            text, encoding, replaced = _decode(raw)
+            lines = text.splitlines(keepends=True)
+            handle.seek(0)
+            total = _count_lines(handle)
+            first = 1
+        else:
+            lines, first, total = _read_window(handle, args)
+            encoding, replaced = "utf-8", any("\ufffd" in line for line in lines)
     content = "".join(lines)
     truncated = len(content) > args.max_chars or (whole and sum(1 for _ in lines) < total)
     content = content[: args.max_chars]
@@ -165,7 +167,7 @@ def _read_file(resolved: Resolved, args: ReadArgs) -> ReadOutput:
     showing = f"showing lines {first}-{last} of {total}" if shown else f"no lines selected ({total} in file)"
     if truncated:
         showing += f" (cut at {args.max_chars} characters; use startLine/lineCount for more)"
-    return ReadOutput(
+    output = ReadOutput(
         path=resolved.virtual,
         mount_path=resolved.mount.mount_path,
         content=content,
@@ -178,24 +180,23 @@ def _read_file(resolved: Resolved, args: ReadArgs) -> ReadOutput:
         encoding=encoding,
         invalid_utf8_replaced=replaced,
     )
+    return output, None
 
 
-def _count_lines(host: Path) -> int:
+def _count_lines(handle: BinaryIO) -> int:
     count = 0
     last = b"\n"
-    with open(host, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
+    while chunk := handle.read(1 << 20):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
     return count + (0 if last == b"\n" else 1)
 
 
 async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
     resolved = _resolve(ctx, args.path, "read")
-    output = await anyio.to_thread.run_sync(_read_file, resolved, args)
-    if output.image is not None:
-        data = await anyio.to_thread.run_sync(resolved.host.read_bytes)
-        ctx.attachments.append(ImageBlock(data=base64.b64encode(data).decode(), mime_type=output.image.mime_type))
+    output, picture = await anyio.to_thread.run_sync(_read_file, resolved, args)
+    if output.image is not None and picture is not None:
+        ctx.attachments.append(ImageBlock(data=base64.b64encode(picture).decode(), mime_type=output.image.mime_type))
     return output
 
 
@@ -216,12 +217,10 @@ class WriteOutput(WireModel):
 
 async def write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
     resolved = _resolve(ctx, args.path, "write")
-    if resolved.exists and resolved.host.is_dir():
-        raise ToolError(f"{resolved.virtual} is a directory; give a file path.")
     data = args.content.encode()
-    await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
-    digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+    await anyio.to_thread.run_sync(atomic_write, resolved, data)
     touch(ctx, resolved)
+    digest = hashlib.sha256(data).hexdigest()
     return WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
 
 
@@ -267,9 +266,10 @@ def _nearest(text: str, old: str) -> str:
 
 
 def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
-    if not resolved.exists or resolved.host.is_dir():
+    if not resolved.exists:
         raise ToolError(f"{resolved.virtual} is not an existing file; write creates files.")
-    raw = resolved.host.read_bytes()
+    with open_read(resolved) as handle:
+        raw = handle.read()
     if b"\x00" in raw[:8192] and not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise ToolError(f"{resolved.virtual} looks binary; edit changes text files only.")
     text, encoding, replaced = _decode(raw)
@@ -290,13 +290,13 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
     count = occurrences if args.replace_all or args.expected_replacements else 1
     updated = text.replace(old, new, count)
     data = updated.encode(encoding)
-    atomic_write(resolved.host, data)
+    atomic_write(resolved, data)
     return EditOutput(
         path=resolved.virtual,
         occurrences=occurrences,
         replacements=count,
         bytes=len(data),
-        sha256=sha256_file(resolved.host),
+        sha256=hashlib.sha256(data).hexdigest(),
         line_ending="crlf" if crlf else "lf",
         encoding=encoding,
     )
@@ -369,18 +369,18 @@ def _directories(files: list[str]) -> list[str]:
 
 async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     resolved = _resolve(ctx, args.path, "list")
-    if not resolved.exists or not resolved.host.is_dir():
+    if not await anyio.to_thread.run_sync(files.is_dir, resolved):
         raise ToolError(f"{resolved.virtual} is not a directory.")
-    files, cut = await ripgrep.list_files(
+    found, cut = await ripgrep.list_files(
         resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN, confine=ctx.runtime.confinement.read_only
     )
     if cut:
         raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} files; glob a smaller directory.")
     if args.kind == "file":
-        entries = files
+        entries = found
     else:
-        directories = _directories(files)
-        entries = directories if args.kind == "directory" else sorted(files + directories)
+        directories = _directories(found)
+        entries = directories if args.kind == "directory" else sorted(found + directories)
     matcher = glob_regex(args.pattern)
     by_name = "/" not in args.pattern
     hits = [e for e in entries if matcher.match(e.rsplit("/", 1)[-1] if by_name else e)]
@@ -424,17 +424,21 @@ def _preview(text: str, column: int) -> str:
 
 async def grep(ctx: ToolContext, args: GrepArgs) -> GrepOutput:
     resolved = _resolve(ctx, args.path, "read")
-    if not resolved.exists:
+    info = await anyio.to_thread.run_sync(files.lstat, resolved)
+    if info is None:
         raise ToolError(f"{resolved.virtual} does not exist.")
+    folder = stat.S_ISDIR(info.st_mode)
+    if not folder and not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{resolved.virtual} is {kind_name(info.st_mode)}; grep searches files and directories.")
     if args.regex and (problem := await ripgrep.check_pattern(args.query, confine=ctx.runtime.confinement.read_only)):
         raise ToolError(f"query is not a valid regular expression: {problem}")
-    root, target = (resolved.host, ".") if resolved.host.is_dir() else (resolved.host.parent, resolved.host.name)
+    root, target = (resolved.host, ".") if folder else (resolved.host.parent, resolved.host.name)
     matches, cut = await ripgrep.search(
         root, target, args.query, regex=args.regex, case_sensitive=args.case_sensitive, glob=args.glob,
         per_file=args.max_per_file, limit=args.limit, excluded=[ctx.runtime.environment.data_dir],
         confine=ctx.runtime.confinement.read_only,
     )  # fmt: skip
-    base = resolved.virtual if resolved.host.is_dir() else os.path.dirname(resolved.virtual)
+    base = resolved.virtual if folder else os.path.dirname(resolved.virtual)
     hits = [
         GrepHit(path=f"{base.rstrip('/')}/{m.path}", line=m.line, column=m.column, preview=_preview(m.text, m.column))
         for m in matches

@@ -98,12 +98,12 @@ async def file_listing(ctx: ToolContext) -> list[Resource]:
 async def read_file(ctx: ToolContext, virtual: str) -> tuple[str, str | None, bytes | None]:
     """(mime type, text, or bytes for a binary file) of a workspace or substrate file, through the path guard."""
     resolved = ctx.runtime.guard.resolve(virtual, "read")
-    if not resolved.exists or not resolved.host.is_file():
+    if not resolved.exists:
         raise NotFoundError(f"No file {resolved.virtual}.")
-    data, more = await anyio.to_thread.run_sync(read_limited, resolved.host, MAX_FILE_BYTES)
+    data, more = await anyio.to_thread.run_sync(read_limited, resolved, MAX_FILE_BYTES)
     if more:
         raise NotFoundError(f"{resolved.virtual} is over {MAX_FILE_BYTES} bytes; read it with the read tool.")
-    mime = mimetypes.guess_type(resolved.host.name)[0] or "application/octet-stream"
+    mime = mimetypes.guess_type(resolved.name)[0] or "application/octet-stream"
     if b"\x00" not in data[:8192]:
         try:
             return (mime if mime.startswith("text/") or "json" in mime else "text/plain"), data.decode(), None

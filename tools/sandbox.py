@@ -6,6 +6,7 @@ keeps no transaction open, so a routed command never holds the write lock while 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat as stat_module
 from collections.abc import Awaitable, Callable
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from stores.files import atomic_write, sha256_file
+from stores import files
 from tools import file_tools, shell_core, shell_tools
 from tools.context import ToolContext
 from tools.definition import ToolDefinition, ToolExample
@@ -86,17 +87,16 @@ def _kind(mode: int) -> Literal["file", "directory", "symlink", "other"]:
 
 async def _list_dir(ctx: ToolContext, args: PathInput) -> ListOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "list")
-    if not resolved.host.is_dir():
+    if not await anyio.to_thread.run_sync(files.is_dir, resolved):
         raise ToolError(f"{resolved.virtual} is not a directory.")
 
     def scan() -> list[Entry]:
         private = os.path.realpath(ctx.runtime.environment.data_dir)
-        entries: list[Entry] = []
-        for item in os.scandir(resolved.host):
-            if os.path.realpath(item.path) == private:
-                continue  # the server's own data directory is never shown
-            info = item.stat(follow_symlinks=False)
-            entries.append(Entry(name=item.name, kind=_kind(info.st_mode), size=info.st_size))
+        entries = [
+            Entry(name=name, kind=_kind(info.st_mode), size=info.st_size)
+            for name, info in files.list_dir(resolved)
+            if os.path.join(resolved.host, name) != private  # the server's own data directory is never shown
+        ]
         return sorted(entries, key=lambda e: e.name)
 
     entries = await anyio.to_thread.run_sync(scan)
@@ -107,9 +107,9 @@ async def _list_dir(ctx: ToolContext, args: PathInput) -> ListOutput:
 
 async def _stat(ctx: ToolContext, args: PathInput) -> StatOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "list")
-    if not resolved.exists:
+    info = await anyio.to_thread.run_sync(files.lstat, resolved)
+    if info is None:
         return StatOutput(path=resolved.virtual, exists=False, kind=None, size=None, modified_at=None)
-    info = resolved.host.lstat()
     modified = datetime.fromtimestamp(info.st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return StatOutput(
         path=resolved.virtual, exists=True, kind=_kind(info.st_mode), size=info.st_size, modified_at=modified
@@ -118,21 +118,25 @@ async def _stat(ctx: ToolContext, args: PathInput) -> StatOutput:
 
 async def _mkdir(ctx: ToolContext, args: PathInput) -> MkdirOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "write")
-    if resolved.exists and not resolved.host.is_dir():
-        raise ToolError(f"{resolved.virtual} exists and is not a directory.")
-    await anyio.to_thread.run_sync(lambda: resolved.host.mkdir(parents=True, exist_ok=True))
-    return MkdirOutput(path=resolved.virtual, created=not resolved.exists)
+    created = await anyio.to_thread.run_sync(files.make_dirs, resolved)
+    return MkdirOutput(path=resolved.virtual, created=created)
 
 
 async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "modify")
-    if resolved.exists and resolved.host.is_dir():
-        raise ToolError(f"{resolved.virtual} is a directory.")
-    existing = await anyio.to_thread.run_sync(resolved.host.read_bytes) if resolved.exists else b""
-    data = existing + args.content.encode()
-    await anyio.to_thread.run_sync(atomic_write, resolved.host, data)
-    digest = await anyio.to_thread.run_sync(sha256_file, resolved.host)
+
+    def append() -> bytes:
+        existing = b""
+        if resolved.exists:
+            with files.open_read(resolved) as handle:
+                existing = handle.read()
+        data = existing + args.content.encode()
+        files.atomic_write(resolved, data)
+        return data
+
+    data = await anyio.to_thread.run_sync(append)
     file_tools.touch(ctx, resolved)
+    digest = hashlib.sha256(data).hexdigest()
     return file_tools.WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
 
 

@@ -14,6 +14,7 @@ its version history therefore change together or not at all, across every proces
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Annotated, Literal
 import anyio
 from pydantic import Field
 
-from stores import substrate
+from stores import files, fsaccess, substrate
 from stores.errors import StoreError
 from stores.files import read_limited, read_text, replace_file, sha256_file
 from stores.ids import sha256_hex
@@ -76,7 +77,7 @@ def _substrate_path(ctx: ToolContext, path: str) -> Resolved:
         raise ToolError(f"{resolved.virtual} is not in the shared substrate; give a path under {SUBSTRATE}.")
     if not resolved.relative:
         raise ToolError(f"{SUBSTRATE} is the substrate itself; name a file in it.")
-    if resolved.host != Path(os.path.realpath(resolved.mount.root), resolved.relative):
+    if resolved.real != resolved.relative:
         raise ToolError(f"{resolved.virtual} is a symbolic link or lies under one; substrate files must be real files.")
     return resolved
 
@@ -94,16 +95,14 @@ def _draft_path(ctx: ToolContext, path: str) -> Resolved:
 
 def _read(resolved: Resolved) -> bytes | None:
     """The file's bytes if it exists (UTF-8 text up to MAX_FILE_BYTES, else an error), None if it does not."""
-    return read_text(resolved.host, MAX_FILE_BYTES, resolved.virtual) if resolved.exists else None
+    return read_text(resolved, MAX_FILE_BYTES) if resolved.exists else None
 
 
 def _read_any(resolved: Resolved) -> bytes | None:
     """An existing file about to be replaced, kept for the undo: any content, but bounded."""
     if not resolved.exists:
         return None
-    if not resolved.host.is_file():
-        raise ToolError(f"{resolved.virtual} exists and is not a regular file; pick another path.")
-    data, more = read_limited(resolved.host, MAX_FILE_BYTES)
+    data, more = read_limited(resolved, MAX_FILE_BYTES)
     if more:
         raise ToolError(f"{resolved.virtual} is larger than {MAX_FILE_BYTES} bytes; move it away or pick another path.")
     return data
@@ -118,7 +117,7 @@ def _replace(ctx: ToolContext, resolved: Resolved, data: bytes, previous: bytes 
 
     Synchronous on purpose (at most a mebibyte): in a worker thread the write could finish after a cancellation
     had already unwound the handler, with no undo registered."""
-    ctx.tx.on_rollback(replace_file(resolved.host, data, previous))
+    ctx.tx.on_rollback(replace_file(resolved, data, previous))
     if resolved.mount.kind == "agent_substrate":
         ctx.touched.add(substrate_uri(resolved.relative))
 
@@ -159,18 +158,21 @@ class ListOutput(WireModel):
 
 
 def _substrate_files(root: Path) -> list[tuple[str, int]]:
-    """The regular files of the substrate (links are neither listed nor followed), sorted by path."""
-    root = Path(os.path.realpath(root))
+    """The regular files of the substrate (links are neither listed nor followed), sorted by path: walked through
+    directory descriptors (os.fwalk), so a directory swapped for a link while we walk is not entered."""
     found: list[tuple[str, int]] = []
-    for directory, _, files in os.walk(root):
-        for name in files:
-            path = Path(directory, name)
-            try:
-                info = path.lstat()
-            except OSError:  # removed while we looked
-                continue
-            if stat.S_ISREG(info.st_mode):
-                found.append((path.relative_to(root).as_posix(), info.st_size))
+    try:
+        with fsaccess.opened(fsaccess.open_beneath(os.path.realpath(root), "", fsaccess.LIST_FLAGS)) as root_fd:
+            for directory, _, names, dir_fd in os.fwalk(".", dir_fd=root_fd):
+                for name in names:
+                    try:
+                        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except OSError:  # removed while we looked
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        found.append((posixpath.normpath(posixpath.join(directory, name)), info.st_size))
+    except OSError as exc:
+        raise fsaccess.refusal(SUBSTRATE, exc) from None
     return sorted(found)
 
 
@@ -286,11 +288,11 @@ def _current_hash(ctx: ToolContext, path: str, substrate_side: bool) -> tuple[st
     """(sha256 of the file or None if it is missing, why it cannot be reached if so)."""
     try:
         resolved = _substrate_path(ctx, path) if substrate_side else _draft_path(ctx, path)
+        info = files.lstat(resolved)
+        digest = sha256_file(resolved) if info is not None and stat.S_ISREG(info.st_mode) else None
     except (ToolError, StoreError) as exc:
         return None, str(exc)
-    if not resolved.host.is_file():
-        return None, None
-    return sha256_file(resolved.host), None
+    return digest, None
 
 
 def _draft_view(ctx: ToolContext, entry: StagedDraft) -> DraftView:
