@@ -72,7 +72,7 @@ async def serving(config: ServeConfig, **options: Any) -> AsyncIterator[Served]:
     http = HttpConfig.build(transport=options.pop("transport", "http"), port=0, environ=environ, **options)
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
-        server = http_server(build_app(runtime, config, http, extensions), "WARNING")
+        server = http_server(build_app(runtime, config, http, extensions), http, "WARNING")
         with bind(http) as sock:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(server.serve, [sock])
