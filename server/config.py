@@ -153,7 +153,11 @@ class HttpConfig(BaseModel):
     @field_validator("allowed_origins")
     @classmethod
     def _origins_parse(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return _entries(values, origin_entry, "http:// or https:// then a host name or address, optionally :PORT or :*")
+        return _entries(
+            values,
+            origin_entry,
+            "an origin: http:// or https:// and a host name or address, optionally with :PORT or :*",
+        )
 
     @classmethod
     def build(
