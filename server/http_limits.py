@@ -5,10 +5,10 @@ that sends half a request line, or headers a byte at a time, or a body slower th
 connection for ever. This subclass arms one deadline per request phase, counted from the start of the phase
 (not reset by each byte, so trickling does not help): the headers must be complete within the header timeout
 of the connection opening (or of the previous response ending), and the body within the body timeout of the
-headers. A missed deadline gets `408` and the connection closes; the application, if it was reading the body,
-sees a disconnect. A connection beyond `max_connections` gets `503` and is closed before anything is read.
-A response sent before the request body has arrived (a refusal: 401, 413, 421...) ends the connection: the
-rest of the body is never read.
+headers. A missed deadline gets `408` and the connection closes (a connection idle between requests just
+closes); the application, if it was reading the body, sees a disconnect. A connection beyond `max_connections`
+gets `503` and is closed before anything is read. A response sent before the request body has arrived (a
+refusal: 401, 413, 421...) ends the connection: the rest of the body is never read.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class LimitedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, **kwargs)
         self._phase: Phase | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        self._heard = False  # some of the current phase has arrived
         self._refused = False  # beyond the connection bound: never served
         self._finished = False  # answered before its body arrived: read no more
 
@@ -79,6 +80,7 @@ class LimitedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused or self._finished:
             return
+        self._heard = True
         super().data_received(data)
         self._watch()
 
@@ -108,6 +110,7 @@ class LimitedH11Protocol(H11Protocol):
             self._deadline.cancel()
             self._deadline = None
         self._phase = phase
+        self._heard = False
         if phase is not None:
             seconds = self.LIMITS.header_timeout_seconds if phase == "headers" else self.LIMITS.body_timeout_seconds
             self._deadline = self.loop.call_later(seconds, self._expired)
@@ -121,6 +124,6 @@ class LimitedH11Protocol(H11Protocol):
             answered = self.cycle.response_started
             self.cycle.disconnected = True  # the application's next receive() is a disconnect
             self.cycle.message_event.set()
-        if not answered:
+        if not answered and (self._heard or self._phase == "body"):  # an idle connection just closes
             self.transport.write(TIMED_OUT)
         self.transport.close()

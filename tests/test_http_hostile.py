@@ -119,15 +119,16 @@ async def test_a_slow_body_is_cut_off(config: ServeConfig) -> None:
 
 
 async def test_the_header_deadline_applies_again_on_a_kept_alive_connection(config: ServeConfig) -> None:
-    async with serving(config, **FAST) as served, raw(served) as (stream,):
+    async with serving(config, **FAST) as served, raw(served, 3) as (stream, kept_idle, silent):
         head = request_head("/healthz").replace(b"POST", b"GET")
-        await stream.send(head)
-        first = await stream.receive()
+        for kept in (stream, kept_idle):
+            await kept.send(head)
+            assert (await kept.receive()).startswith(b"HTTP/1.1 200 ")
         await stream.send(head[:20])  # a second request, never finished
         with anyio.fail_after(2.5):
-            rest = await until_closed(stream)
-    assert first.startswith(b"HTTP/1.1 200 ")
-    assert rest.startswith(b"HTTP/1.1 408 ")
+            rest = [await until_closed(each) for each in (stream, kept_idle, silent)]
+    assert rest[0].startswith(b"HTTP/1.1 408 ")
+    assert rest[1:] == [b"", b""]  # connections that started no request just close
 
 
 # ---- the connection bound ------------------------------------------------------------------------------------
