@@ -54,7 +54,7 @@ class HttpAttachments:
             async with self._lock:
                 attachment = connection.state.get(ATTACHMENT_STATE)
                 if attachment is None:
-                    attachment = await self._attach(named or self._default, "http")
+                    attachment = await _attach(self._runtime, named or self._default, "http")
                     connection.state[ATTACHMENT_STATE] = attachment
                     connection.exit_stack.push_async_callback(detach, self._runtime, attachment)
         if named is not None and named != attachment.session_id:
@@ -73,14 +73,11 @@ class HttpAttachments:
             target = named or self._sessionless
             if target is not None and target in self._shared:
                 return self._shared[target]
-            attachment = await self._attach(target, "http-sessionless")
+            attachment = await _attach(self._runtime, target, "http-sessionless")
             self._shared[attachment.session_id] = attachment
             if named is None:
                 self._sessionless = attachment.session_id
             return attachment
-
-    async def _attach(self, session_id: str | None, transport: str) -> Attachment:
-        return await _attach(self._runtime, session_id, transport)
 
     async def close(self) -> None:
         for attachment in self._shared.values():
@@ -99,7 +96,9 @@ class StreamAttachment:
         self._lock = anyio.Lock()
 
     async def resolve(self, ctx: ServerRequestContext[Any]) -> Attachment:
-        async with self._lock:
+        if self._attachment is not None:
+            return self._attachment
+        async with self._lock:  # so that two first calls do not open two wakes
             if self._attachment is None:
                 self._attachment = await _attach(self._runtime, self._session_id, "sse")
             return self._attachment
