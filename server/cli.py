@@ -98,6 +98,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="close idle MCP sessions (default: 1800)",
     )
+    remote.add_argument(
+        "--header-timeout",
+        dest="header_timeout_seconds",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection whose request headers take longer (default: 10)",
+    )
+    remote.add_argument(
+        "--body-timeout",
+        dest="body_timeout_seconds",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection whose request body takes longer (default: 30)",
+    )
+    remote.add_argument(
+        "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
+    )
 
     tools = commands.add_parser("tools", help="print the tool catalogue")
     tools.add_argument("--json", action="store_true", help="one JSON document for machines")
@@ -179,6 +196,9 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "max_request_bytes": "--max-request-bytes",
     "max_sessions": "--max-sessions",
     "session_idle_seconds": "--session-idle-timeout",
+    "header_timeout_seconds": "--header-timeout",
+    "body_timeout_seconds": "--body-timeout",
+    "max_connections": "--max-connections",
 }
 
 
@@ -252,7 +272,7 @@ async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -
             announce(http, sock)  # first on stderr: scripts read the address from its first line
             _announce_confinement(runtime)
             log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
-            await http_server(app, log_level).serve(sockets=[sock])
+            await http_server(app, http, log_level).serve(sockets=[sock])
 
 
 def _announce_confinement(runtime: Runtime) -> None:

@@ -10,12 +10,13 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from server.http_allowlist import Address, host_entry, origin_entry
 from tools.custom import CustomToolSpec
 
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -117,6 +118,9 @@ DEFAULT_PORT = 8765
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_SESSION_IDLE_SECONDS = 1800.0
+DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
+DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
+DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open-file limit, which SQLite and tools share
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 # A header-safe secret long enough not to be guessed; the message never repeats it.
@@ -139,6 +143,23 @@ class HttpConfig(BaseModel):
     max_request_bytes: Annotated[int, Field(gt=0)] = DEFAULT_MAX_REQUEST_BYTES
     max_sessions: Annotated[int, Field(gt=0)] = DEFAULT_MAX_SESSIONS
     session_idle_seconds: Annotated[float, Field(gt=0)] = DEFAULT_SESSION_IDLE_SECONDS
+    header_timeout_seconds: Annotated[float, Field(gt=0)] = DEFAULT_HEADER_TIMEOUT_SECONDS
+    body_timeout_seconds: Annotated[float, Field(gt=0)] = DEFAULT_BODY_TIMEOUT_SECONDS
+    max_connections: Annotated[int, Field(gt=0)] = DEFAULT_MAX_CONNECTIONS
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_parse(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _entries(values, host_entry, "a host name or address, optionally with :PORT or :*")
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_parse(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _entries(
+            values,
+            origin_entry,
+            "an origin: http:// or https:// and a host name or address, optionally with :PORT or :*",
+        )
 
     @classmethod
     def build(
@@ -155,6 +176,9 @@ class HttpConfig(BaseModel):
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
+        header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS,
+        body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> HttpConfig:
         """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
 
@@ -182,6 +206,9 @@ class HttpConfig(BaseModel):
             max_request_bytes=max_request_bytes,
             max_sessions=max_sessions,
             session_idle_seconds=session_idle_seconds,
+            header_timeout_seconds=header_timeout_seconds,
+            body_timeout_seconds=body_timeout_seconds,
+            max_connections=max_connections,
         )
 
     @property
@@ -209,6 +236,13 @@ def _any_port(values: list[str]) -> tuple[str, ...]:
 
 
 LOOPBACK_ALLOWED_HOSTS = _any_port(list(LOOPBACK_HOSTS))
+
+
+def _entries(values: tuple[str, ...], parse: Callable[[str], Address | None], shape: str) -> tuple[str, ...]:
+    for value in values:
+        if parse(value) is None:
+            raise ValueError(f"{value!r} is not {shape}")
+    return values
 
 
 def _read_token(token_file: Path | None, environ: Mapping[str, str]) -> SecretStr | None:

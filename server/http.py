@@ -1,9 +1,10 @@
 """Remote clients: Streamable HTTP at /mcp and legacy HTTP+SSE at /sse + /messages/, over the one MCP server.
 
-Every request but the health check passes the guard first: Host and Origin against the allowlists (421, 403),
-the bearer token when one is set (401), and an `Mcp-Managed-Session` header, which must name a session of this
-agent (400). Body sizes are capped by the SDK's transports on both POST endpoints (413), and the number of
-open MCP sessions and SSE streams by `--max-sessions` (503).
+Every request but the health check passes the guard first, on its headers alone: Host and Origin matched
+exactly against the allowlists (421, 403; server/http_allowlist.py), the bearer token when one is set (401), and
+an `Mcp-Managed-Session` header, which must name a session of this agent (400). Body sizes are capped by the
+SDK's transports on both POST endpoints (413), the number of open MCP sessions and SSE streams by
+`--max-sessions` (503), and connections by the deadlines and bound of server/http_limits.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mcp.server import Server
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -31,10 +32,12 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.app import build_server
-from server.attach import Attachments, attached
+from server.attach import Attachments
 from server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
 from server.extensions import Extensions
-from server.http_sessions import SESSION_HEADER, http_attachments
+from server.http_allowlist import Allowlist
+from server.http_limits import ConnectionLimits, limited_protocol
+from server.http_sessions import SESSION_HEADER, http_attachments, stream_attachment
 from stores import sessions
 from stores.errors import DatabaseBusyError, StoreError
 from tools.context import Runtime
@@ -57,11 +60,9 @@ def build_app(
         attachments=lambda: http_attachments(runtime, config.session),
         extensions=extensions,
     )
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=list(http.allowed_hosts),
-        allowed_origins=list(http.allowed_origins),
-    )
+    # The Guard checks Host and Origin exactly before any transport sees a request; the SDK's own check
+    # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     routes: list[Route | Mount] = [Route(HEALTH_PATH, _health, methods=["GET", "HEAD"])]
     manager: StreamableHTTPSessionManager | None = None
     if http.transport == "http":
@@ -89,7 +90,8 @@ def build_app(
             yield
 
     token = http.token.get_secret_value() if http.token is not None else None
-    guard = Middleware(Guard, security=security, token=token, runtime=runtime)
+    allowlist = Allowlist(http.allowed_hosts, http.allowed_origins)
+    guard = Middleware(Guard, allowlist=allowlist, token=token, runtime=runtime)
     return Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
 
 
@@ -107,9 +109,9 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 class Guard:
     """Host/Origin, then the bearer token, then the session header, before any MCP processing."""
 
-    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings, token: str | None, runtime: Runtime):
+    def __init__(self, app: ASGIApp, *, allowlist: Allowlist, token: str | None, runtime: Runtime):
         self._app = app
-        self._origin_check = TransportSecurityMiddleware(security)
+        self._allowlist = allowlist
         self._token = token.encode() if token is not None else None
         self._runtime = runtime
         self._known_sessions: set[str] = set()
@@ -125,11 +127,12 @@ class Guard:
         await self._app(scope, receive, send)
 
     async def _refusal(self, scope: Scope) -> Response | None:
-        # is_post=False: the transports check a POST's Content-Type themselves.
-        refused = await self._origin_check.validate_request(Request(scope), is_post=False)
-        if refused is not None:
-            return refused
+        # Only headers are read here: a refused request is answered before any of its body is received.
         headers = Headers(scope=scope)
+        if not self._allowlist.admits_host(headers.get("host")):
+            return _error(421, "This server does not answer to that Host header (see --allowed-host).")
+        if not self._allowlist.admits_origin(headers.get("origin")):
+            return _error(403, "Requests from that Origin are not allowed (see --allowed-origin).")
         if self._token is not None and not self._authorized(headers.get("authorization")):
             presented = headers.get("authorization") is not None
             challenge = 'Bearer realm="managed-tools"' + (', error="invalid_token"' if presented else "")
@@ -164,7 +167,7 @@ class Guard:
 
 
 class SseEndpoint:
-    """GET /sse: one legacy SSE connection, attached to a durable session for its whole life (like stdio)."""
+    """GET /sse: one legacy SSE connection, attached to a durable session from its first use to its end."""
 
     def __init__(
         self,
@@ -189,7 +192,7 @@ class SseEndpoint:
         self._open += 1
         try:
             async with (
-                attached(self._runtime, named or self._default, "sse") as attachments,
+                stream_attachment(self._runtime, named or self._default) as attachments,
                 self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream),
             ):
                 await serve_dual_era_loop(
@@ -199,8 +202,6 @@ class SseEndpoint:
                     lifespan_state=attachments,
                     init_options=self._server.create_initialization_options(),
                 )
-        except StoreError as exc:  # the session could not be attached, so nothing has been streamed yet
-            await _error(503 if isinstance(exc, DatabaseBusyError) else 400, str(exc))(scope, receive, send)
         finally:
             self._open -= 1
 
@@ -236,10 +237,22 @@ def announce(http: HttpConfig, sock: socket.socket) -> None:
         )
 
 
-def http_server(app: Starlette, log_level: str) -> uvicorn.Server:
+def http_server(app: Starlette, http: HttpConfig, log_level: str) -> uvicorn.Server:
     # Our logging setup, not uvicorn's; no access log (URLs carry SSE session ids). Open streams get a few
-    # seconds to finish on shutdown instead of holding it forever.
+    # seconds to finish on shutdown instead of holding it forever. HTTP/1.1 only, with our deadlines and
+    # connection bound (server/http_limits.py); no WebSocket upgrades, which nothing here serves.
+    limits = ConnectionLimits(
+        header_timeout_seconds=http.header_timeout_seconds,
+        body_timeout_seconds=http.body_timeout_seconds,
+        max_connections=http.max_connections,
+    )
     config = uvicorn.Config(
-        app, log_config=None, log_level=log_level.lower(), access_log=False, timeout_graceful_shutdown=3
+        app,
+        http=limited_protocol(limits),
+        ws="none",
+        log_config=None,
+        log_level=log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=3,
     )
     return uvicorn.Server(config)

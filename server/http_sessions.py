@@ -10,6 +10,9 @@ The HTTP server's lifespan runs once for every client, so the attachment is reso
   session the server opens for all such requests. These requests share one wake per durable session, closed
   when the server stops.
 
+A **legacy SSE stream** attaches at its first tool call or resource read, to the session its header names or
+the server's `--session` or a new one, and keeps it for the stream's life (`StreamAttachment`).
+
 The header is checked before the request reaches MCP (server/http.py): it must name a session of this agent.
 """
 
@@ -51,7 +54,7 @@ class HttpAttachments:
             async with self._lock:
                 attachment = connection.state.get(ATTACHMENT_STATE)
                 if attachment is None:
-                    attachment = await self._attach(named or self._default, "http")
+                    attachment = await _attach(self._runtime, named or self._default, "http")
                     connection.state[ATTACHMENT_STATE] = attachment
                     connection.exit_stack.push_async_callback(detach, self._runtime, attachment)
         if named is not None and named != attachment.session_id:
@@ -70,22 +73,55 @@ class HttpAttachments:
             target = named or self._sessionless
             if target is not None and target in self._shared:
                 return self._shared[target]
-            attachment = await self._attach(target, "http-sessionless")
+            attachment = await _attach(self._runtime, target, "http-sessionless")
             self._shared[attachment.session_id] = attachment
             if named is None:
                 self._sessionless = attachment.session_id
             return attachment
 
-    async def _attach(self, session_id: str | None, transport: str) -> Attachment:
-        try:
-            return await attach(self._runtime, session_id, transport)
-        except StoreError as exc:  # the session went away, or the database stayed locked
-            raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
-
     async def close(self) -> None:
         for attachment in self._shared.values():
             await detach(self._runtime, attachment)
         self._shared.clear()
+
+
+class StreamAttachment:
+    """A legacy SSE stream's attachment: made at the stream's first tool call or resource read, kept for the
+    stream's life. A stream that never does any work (abandoned, or opened only to probe) leaves no session."""
+
+    def __init__(self, runtime: Runtime, session_id: str | None) -> None:
+        self._runtime = runtime
+        self._session_id = session_id
+        self._attachment: Attachment | None = None
+        self._lock = anyio.Lock()
+
+    async def resolve(self, ctx: ServerRequestContext[Any]) -> Attachment:
+        if self._attachment is not None:
+            return self._attachment
+        async with self._lock:  # so that two first calls do not open two wakes
+            if self._attachment is None:
+                self._attachment = await _attach(self._runtime, self._session_id, "sse")
+            return self._attachment
+
+    async def close(self) -> None:
+        if self._attachment is not None:
+            await detach(self._runtime, self._attachment)
+
+
+@asynccontextmanager
+async def stream_attachment(runtime: Runtime, session_id: str | None) -> AsyncIterator[StreamAttachment]:
+    attachment = StreamAttachment(runtime, session_id)
+    try:
+        yield attachment
+    finally:
+        await attachment.close()
+
+
+async def _attach(runtime: Runtime, session_id: str | None, transport: str) -> Attachment:
+    try:
+        return await attach(runtime, session_id, transport)
+    except StoreError as exc:  # the session went away, or the database stayed locked
+        raise MCPError(code=types.INVALID_REQUEST, message=str(exc)) from None
 
 
 def named_session(ctx: ServerRequestContext[Any]) -> str | None:

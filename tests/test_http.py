@@ -72,7 +72,7 @@ async def serving(config: ServeConfig, **options: Any) -> AsyncIterator[Served]:
     http = HttpConfig.build(transport=options.pop("transport", "http"), port=0, environ=environ, **options)
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
-        server = http_server(build_app(runtime, config, http, extensions), "WARNING")
+        server = http_server(build_app(runtime, config, http, extensions), http, "WARNING")
         with bind(http) as sock:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(server.serve, [sock])
@@ -377,6 +377,10 @@ def test_refuses_to_start_without_what_a_remote_bind_needs(
         ("--port", "9000"): "--port applies to --transport http or sse.",
         ("--transport", "sse", "--stateless"): "--stateless applies to Streamable HTTP (--transport http)",
         ("--transport", "http", "--port", "70000"): "--port: Input should be less than or equal to 65535",
+        ("--transport", "http", "--allowed-host", "localhost/x"): "--allowed-host: Value error, 'localhost/x' is not",
+        ("--transport", "http", "--allowed-origin", "localhost:*"): "'localhost:*' is not an origin: http:// or",
+        ("--transport", "http", "--header-timeout", "0"): "--header-timeout: Input should be greater than 0",
+        ("--max-connections", "5"): "--max-connections applies to --transport http or sse.",
     }
     for argv, message in cases.items():
         assert main(["serve", "--workspace", str(workspace), *argv]) == 2, argv

@@ -1,0 +1,129 @@
+"""Connection limits uvicorn does not have: request header and body deadlines, and a bound on open connections.
+
+uvicorn's h11 protocol arms no timer until a first response is complete (its keep-alive timeout), so a client
+that sends half a request line, or headers a byte at a time, or a body slower than it announced, holds its
+connection for ever. This subclass arms one deadline per request phase, counted from the start of the phase
+(not reset by each byte, so trickling does not help): the headers must be complete within the header timeout
+of the connection opening (or of the previous response ending), and the body within the body timeout of the
+headers. A missed deadline gets `408` and the connection closes (a connection idle between requests just
+closes); the application, if it was reading the body, sees a disconnect. A connection beyond `max_connections`
+gets `503` and is closed before anything is read. A response sent before the request body has arrived (a
+refusal: 401, 413, 421...) ends the connection: the rest of the body is never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+Phase = Literal["headers", "body"]
+
+
+def _response(status: str, message: str) -> bytes:
+    body = message.encode()
+    head = f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {len(body)}\r\n"
+    return head.encode() + b"connection: close\r\n\r\n" + body
+
+
+TIMED_OUT = _response("408 Request Timeout", "The request took too long to arrive.")
+TOO_MANY = _response("503 Service Unavailable", "Too many open connections; try again later.")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout_seconds: float
+    body_timeout_seconds: float
+    max_connections: int
+
+
+def limited_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+    """The protocol class to give uvicorn (`Config(http=...)`), bound to these limits."""
+
+    class Limited(LimitedH11Protocol):
+        LIMITS = limits
+
+    return Limited
+
+
+class LimitedH11Protocol(H11Protocol):
+    LIMITS: ConnectionLimits
+
+    def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(config, server_state, app_state, **kwargs)
+        self._phase: Phase | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._heard = False  # some of the current phase has arrived
+        self._refused = False  # beyond the connection bound: never served
+        self._finished = False  # answered before its body arrived: read no more
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.LIMITS.max_connections:
+            self._refused = True
+            self.transport = transport
+            transport.write(TOO_MANY)
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._arm(None)
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self._finished:
+            return
+        self._heard = True
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            # Answered without the body: send end-of-stream after the response and ignore what still comes
+            # (closing outright could reset the connection before the client has read the answer).
+            self._finished = True
+            self._unset_keepalive_if_required()
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            else:
+                self.transport.close()
+            return
+        self._watch()
+
+    def _watch(self) -> None:
+        """Arm the deadline of the phase the request is in (if it changed)."""
+        state = self.conn.their_state
+        self._arm("headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None)
+
+    def _arm(self, phase: Phase | None) -> None:
+        if phase == self._phase:
+            return
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._phase = phase
+        self._heard = False
+        if phase is not None:
+            seconds = self.LIMITS.header_timeout_seconds if phase == "headers" else self.LIMITS.body_timeout_seconds
+            self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        answered = False
+        if self._phase == "body" and self.cycle is not None:
+            answered = self.cycle.response_started
+            self.cycle.disconnected = True  # the application's next receive() is a disconnect
+            self.cycle.message_event.set()
+        if not answered and (self._heard or self._phase == "body"):  # an idle connection just closes
+            self.transport.write(TIMED_OUT)
+        self.transport.close()
