@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from server import __version__, human
 from server.app import build_server
 from server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
+from server.data_dir import state_root
 from server.http import announce, bind, build_app, http_server
 from server.publish import to_mcp_tool
 from server.runtime import StartupError, open_runtime, startup_extensions
@@ -33,7 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"managed-tools {__version__}")
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
-    where.add_argument("--data-dir", type=Path, help="where state lives (default: <workspace>/.managed-tools)")
+    where.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where state lives, outside the workspace and every vault (default: one directory per workspace "
+        f"under {str(state_root()).replace('%', '%%')})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
@@ -220,7 +226,7 @@ async def _serve_stdio(config: ServeConfig) -> None:
             approval_wait_seconds=config.approval_wait_seconds,
             extensions=extensions,
         )
-        log.info("serving agent %s from %s over stdio", config.agent, config.data_dir)
+        log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -235,7 +241,7 @@ async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -
             raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
         with sock:
             announce(http, sock)
-            log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
+            log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
             await http_server(app, log_level).serve(sockets=[sock])
 
 
