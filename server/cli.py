@@ -35,10 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
     where.add_argument(
-        "--data-dir",
-        type=Path,
-        help="where state lives, outside the workspace and every vault (default: one directory per workspace "
-        f"under {str(state_root()).replace('%', '%%')})",
+        "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -107,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
     stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
+    # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
+    for name in ("serve", "pending", "approve", "deny", "respond", "interrupt"):
+        commands.choices[name].epilog = (
+            f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
+            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
+        )
+        commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
