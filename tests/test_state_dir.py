@@ -216,16 +216,21 @@ def test_racing_moves_lose_nothing(tmp_path: Path, connect: Connect, across: boo
         notices: list[str] = []
         gate = threading.Barrier(8)
 
+        errors: list[BaseException] = []
+
         def adopt() -> None:
             gate.wait()
-            adopt_legacy(workspace, target, notices.append)
+            try:
+                adopt_legacy(workspace, target, notices.append)
+            except BaseException as exc:
+                errors.append(exc)
 
         threads = [threading.Thread(target=adopt) for _ in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        assert sum("moved the data dir" in n for n in notices) == 1, notices
+        assert errors == [] and sum("moved the data dir" in n for n in notices) == 1, (errors, notices)
         assert not (workspace / LEGACY_DIR).exists() and counts(target / "state.db") == rows
         assert [p.name for p in target.parent.iterdir()] == [target.name]
     finally:
