@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from server import SERVER_NAME, __version__
 from server.config import ServeConfig
+from server.data_dir import LEGACY_DIR
 from server.extensions import ExtensionError, Extensions, load_extensions
 from stores import sessions
 from stores.db import Database
@@ -73,7 +74,8 @@ async def open_runtime(
         for mount in mounts:
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
-        guard = PathGuard(mounts, private=[config.data_dir])
+        # An old data dir left in the workspace (not moved: the new one existed) stays out of the tools' reach too.
+        guard = PathGuard(mounts, private=[config.data_dir, config.workspace / LEGACY_DIR])
         runtime = Runtime(environment=environment, db=db, registry=registry, guard=guard)
         try:
             yield runtime

@@ -186,6 +186,26 @@ def test_both_present_the_new_one_is_used_and_the_old_left(workspace: Path, tmp_
     assert (workspace / LEGACY_DIR / "state.db").exists() and counts(new / "state.db") == before
 
 
+@pytest.mark.anyio
+async def test_an_old_data_dir_left_in_place_stays_out_of_reach(left_behind: ServeConfig, connect: Connect) -> None:
+    async with open_runtime(left_behind) as runtime, connect(runtime) as client:
+        for path in (f"{LEGACY_DIR}/state.db", f"{LEGACY_DIR}/config.json"):
+            assert "own data directory" in error_text(await client.call_tool("read", {"path": path}))
+
+
+@pytest.fixture
+def left_behind(workspace: Path) -> ServeConfig:
+    """Both the new data dir and an old `.managed-tools` (holding what looks like state) exist."""
+    default_data_dir(workspace.resolve()).mkdir(parents=True)
+    (workspace / LEGACY_DIR).mkdir()
+    (workspace / LEGACY_DIR / "state.db").write_bytes(b"SQLite format 3\x00")
+    (workspace / LEGACY_DIR / "config.json").write_text("{}")
+    notices: list[str] = []
+    config = ServeConfig.build(workspace=workspace, data_dir=None, notify=notices.append)
+    assert len(notices) == 1 and "left the old data dir" in notices[0]
+    return config
+
+
 def test_two_servers_starting_at_once_move_it_once(workspace: Path, tmp_path: Path, connect: Connect) -> None:
     rows = legacy_state(workspace, tmp_path / "scratch", connect)
     servers = [start("serve", "--workspace", str(workspace)) for _ in range(3)]
