@@ -502,7 +502,7 @@ async def test_a_failure_after_the_write_puts_the_file_back(
 @asynccontextmanager
 async def server_process(workspace: Path, *extra: str) -> AsyncIterator[Client]:
     args = ["-m", "server", "serve", "--workspace", str(workspace), "--allow", PROMOTE, *extra]
-    async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+    async with Client(StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))) as client:
         yield client
 
 
