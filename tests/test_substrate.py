@@ -418,7 +418,7 @@ async def test_restore_records_a_new_version(
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "link-out/x.md"}, "resolves outside /workspace/agent"),
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "alias.md"}, "is a symbolic link or lies under one"),
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "dir-alias/new.md"}, "is a symbolic link or lies under one"),
-        (PROMOTE, {"sourcePath": "into-data.md"}, "inside the server's own data directory"),
+        (PROMOTE, {"sourcePath": "into-data.md"}, "resolves outside /workspace"),  # the substrate is not in it
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "folder"}, "not a regular file"),
         (PROMOTE, {"sourcePath": "binary.md"}, "looks binary"),
         (PROMOTE, {"sourcePath": "latin1.md"}, "is not UTF-8 text"),
