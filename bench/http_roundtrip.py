@@ -144,6 +144,7 @@ async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series
             workspace = Path(tmp) / mode
             workspace.mkdir()
             managed_argv = [sys.executable, "-m", "server", "serve", "--workspace", str(workspace)]
+            managed_argv += ["--data-dir", f"{workspace}.state"]  # in the temporary dir, not the user's state dir
             managed_argv += ["--transport", "http", "--port", "0"]
             replay = Path(tmp) / f"{mode}-replay.json"
             async with server_at(managed_argv, Path(tmp) / "managed.log") as url:

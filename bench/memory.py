@@ -346,6 +346,12 @@ async def time_queries(
     return store, handler, tool, by_tier, matches, errors
 
 
+def bench_config(workspace: Path) -> ServeConfig:
+    """The server's config with its state beside the temporary workspace (removed with it), never in the
+    user's state directory."""
+    return ServeConfig.build(workspace=workspace, data_dir=workspace.with_name(f"{workspace.name}.state"))
+
+
 async def run_search(
     workspace: Path, sizes: list[int], n_queries: int, rounds: int, seed: int
 ) -> tuple[list[SearchSize], list[Query]]:
@@ -355,7 +361,7 @@ async def run_search(
     queries = make_queries(query_lang, n_queries, samples)
     docs = documents(Language(seed))  # the same stream as `samples`: the corpus starts with those documents
     results: list[SearchSize] = []
-    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=None)) as runtime:
+    async with open_runtime(bench_config(workspace)) as runtime:
         attachment = await attach(runtime, None, "bench")
         session_ids = await make_sessions(runtime)
         indexed = 0
@@ -419,7 +425,7 @@ async def run_writes(workspace: Path, writes: int, seed: int) -> WriteResult:
     lang.rng = random.Random(seed + 2)
     texts = paragraphs(lang, 64)
     errors = 0
-    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=None)) as runtime:
+    async with open_runtime(bench_config(workspace)) as runtime:
         attachment = await attach(runtime, None, "bench")
         tool: list[float] = []
         for i in range(warmup + writes):
@@ -555,7 +561,7 @@ async def _attempt_stores(runtime: Runtime, attachment: Attachment, marker: str)
 
 async def _race_loop(job: RaceJob, barrier: Barrier) -> WorkerReport:
     attempt = _attempt_tools if job.via == "tools" else _attempt_stores
-    config = ServeConfig.build(workspace=Path(job.workspace), data_dir=None)
+    config = bench_config(Path(job.workspace))
     async with open_runtime(config) as runtime:
         attachment = await attach(runtime, job.session_id, "bench")
         counts: Counter[Attempt] = Counter()
@@ -583,7 +589,7 @@ def race_worker(job: RaceJob, barrier: Barrier, out: Queue[Any]) -> None:
 
 
 async def _prepare_race(workspace: Path) -> str:
-    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=None)) as runtime:
+    async with open_runtime(bench_config(workspace)) as runtime:
         attachment = await attach(runtime, None, "bench")
         result = await execute(
             runtime, attachment, PORTS, "memory_write", {"target": "session_state", "content": RACE_HEADER}
@@ -595,7 +601,7 @@ async def _prepare_race(workspace: Path) -> str:
 
 
 async def _check_race(workspace: Path, session_id: str) -> tuple[int, str]:
-    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=None)) as runtime, runtime.db.read() as tx:
+    async with open_runtime(bench_config(workspace)) as runtime, runtime.db.read() as tx:
         versions = int(
             await tx.scalar(
                 "SELECT count(*) FROM memory_versions WHERE scope = ? AND target = 'session_state'", (session_id,)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from server import __version__, human
 from server.app import build_server
 from server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
+from server.data_dir import state_root
 from server.http import announce, bind, build_app, http_server
 from server.publish import to_mcp_tool
 from server.runtime import StartupError, open_runtime, startup_extensions
@@ -34,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"managed-tools {__version__}")
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
-    where.add_argument("--data-dir", type=Path, help="where state lives (default: <workspace>/.managed-tools)")
+    where.add_argument(
+        "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
@@ -131,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
     stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
+    # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
+    for name in ("serve", "pending", "approve", "deny", "respond", "interrupt"):
+        commands.choices[name].epilog = (
+            f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
+            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
+        )
+        commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -255,7 +265,7 @@ async def _serve_stdio(config: ServeConfig) -> None:
             approval_wait_seconds=config.approval_wait_seconds,
             extensions=extensions,
         )
-        log.info("serving agent %s from %s over stdio", config.agent, config.data_dir)
+        log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -271,7 +281,7 @@ async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -
         with sock:
             announce(http, sock)  # first on stderr: scripts read the address from its first line
             _announce_confinement(runtime)
-            log.info("serving agent %s from %s over %s", config.agent, config.data_dir, http.transport)
+            log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
             await http_server(app, http, log_level).serve(sockets=[sock])
 
 

@@ -1,7 +1,7 @@
 """The user's configuration of one server process. Only the user sets it; no tool can read or change it.
 
-Two sources: command-line flags, and an optional `config.json` in the data dir (outside every mount, so the
-file tools cannot reach it). Flags win over the file.
+Two sources: command-line flags, and an optional `config.json` in the data dir (outside every mount, so no
+tool can reach it; see server/data_dir.py). Flags win over the file.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from server.http_allowlist import Address, host_entry, origin_entry
 from tools.custom import CustomToolSpec
 
@@ -87,14 +88,23 @@ class ServeConfig(BaseModel):
         approval_wait_seconds: float | None = None,
         tool_modules: tuple[str, ...] = (),
         vaults: dict[str, Path] | None = None,
+        notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
-        """Resolve the defaults (the current directory, `<workspace>/.managed-tools`) and merge the file."""
+        """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
+        refuse a data dir that overlaps a mount, move the old `<workspace>/.managed-tools` once, merge the file."""
         root = (workspace or Path.cwd()).expanduser().resolve()
-        data = (data_dir or root / ".managed-tools").expanduser().resolve()
+        data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
+        _refuse_overlap(data, {"the workspace": root})
+        try:
+            adopt_legacy(root, data, notify)
+        except OSError as exc:
+            raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
         user = load_user_config(data)
         policy = dict(user.policy)
         policy.update(dict.fromkeys(allow, "always_allow"))
         policy.update(dict.fromkeys(ask, "always_ask"))
+        vault_roots = {name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()}
+        _refuse_overlap(data, {f"the vault {name!r}": path for name, path in vault_roots.items()})
         return cls(
             workspace=root,
             data_dir=data,
@@ -104,12 +114,17 @@ class ServeConfig(BaseModel):
             approval_wait_seconds=approval_wait_seconds or user.approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             tool_modules=tool_modules,
-            vaults={name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()},
+            vaults=vault_roots,
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+
+def _refuse_overlap(data_dir: Path, mounts: dict[str, Path]) -> None:
+    if (problem := overlap(data_dir, mounts)) is not None:
+        raise ConfigError(problem)
 
 
 TOKEN_ENV = "MANAGED_TOOLS_TOKEN"

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from server import SERVER_NAME, __version__
 from server.config import ServeConfig
+from server.data_dir import LEGACY_DIR
 from server.extensions import ExtensionError, Extensions, load_extensions
 from stores import sessions
 from stores.confine import ConfinementError, open_confinement
@@ -75,7 +76,8 @@ async def open_runtime(
         for mount in mounts:
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
-        guard = PathGuard(mounts, private=[config.data_dir])
+        # An old data dir left in the workspace (not moved: the new one existed) stays out of the tools' reach too.
+        guard = PathGuard(mounts, private=[config.data_dir, config.workspace / LEGACY_DIR])
         try:
             confinement = open_confinement(
                 mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]

@@ -14,6 +14,7 @@ from mcp_types import CallToolResult
 
 from server.app import build_server
 from server.config import ServeConfig
+from server.data_dir import state_root
 from server.runtime import open_runtime
 from tools.context import Runtime
 from tools.definition import ToolDefinition
@@ -24,6 +25,18 @@ ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test touches the person's real state dir: platformdirs reads XDG_STATE_HOME on Linux (subprocesses
+    inherit it). The cwd moves too, so a command run without --workspace never adopts the checkout's own
+    `.managed-tools`."""
+    home = tmp_path_factory.mktemp("state-home")
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    assert state_root().is_relative_to(home), "platformdirs does not honour XDG_STATE_HOME on this platform"
+    return home
 
 
 @pytest.fixture

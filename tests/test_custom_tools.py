@@ -14,6 +14,7 @@ from mcp.client import ClientRequestContext
 from test_permissions import answer, cli, client_for
 
 from server.config import ServeConfig
+from server.data_dir import default_data_dir
 from server.runtime import StartupError, open_runtime
 from tools.context import Runtime
 
@@ -39,8 +40,8 @@ WEATHER = {
 
 @pytest.fixture
 def config(workspace: Path) -> ServeConfig:
-    data_dir = workspace / ".managed-tools"
-    data_dir.mkdir()
+    data_dir = default_data_dir(workspace.resolve())
+    data_dir.mkdir(parents=True)
     (data_dir / "config.json").write_text(json.dumps({"customTools": [WEATHER]}))
     return ServeConfig.build(workspace=workspace, data_dir=None)
 
@@ -98,11 +99,11 @@ async def test_out_of_band_respond(rt: Runtime, config: ServeConfig) -> None:
     assert result == {"tempC": 4, "sky": "cloudy"}
 
 
-async def test_a_broken_declaration_is_a_startup_error(workspace: Path) -> None:
-    data_dir = workspace / ".managed-tools"
+async def test_a_broken_declaration_is_a_startup_error(workspace: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "state"
     data_dir.mkdir()
     broken = {**WEATHER, "outputSchema": {"type": "object", "properties": {"x": {"type": "nonsense"}}}}
     (data_dir / "config.json").write_text(json.dumps({"customTools": [broken]}))
     with pytest.raises(StartupError, match="not a valid JSON Schema"):
-        async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=None)):
+        async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=data_dir)):
             pass

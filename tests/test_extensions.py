@@ -190,7 +190,7 @@ async def test_without_extensions_no_prompt_capability(workspace: Path) -> None:
 
 
 async def test_the_cli_serves_an_extensions_resources_over_stdio(config: ServeConfig) -> None:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}  # this checkout, any cwd
     args = ["-m", "server", "serve", "--workspace", str(config.workspace), "--tools-module", "probe_extension"]
     async with Client(StdioServerParameters(command=sys.executable, args=args, env=env)) as client:
         read = (await client.read_resource("probe://notes/stdio")).contents[0]

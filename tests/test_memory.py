@@ -191,7 +191,7 @@ async def _session_and_base(workspace: Path) -> tuple[str, str]:
 @asynccontextmanager
 async def server_process_new(workspace: Path) -> AsyncIterator[Client]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "server", "serve", "--workspace", str(workspace)]
+        command=sys.executable, args=["-m", "server", "serve", "--workspace", str(workspace)], env=dict(os.environ)
     )
     async with Client(params) as client:
         yield client

@@ -296,7 +296,7 @@ async def test_the_model_cannot_approve_its_own_request(rt: Runtime) -> None:
 
 @asynccontextmanager
 async def stdio(config: ServeConfig, mode: str, *extra: str, **kwargs: Any) -> AsyncIterator[Client]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}  # this checkout, any cwd
     args = ["-m", "server", "serve", "--workspace", str(config.workspace), "--tools-module", "probe_tools", *extra]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
     async with Client(params, mode=mode, **kwargs) as client:

@@ -125,7 +125,7 @@ async def test_bash_refuses_every_way_around_the_filter(rt: Runtime, connect: Co
         for key in ("LD_PRELOAD", "PATH", "MANAGED_TOOLS_SESSION_ID", "GCONV_PATH", "BASH_ENV", "1BAD"):
             assert "Env key" in await refused(client, "shell_set_env", {"key": key, "value": "x"})
     assert not (workspace / "owned").exists()
-    assert sorted(os.listdir(workspace)) == [".managed-tools", "link-out", "notes.txt", "sub"]
+    assert sorted(os.listdir(workspace)) == ["link-out", "notes.txt", "sub"]
 
 
 async def test_bash_in_a_vault_only_lists(rt: Runtime, connect: Connect) -> None:

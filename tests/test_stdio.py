@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -15,6 +16,8 @@ import pytest
 from conftest import ERAS, data
 from mcp import Client, StdioServerParameters
 
+from server.data_dir import default_data_dir
+
 pytestmark = pytest.mark.anyio
 
 SERVE = [sys.executable, "-m", "server", "serve"]
@@ -22,7 +25,10 @@ SERVE = [sys.executable, "-m", "server", "serve"]
 
 @asynccontextmanager
 async def stdio_client(workspace: Path, *extra: str, mode: str = "auto") -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--workspace", str(workspace), *extra])
+    # The whole env: the SDK passes on only a few variables, and the server needs XDG_STATE_HOME and PYTHONPATH.
+    params = StdioServerParameters(
+        command=SERVE[0], args=[*SERVE[1:], "--workspace", str(workspace), *extra], env=dict(os.environ)
+    )
     async with Client(params, mode=mode) as client:
         yield client
 
@@ -36,7 +42,8 @@ async def test_catalogue_over_stdio(workspace: Path, mode: str) -> None:
     assert "session_get_events" in {t.name for t in listing.tools}
     assert events["events"][0]["payload"]["transport"] == "stdio"
     assert bad.is_error
-    assert (workspace / ".managed-tools" / "state.db").is_file()
+    assert (default_data_dir(workspace) / "state.db").is_file()  # tmp_path is already a real path
+    assert not (workspace / ".managed-tools").exists()
 
 
 async def test_resume_a_session_by_id(workspace: Path) -> None:

@@ -418,7 +418,7 @@ async def test_restore_records_a_new_version(
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "link-out/x.md"}, "resolves outside /workspace/agent"),
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "alias.md"}, "is a symbolic link or lies under one"),
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "dir-alias/new.md"}, "is a symbolic link or lies under one"),
-        (PROMOTE, {"sourcePath": "into-data.md"}, "inside the server's own data directory"),
+        (PROMOTE, {"sourcePath": "into-data.md"}, "resolves outside /workspace"),  # the substrate is not in it
         (PROMOTE, {"sourcePath": "x.md", "targetPath": "folder"}, "not a regular file"),
         (PROMOTE, {"sourcePath": "binary.md"}, "looks binary"),
         (PROMOTE, {"sourcePath": "latin1.md"}, "is not UTF-8 text"),
@@ -502,7 +502,7 @@ async def test_a_failure_after_the_write_puts_the_file_back(
 @asynccontextmanager
 async def server_process(workspace: Path, *extra: str) -> AsyncIterator[Client]:
     args = ["-m", "server", "serve", "--workspace", str(workspace), "--allow", PROMOTE, *extra]
-    async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+    async with Client(StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))) as client:
         yield client
 
 

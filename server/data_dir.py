@@ -1,0 +1,106 @@
+"""Where a workspace's state lives: outside every mount, so nothing a tool runs can read the database.
+
+The default is one directory per workspace under the user's state directory (platformdirs), named for the
+workspace and keyed by a hash of its real path: the same workspace always maps to the same directory, two
+workspaces never share one. The old default, `<workspace>/.managed-tools`, is moved there once.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from platformdirs import user_state_dir
+
+APP_NAME = "managed-tools"
+LEGACY_DIR = ".managed-tools"  # the default data dir before it moved out of the workspace
+NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def state_root() -> Path:
+    """`<user state dir>/managed-tools/workspaces`, e.g. `~/.local/state/managed-tools/workspaces` on Linux."""
+    return Path(user_state_dir(APP_NAME, appauthor=False)) / "workspaces"
+
+
+def default_data_dir(workspace: Path) -> Path:
+    """`<state root>/<readable name>-<16 hex of sha256(real workspace path)>`; `workspace` is already resolved."""
+    digest = hashlib.sha256(os.fsencode(workspace)).hexdigest()[:16]
+    name = NAME_CHARS.sub("-", workspace.name).strip("-.")[:40] or "root"
+    return state_root() / f"{name}-{digest}"
+
+
+def _within(path: Path, root: Path) -> bool:
+    """Component-wise containment of real paths (`/a/bc` is not inside `/a/b`)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+
+
+def overlap(data_dir: Path, mounts: Mapping[str, Path]) -> str | None:
+    """Why `data_dir` cannot serve these mounts (`"the workspace": root`, ...), or None when it lies outside them."""
+    for what, root in mounts.items():
+        if _within(data_dir, root):
+            return (
+                f"The data dir {data_dir} is inside {what} ({root}), where the tools could read the database: "
+                "choose a --data-dir outside the workspace and every vault."
+            )
+        if _within(root, data_dir):
+            return f"{what[0].upper()}{what[1:]} ({root}) is inside the data dir {data_dir}: choose another --data-dir."
+    return None
+
+
+def tell(message: str) -> None:
+    """A notice for the person who started the command (stderr: stdout may carry the protocol)."""
+    print(f"managed-tools: {message}", file=sys.stderr, flush=True)
+
+
+def adopt_legacy(workspace: Path, data_dir: Path, notify: Callable[[str], None]) -> None:
+    """Move `<workspace>/.managed-tools` to `data_dir` once, when `data_dir` does not exist yet; never merge.
+
+    Safe when several servers start at once: the directory moves in one rename (on one filesystem), or is
+    copied beside `data_dir` and renamed into place (across filesystems) before the old one is removed, so
+    whoever loses the race finds `data_dir` complete. The database moves with its WAL and shared-memory files.
+    """
+    legacy = workspace / LEGACY_DIR
+    placed = data_dir.exists()  # checked first: once it exists, the legacy dir cannot come back
+    if not legacy.is_dir() or legacy.is_symlink():
+        return
+    if placed:
+        notify(f"left the old data dir {legacy} in place (not merged); using {data_dir}. Remove it when done with it.")
+        return
+    data_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.rename(legacy, data_dir)
+    except FileNotFoundError:  # another server moved it first
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            if data_dir.exists():  # another server put it in place first
+                return
+            raise
+        if not _copy_into_place(legacy, data_dir):
+            return
+        shutil.rmtree(legacy, ignore_errors=True)
+        if legacy.exists():
+            notify(f"copied the data dir from {legacy} to {data_dir}, but could not remove {legacy}: remove it.")
+            return
+    notify(f"moved the data dir from {legacy} to {data_dir} (state now lives outside the workspace).")
+
+
+def _copy_into_place(source: Path, target: Path) -> bool:
+    """Copy `source` beside `target` and rename it into place; False when another process placed it first."""
+    staging = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+    try:
+        shutil.copytree(source, staging, symlinks=True)
+        os.rename(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if target.exists():
+            return False
+        raise
+    return True
