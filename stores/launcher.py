@@ -104,9 +104,10 @@ def _build(compiler: str, source: bytes, directory: Path, target: Path) -> None:
 
 
 def _fails_closed(built: Path) -> bool:
-    """The fresh binary runs, and refuses to start a program it cannot confine (no ruleset: exit 126)."""
+    """The fresh binary runs, and refuses to start a program it cannot confine (fd 0, /dev/null, is no ruleset:
+    the kernel refuses it, and the launcher must exit 126 rather than run /bin/true)."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        probe = subprocess.run([str(built), "-1", "/bin/true", "true"], capture_output=True, timeout=10, check=False,
+        probe = subprocess.run([str(built), "0", "/bin/true", "true"], capture_output=True, timeout=10, check=False,
                                env={}, stdin=subprocess.DEVNULL)  # fmt: skip
         return probe.returncode == 126 and b"not run" in probe.stderr
     return False

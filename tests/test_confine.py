@@ -7,10 +7,12 @@ the mounts and show Landlock refuses it, next to an unconfined control that show
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -286,10 +288,10 @@ async def test_forced_argv_only_is_reported_and_still_runs(
     assert listed["stdout"] == "hello world\n"
 
 
-def serve(config: ServeConfig, *flags: str, force: bool) -> subprocess.CompletedProcess[str]:
+def serve(config: ServeConfig, *flags: str, force: bool | str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != FORCE_ENV}
     if force:
-        env[FORCE_ENV] = "argv-only"
+        env[FORCE_ENV] = "argv-only" if force is True else str(force)
     argv = [sys.executable, "-m", "server", "serve", "--workspace", str(config.workspace)]
     argv += ["--data-dir", str(config.data_dir), *flags]
     return subprocess.run(
@@ -309,6 +311,15 @@ def test_require_confinement_refuses_to_start_without_it(config: ServeConfig) ->
 def test_require_confinement_starts_where_the_kernel_confines(config: ServeConfig) -> None:
     started = serve(config, "--require-confinement", "--shell-network", "off", force=False)
     assert started.returncode == 0 and "argv-only" not in started.stderr, started.stderr
+
+
+@needs_landlock
+@pytest.mark.parametrize("force", [False, "preexec"])
+def test_the_start_up_log_says_how_programs_enter_confinement(config: ServeConfig, force: bool | str) -> None:
+    started = serve(config, "--log-level", "INFO", force=force)
+    assert started.returncode == 0, started.stderr
+    expected = "spawn preexec: forced by MANAGED_TOOLS_CONFINEMENT" if force else "spawn launcher)"
+    assert f"confinement: landlock (Landlock ABI {landlock.abi()}, {expected}" in started.stderr, started.stderr
 
 
 def test_shell_network_takes_on_or_off(config: ServeConfig) -> None:
@@ -403,3 +414,12 @@ async def test_a_cache_dir_a_confined_program_may_write_is_not_used(
     monkeypatch.setenv("XDG_CACHE_HOME", str(config.workspace / ".cache"))
     how = await confined_still(config)
     assert how.startswith("preexec: ") and "XDG_CACHE_HOME" in how, how
+
+
+def test_concurrent_builds_share_one_launcher(tmp_path: Path) -> None:
+    if not any(shutil.which(cc, path=launcher.COMPILER_PATH) for cc in launcher.COMPILERS):
+        pytest.skip("no C compiler on this machine")
+    with ThreadPoolExecutor(4) as pool:
+        built = set(pool.map(lambda _: launcher.launcher(tmp_path / "cache"), range(4)))
+    assert len(built) == 1
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted([built.pop().name, "launcher.lock"])
