@@ -144,7 +144,8 @@ def open_confinement(
     (private / "tmp").mkdir(mode=0o700)
     version = kernel_abi()
     if version == 0:
-        reason = "forced by " + FORCE_ENV if os.environ.get(FORCE_ENV) else "the kernel offers no Landlock"
+        forced = os.environ.get(FORCE_ENV, "") == "argv-only"
+        reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
         return Confinement("argv-only", 0, private, network, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel."])  # fmt: skip
