@@ -3,11 +3,13 @@
 In-process (no transport, no client; no-op ports, see noports.py), on a temporary workspace holding 20 small files
 with the data dir outside it. Two levels, each a round robin over its series so drift and noise hit all alike:
 
-* `tool`: `bash ls small` through `tools.executor.execute` (parse, span events, the command record, the spawn),
-  on a runtime with Landlock and on one forced to argv-only (MANAGED_TOOLS_CONFINEMENT) in the same process;
-* `spawn`: `tools.shell_runner.start_process` alone running `ls small`, with no preexec_fn (CPython's vfork
-  path), a no-op preexec_fn (the fork path a preexec_fn forces) and the Landlock preexec_fn; this splits the added
-  cost into "a preexec_fn at all" and "the two syscalls".
+* `tool`: `bash ls small` through `tools.executor.execute` (parse, span events, the command record, the spawn) on
+  three runtimes in the same process: argv-only (MANAGED_TOOLS_CONFINEMENT=argv-only), Landlock entered through
+  the compiled launcher (the default), and Landlock entered through a preexec_fn (MANAGED_TOOLS_CONFINEMENT=
+  preexec, the fallback where no C compiler is found);
+* `spawn`: `tools.shell_runner.start_process` alone running `ls small`: unconfined (CPython's vfork path), the
+  launcher with the read-only hand's ruleset, a no-op preexec_fn (the fork a preexec_fn forces) and the Landlock
+  preexec_fn; this splits the preexec cost into "a preexec_fn at all" and "the two syscalls".
 
 It is a benchmark, not a test: the exit status is 0 whatever the figures are.
 
@@ -17,6 +19,7 @@ It is a benchmark, not a test: the exit status is 0 whatever the figures are.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,8 +35,9 @@ from noports import PORTS
 from server.attach import attach
 from server.config import ServeConfig
 from server.runtime import open_runtime
-from stores.confine import FORCE_ENV, PreExec
+from stores.confine import FORCE_ENV
 from stores.ids import utc_now
+from stores.spawn import Domain
 from tools.context import Attachment, Runtime
 from tools.executor import execute
 from tools.shell_runner import SAFE_PATH, Job, Output, start_process
@@ -69,7 +73,7 @@ def tool_call(runtime: Runtime, attachment: Attachment) -> Callable[[], Awaitabl
     return run
 
 
-def spawn(workspace: Path, confine: PreExec | None) -> Callable[[], Awaitable[None]]:
+def spawn(workspace: Path, confine: Domain | None) -> Callable[[], Awaitable[None]]:
     env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8"}
     ls = "/usr/bin/ls" if os.path.exists("/usr/bin/ls") else "/bin/ls"
 
@@ -98,6 +102,37 @@ def compare(out: dict[str, dict[str, float]], base: str, other: str) -> str:
     )
 
 
+async def measure(tmp: Path, calls: int, warmup: int) -> tuple[int, dict[str, dict[str, dict[str, float]]]]:
+    workspace = tmp / "workspace"
+    (workspace / "small").mkdir(parents=True)
+    for i in range(20):
+        (workspace / "small" / f"file{i:02}.txt").write_text(f"line {i}\n")
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp / "data")
+    async with contextlib.AsyncExitStack() as stack:
+        runtimes: dict[str, Runtime] = {}
+        for name, force in (("argv-only", "argv-only"), ("launcher", None), ("preexec", "preexec")):
+            if force:
+                os.environ[FORCE_ENV] = force
+            runtimes[name] = await stack.enter_async_context(open_runtime(config))
+            os.environ.pop(FORCE_ENV, None)
+        launched, forked = runtimes["launcher"].confinement, runtimes["preexec"].confinement
+        if launched.read_only is None or forked.read_only is None:
+            return 0, {}
+        if launched.spawn != "launcher":
+            print(f"no launcher ({launched.spawn_reason}): that series is the preexec_fn path", file=sys.stderr)
+        tool = {name: tool_call(rt, await attach(rt, None, "bench")) for name, rt in runtimes.items()}
+        spawns = {
+            "unconfined": spawn(workspace, None),
+            "launcher": spawn(workspace, launched.read_only),
+            "no-op preexec_fn": spawn(workspace, Domain(-1, "preexec", preexec=no_op)),
+            "landlock preexec_fn": spawn(workspace, forked.read_only),
+        }
+        return launched.abi, {
+            "tool": await interleaved(tool, calls, warmup),
+            "spawn": await interleaved(spawns, calls, warmup),
+        }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
@@ -105,53 +140,25 @@ async def main() -> None:
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        workspace = Path(tmp) / "workspace"
-        (workspace / "small").mkdir(parents=True)
-        for i in range(20):
-            (workspace / "small" / f"file{i:02}.txt").write_text(f"line {i}\n")
-        config = ServeConfig.build(workspace=workspace, data_dir=Path(tmp) / "data")
-        os.environ.pop(FORCE_ENV, None)
-        async with open_runtime(config) as confined:
-            os.environ[FORCE_ENV] = "argv-only"
-            async with open_runtime(config) as plain:
-                del os.environ[FORCE_ENV]
-                if confined.confinement.read_only is None:
-                    print("this kernel offers no Landlock: nothing to compare", file=sys.stderr)
-                    return
-                results = {
-                    "tool": await interleaved(
-                        {
-                            "argv-only": tool_call(plain, await attach(plain, None, "bench")),
-                            "landlock": tool_call(confined, await attach(confined, None, "bench")),
-                        },
-                        options.calls,
-                        options.warmup,
-                    ),
-                    "spawn": await interleaved(
-                        {
-                            "no preexec_fn": spawn(workspace, None),
-                            "no-op preexec_fn": spawn(workspace, no_op),
-                            "landlock preexec_fn": spawn(workspace, confined.confinement.read_only),
-                        },
-                        options.calls,
-                        options.warmup,
-                    ),
-                }
-    meta = {"landlock_abi": confined.confinement.abi, "calls": options.calls, "warmup": options.warmup}
+        abi, results = await measure(Path(tmp), options.calls, options.warmup)
+    if not results:
+        print("this kernel offers no Landlock: nothing to compare", file=sys.stderr)
+        return
+    meta = {"landlock_abi": abi, "calls": options.calls, "warmup": options.warmup}
     if options.json:
         print(json.dumps({**meta, **results}, indent=2))
         return
-    print(f"Landlock ABI {meta['landlock_abi']}, {options.calls} calls per series after {options.warmup} warm-up, "
-          "interleaved")  # fmt: skip
+    print(f"Landlock ABI {abi}, {options.calls} calls per series after {options.warmup} warm-up, interleaved")
     for level, out in results.items():
         print(f"\n{level}:")
         for name, f in out.items():
             print(f"  {name:<22} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
     print("\nadded by confinement:")
-    print(compare(results["tool"], "argv-only", "landlock"))
-    print(compare(results["spawn"], "no preexec_fn", "no-op preexec_fn"))
+    print(compare(results["tool"], "argv-only", "launcher"))
+    print(compare(results["tool"], "argv-only", "preexec"))
+    print(compare(results["spawn"], "unconfined", "launcher"))
+    print(compare(results["spawn"], "unconfined", "no-op preexec_fn"))
     print(compare(results["spawn"], "no-op preexec_fn", "landlock preexec_fn"))
-    print(compare(results["spawn"], "no preexec_fn", "landlock preexec_fn"))
 
 
 if __name__ == "__main__":

@@ -289,7 +289,9 @@ def _announce_confinement(runtime: Runtime) -> None:
     """What the kernel does not enforce is said on stderr at start-up, whatever the log level."""
     for notice in runtime.confinement.notices:
         print(f"managed-tools: {notice}", file=sys.stderr)
-    log.info("confinement: %s (Landlock ABI %d)", runtime.confinement.mode, runtime.confinement.abi)
+    c = runtime.confinement
+    how = f", spawn {c.spawn}" + (f": {c.spawn_reason}" if c.spawn_reason else "") if c.spawn else ""
+    log.info("confinement: %s (Landlock ABI %d%s)", c.mode, c.abi, how)
 
 
 def _print_tools(*, as_json: bool) -> int:

@@ -1,6 +1,7 @@
 """Kernel confinement of every process the server spawns, and the private HOME/TMPDIR they run with.
 
-Two policies, built once per runtime (Landlock rulesets cached as fds, enforced in each child before exec):
+Two policies, built once per runtime (Landlock rulesets held as fds, enforced in each child before exec; how a
+child enters one is stores/spawn.py: through the compiled launcher where it could be built, else a preexec_fn):
 
 * the read-only hand (`bash` programs, `rg` behind grep/glob): reads the mounts (vaults: listing only) and the
   system paths a program needs to load; executes only system binaries; writes nowhere; no TCP.
@@ -9,7 +10,8 @@ Two policies, built once per runtime (Landlock rulesets cached as fds, enforced 
 
 Neither policy grants /proc (on this kernel Landlock's ptrace scope still let a confined child read the server's
 /proc/<pid>/environ), the data dir, the user's home or /tmp. Where Landlock is missing, children run with the
-argument checks only (`argv-only`) and the server says so. Tests force that path with MANAGED_TOOLS_CONFINEMENT.
+argument checks only (`argv-only`) and the server says so. Tests force that path, or the preexec_fn spawn, with
+MANAGED_TOOLS_CONFINEMENT.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -26,11 +28,13 @@ from typing import Literal
 from stores import landlock
 from stores.errors import StoreError
 from stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
+from stores.launcher import LauncherError, cache_root, launcher
 from stores.mounts import Mount
+from stores.spawn import Domain, Spawn
 
 Mode = Literal["landlock", "argv-only"]
-PreExec = Callable[[], None]
-FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"  # "argv-only": run without Landlock even where the kernel has it
+# "argv-only": run without Landlock even where the kernel has it; "preexec": Landlock without the launcher.
+FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 LOADER_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/locale.alias", "/etc/localtime")
@@ -90,14 +94,16 @@ def _inside(path: Path, root: Path) -> bool:
 
 @dataclass
 class Confinement:
-    """This runtime's confinement: the mode, the child-side steps of both policies, and the private dir."""
+    """This runtime's confinement: the mode, both policies' domains, how children enter them, the private dir."""
 
     mode: Mode
     abi: int
     private: Path
     shell_network: bool = True
-    read_only: PreExec | None = None
-    shell: PreExec | None = None
+    read_only: Domain | None = None
+    shell: Domain | None = None
+    spawn: Spawn | None = None  # None in argv-only mode
+    spawn_reason: str = ""  # why children enter through a preexec_fn rather than the launcher
     notices: list[str] = field(default_factory=list)
     _fds: list[int] = field(default_factory=list)
 
@@ -138,18 +144,25 @@ def open_confinement(
     (private / "tmp").mkdir(mode=0o700)
     version = kernel_abi()
     if version == 0:
-        reason = "forced by " + FORCE_ENV if os.environ.get(FORCE_ENV) else "the kernel offers no Landlock"
+        forced = os.environ.get(FORCE_ENV, "") == "argv-only"
+        reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
         return Confinement("argv-only", 0, private, network, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel."])  # fmt: skip
     confinement = Confinement("landlock", version, private, network)
+    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network))
     try:
-        for policy in (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network)):
+        for policy in policies:
             confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))
     except OSError as exc:
         confinement.close()
         raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
-    confinement.read_only, confinement.shell = (landlock.restrictor(fd) for fd in confinement._fds)
+    path, confinement.spawn_reason = _launcher(policies)
+    confinement.spawn = "preexec" if path is None else "launcher"
+    confinement.read_only, confinement.shell = (
+        Domain(fd, "preexec", preexec=landlock.restrictor(fd)) if path is None else Domain(fd, "launcher", path)
+        for fd in confinement._fds
+    )
     data = Path(os.path.realpath(data_dir))
     exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and _inside(data, root)]
     if exposed:
@@ -158,3 +171,19 @@ def open_confinement(
             "cannot exclude a subdirectory); keep the data dir outside the workspace."
         )
     return confinement
+
+
+def _launcher(policies: Iterable[Policy]) -> tuple[str | None, str]:
+    """The launcher's path, or None and why children will confine themselves in a preexec_fn instead. A launcher
+    runs before the domain is entered, so one that a confined program could replace is never used."""
+    if os.environ.get(FORCE_ENV, "") == "preexec":
+        return None, f"forced by {FORCE_ENV}"
+    root = Path(os.path.realpath(cache_root()))
+    for policy in policies:
+        for rule in policy.rules:
+            if rule.access & WRITE and _inside(root, Path(os.path.realpath(rule.path))):
+                return None, f"the cache dir {root} lies where confined programs may write; set XDG_CACHE_HOME"
+    try:
+        return str(launcher(root)), ""
+    except (OSError, LauncherError) as exc:
+        return None, f"no launcher ({exc})"

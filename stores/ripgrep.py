@@ -21,12 +21,13 @@ from pathlib import Path
 
 import anyio
 
-from stores.confine import PreExec
 from stores.errors import StoreError
+from stores.spawn import Domain, spawn
 
 MAX_PREVIEW_CHARS = 240
 RG_ENV: dict[str, str] = {}  # rg needs nothing from the environment: it spawns nothing for these searches
 READ_CHUNK = 65536
+LAUNCH_FAILED = 126  # the launcher's exit status when it could not confine or start rg (rg itself: 0-2)
 
 
 def rg_binary() -> str:
@@ -49,16 +50,11 @@ class Match:
     text: str
 
 
-async def _lines(argv: list[str], cwd: Path, confine: PreExec | None) -> AsyncIterator[str]:
-    """Stdout of rg, line by line; the process is killed as soon as the caller stops reading. `confine` runs in
-    the child before exec (asyncio, not anyio: only it takes a `preexec_fn`)."""
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=RG_ENV,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        preexec_fn=confine,
+async def _lines(argv: list[str], cwd: Path, confine: Domain | None) -> AsyncIterator[str]:
+    """Stdout of rg, line by line, confined to `confine`; the process is killed as soon as the caller stops
+    reading (asyncio, not anyio: only it takes a `preexec_fn`, the fallback way into a domain)."""
+    process = await spawn(
+        argv, domain=confine, cwd=cwd, env=RG_ENV, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE
     )
     finished = False
     try:
@@ -81,6 +77,8 @@ async def _lines(argv: list[str], cwd: Path, confine: PreExec | None) -> AsyncIt
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGKILL)
             await process.wait()
+    if process.returncode == LAUNCH_FAILED:
+        raise StoreError("ripgrep could not be started confined (see the server log); nothing was searched.")
 
 
 def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
@@ -95,9 +93,7 @@ def _exclusions(root: Path, excluded: list[Path]) -> list[str]:
     return flags
 
 
-async def list_files(
-    root: Path, excluded: list[Path], limit: int, *, confine: PreExec | None
-) -> tuple[list[str], bool]:
+async def list_files(root: Path, excluded: list[Path], limit: int, *, confine: Domain | None) -> tuple[list[str], bool]:
     """Files under `root` (relative, sorted), honouring .gitignore; and whether more than `limit` existed."""
     argv = _rg("--files", "--hidden", "--sort=path", *_exclusions(root, excluded), "--", ".")
     found: list[str] = []
@@ -120,7 +116,7 @@ async def search(
     per_file: int,
     limit: int,
     excluded: list[Path],
-    confine: PreExec | None,
+    confine: Domain | None,
 ) -> tuple[list[Match], bool]:
     """Matches of `query` under `root` (or in one file), at most `per_file` per file and `limit` in all."""
     argv = _rg("--json", "--hidden", "--sort=path", f"--max-count={per_file}")
@@ -157,17 +153,19 @@ async def search(
     return matches, False
 
 
-async def check_pattern(query: str, *, confine: PreExec | None) -> str | None:
+async def check_pattern(query: str, *, confine: Domain | None) -> str | None:
     """rg's own message when `query` is not a valid regular expression, else None."""
-    process = await asyncio.create_subprocess_exec(
-        *_rg(f"--regexp={query}", "--", os.devnull),
+    process = await spawn(
+        _rg(f"--regexp={query}", "--", os.devnull),
+        domain=confine,
         env=RG_ENV,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-        preexec_fn=confine,
     )
     _, stderr = await process.communicate()
+    if process.returncode == LAUNCH_FAILED:
+        raise StoreError("ripgrep could not be started confined; nothing was searched.")
     if process.returncode == 2:
         return stderr.decode(errors="replace").strip().splitlines()[-1][:300]
     return None

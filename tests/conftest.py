@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -97,3 +97,13 @@ def error_text(result: CallToolResult) -> str:
     text = result.content[0]
     assert text.type == "text"
     return text.text
+
+
+@pytest.fixture(autouse=True, scope="session")
+def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test touches the person's real cache dir, where the confinement launcher is built: one cache for the
+    whole run (so the launcher is compiled once), inherited by subprocesses."""
+    home = tmp_path_factory.mktemp("cache-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(home))
+        yield home

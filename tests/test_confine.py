@@ -7,10 +7,12 @@ the mounts and show Landlock refuses it, next to an unconfined control that show
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,11 @@ from test_permissions import answer, client_for
 
 from server.config import ServeConfig
 from server.runtime import open_runtime
-from stores import landlock
-from stores.confine import FORCE_ENV, PreExec
+from stores import landlock, launcher
+from stores.confine import FORCE_ENV
 from stores.ids import utc_now
 from stores.mounts import substrate_dir
+from stores.spawn import Domain
 from tools import shell_core
 from tools.context import Runtime
 from tools.shell_runner import SAFE_PATH, Job, Output, start_process
@@ -34,6 +37,8 @@ YES = answer("accept", {"approve": True})
 needs_landlock = pytest.mark.skipif(
     landlock.abi() == 0, reason="this kernel offers no Landlock (Linux 5.13+ with landlock among the LSMs)"
 )
+HAS_COMPILER = any(shutil.which(cc, path=launcher.COMPILER_PATH) for cc in launcher.COMPILERS)
+needs_compiler = pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler on this machine (.ci/run installs one)")
 
 
 @pytest.fixture
@@ -46,9 +51,22 @@ def config(tmp_path: Path) -> ServeConfig:
     return ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
 
 
+@pytest.fixture(params=["launcher", "preexec"])
+def spawn_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every kernel test runs both ways into a domain: the compiled launcher, and the preexec_fn fallback."""
+    mode: str = request.param
+    if mode == "launcher" and not HAS_COMPILER:
+        pytest.skip("no C compiler on this machine (.ci/run installs one)")
+    if mode == "preexec":
+        monkeypatch.setenv(FORCE_ENV, "preexec")
+    return mode
+
+
 @pytest.fixture
-async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
+async def rt(config: ServeConfig, spawn_mode: str) -> AsyncIterator[Runtime]:
     async with open_runtime(config) as runtime:
+        if runtime.confinement.mode == "landlock":
+            assert runtime.confinement.spawn == spawn_mode, runtime.confinement.spawn_reason
         yield runtime
 
 
@@ -60,7 +78,7 @@ def listener() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-async def run(rt: Runtime, argv: list[str], confine: PreExec | None) -> tuple[int | None, str, str]:
+async def run(rt: Runtime, argv: list[str], confine: Domain | None) -> tuple[int | None, str, str]:
     """Run `argv` in the workspace through the shell runner, straight past the parser."""
     workspace = str(rt.environment.workspace)
     job = Job("0" * 16, "s", "bash", argv[0], argv[1:], "/workspace", utc_now(), Output(4000), Output(4000))
@@ -122,14 +140,41 @@ async def test_read_only_hand_opens_no_tcp_connection(rt: Runtime, listener: int
 
 
 @needs_landlock
-async def test_a_child_that_cannot_confine_itself_never_runs(rt: Runtime) -> None:
+@pytest.mark.parametrize("bad", ["not a ruleset", "closed fd"])
+async def test_a_child_that_cannot_confine_itself_never_runs(rt: Runtime, bad: str) -> None:
+    domain = rt.confinement.shell
+    assert domain is not None
     not_a_ruleset = os.open(os.devnull, os.O_RDONLY)
-    try:
-        with pytest.raises(subprocess.SubprocessError):
-            await run(rt, ["touch", "ran.txt"], landlock.restrictor(not_a_ruleset))
-    finally:
+    if bad == "closed fd":
         os.close(not_a_ruleset)
+    try:
+        if domain.spawn == "launcher":  # the launcher reports it and exits 126, before the program
+            broken = Domain(not_a_ruleset, "launcher", domain.launcher)
+            code, out, err = await run(rt, ["/bin/sh", "-c", "touch ran.txt; echo ran"], broken)
+            assert (code, out) == (126, "") and "could not confine the program" in err and "not run" in err
+        else:  # the preexec_fn raises, so CPython never execs
+            broken = Domain(not_a_ruleset, "preexec", preexec=landlock.restrictor(not_a_ruleset))
+            with pytest.raises(subprocess.SubprocessError):
+                await run(rt, ["/bin/sh", "-c", "touch ran.txt; echo ran"], broken)
+    finally:
+        if bad != "closed fd":
+            os.close(not_a_ruleset)
     assert not (rt.environment.workspace / "ran.txt").exists()
+
+
+@needs_landlock
+async def test_the_program_does_not_inherit_the_ruleset(rt: Runtime) -> None:
+    """A program holding the ruleset fd could add rules to the one every later child is confined by."""
+    domain = rt.confinement.shell
+    assert domain is not None
+    probe = f"import os\ntry:\n    os.fstat({domain.ruleset})\nexcept OSError as e:\n    print(e.errno)"
+    assert await run(rt, ["python3", "-c", probe], domain) == (0, "9\n", "")  # EBADF
+
+
+@needs_landlock
+async def test_a_missing_program_is_refused_before_it_starts(rt: Runtime) -> None:
+    with pytest.raises(FileNotFoundError):
+        await run(rt, ["no-such-program-here"], rt.confinement.read_only)
 
 
 # ---- the writable shell ---------------------------------------------------------------------------------------
@@ -171,7 +216,7 @@ async def test_writable_shell_cannot_signal_the_server(rt: Runtime) -> None:
 
 
 @needs_landlock
-async def test_shell_network_off_refuses_tcp(config: ServeConfig, listener: int) -> None:
+async def test_shell_network_off_refuses_tcp(config: ServeConfig, spawn_mode: str, listener: int) -> None:
     connect = f"import socket; socket.create_connection(('127.0.0.1', {listener}), timeout=5)"
     async with open_runtime(config.model_copy(update={"shell_network": False})) as rt:
         code, _, err = await sh(rt, f'python3 -c "{connect}"')
@@ -229,6 +274,7 @@ async def test_describe_tools_report_landlock(rt: Runtime) -> None:
         sandbox = (await call(client, "sandbox_describe", {}))["confinement"]
     assert env == sandbox
     assert env["mode"] == "landlock" and env["landlockAbi"] == landlock.abi() and env["shellNetwork"] is True
+    assert env["spawn"] == rt.confinement.spawn
 
 
 async def test_forced_argv_only_is_reported_and_still_runs(
@@ -242,14 +288,14 @@ async def test_forced_argv_only_is_reported_and_still_runs(
             env = (await call(client, "environment_describe", {}))["confinement"]
             sandbox = (await call(client, "sandbox_describe", {}))["confinement"]
             listed = await call(client, "bash", {"command": "cat", "args": ["hello.txt"]})
-    assert env["mode"] == sandbox["mode"] == "argv-only" and env["landlockAbi"] == 0
+    assert env["mode"] == sandbox["mode"] == "argv-only" and env["landlockAbi"] == 0 and env["spawn"] == "none"
     assert listed["stdout"] == "hello world\n"
 
 
-def serve(config: ServeConfig, *flags: str, force: bool) -> subprocess.CompletedProcess[str]:
+def serve(config: ServeConfig, *flags: str, force: bool | str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != FORCE_ENV}
     if force:
-        env[FORCE_ENV] = "argv-only"
+        env[FORCE_ENV] = "argv-only" if force is True else str(force)
     argv = [sys.executable, "-m", "server", "serve", "--workspace", str(config.workspace)]
     argv += ["--data-dir", str(config.data_dir), *flags]
     return subprocess.run(
@@ -271,6 +317,115 @@ def test_require_confinement_starts_where_the_kernel_confines(config: ServeConfi
     assert started.returncode == 0 and "argv-only" not in started.stderr, started.stderr
 
 
+@needs_landlock
+@pytest.mark.parametrize("force", [False, "preexec"])
+def test_the_start_up_log_says_how_programs_enter_confinement(config: ServeConfig, force: bool | str) -> None:
+    if not force and not HAS_COMPILER:
+        pytest.skip("no C compiler on this machine (.ci/run installs one)")
+    started = serve(config, "--log-level", "INFO", force=force)
+    assert started.returncode == 0, started.stderr
+    expected = "spawn preexec: forced by MANAGED_TOOLS_CONFINEMENT" if force else "spawn launcher)"
+    assert f"confinement: landlock (Landlock ABI {landlock.abi()}, {expected}" in started.stderr, started.stderr
+
+
 def test_shell_network_takes_on_or_off(config: ServeConfig) -> None:
     bad = serve(config, "--shell-network", "maybe", force=False)
     assert bad.returncode == 2 and "--shell-network" in bad.stderr
+
+
+# ---- the launcher: built once, never replaceable by a confined program, a fallback without a compiler -----------
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
+async def confined_still(config: ServeConfig) -> str:
+    """Open a runtime, check its bash hand is confined either way, and say how children enter the domain."""
+    async with open_runtime(config) as rt:
+        assert (await run(rt, ["cat", "hello.txt"], rt.confinement.read_only))[:2] == (0, "hello world\n")
+        code, out, err = await run(rt, ["head", "-c", "100", "../SECRET.txt"], rt.confinement.read_only)
+        assert code != 0 and out == "" and "Permission denied" in err
+        assert rt.confinement.spawn is not None
+        return rt.confinement.spawn + ": " + rt.confinement.spawn_reason
+
+
+@needs_landlock
+@needs_compiler
+async def test_the_launcher_is_built_once_into_a_private_cache_dir(config: ServeConfig, fresh_cache: Path) -> None:
+    assert (await confined_still(config)) == "launcher: "
+    built = list((fresh_cache / "managed-tools").glob("launcher-*"))
+    assert len(built) == 1 and oct(built[0].stat().st_mode & 0o777) == "0o755"
+    assert oct((fresh_cache / "managed-tools").stat().st_mode & 0o777) == "0o700"
+    mtime = built[0].stat().st_mtime_ns
+    assert (await confined_still(config)) == "launcher: "  # reused, not rebuilt
+    assert list((fresh_cache / "managed-tools").glob("launcher-*")) == built and built[0].stat().st_mtime_ns == mtime
+    assert not list((fresh_cache / "managed-tools").glob("build-*"))
+
+
+def fake_compiler(where: Path, script: str) -> str:
+    where.mkdir()
+    cc = where / "cc"
+    cc.write_text(f"#!/bin/sh\n{script}\n")
+    cc.chmod(0o755)
+    return str(where)
+
+
+@needs_landlock
+@pytest.mark.parametrize(
+    ("compiler", "reason"),
+    [
+        ("none", "no C compiler"),
+        ("fails", "could not build the launcher: no compiler today"),
+        # It "builds" a binary that would run the program unconfined: the fail-closed probe refuses to install it.
+        ("unconfined", "could not build the launcher"),
+    ],
+)
+async def test_without_a_working_compiler_children_confine_themselves(
+    config: ServeConfig, fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, compiler: str,
+    reason: str,
+) -> None:  # fmt: skip
+    out = 'while [ "$1" != -o ]; do shift; done; '  # to the argument after -o, the output
+    scripts = {"fails": "echo 'no compiler today' >&2; exit 1", "unconfined": out + 'cp /bin/true "$2"'}
+    path = "" if compiler == "none" else fake_compiler(tmp_path / "bin", scripts[compiler])
+    monkeypatch.setattr(launcher, "COMPILER_PATH", path)
+    how = await confined_still(config)
+    assert how.startswith("preexec: ") and reason in how, how
+    assert not list((fresh_cache / "managed-tools").glob("launcher-*"))
+
+
+@needs_landlock
+async def test_a_confined_program_cannot_replace_the_launcher(rt: Runtime) -> None:
+    domain = rt.confinement.shell
+    assert domain is not None
+    if domain.launcher is None:
+        pytest.skip("the preexec_fn path has no launcher")
+    target = Path(domain.launcher)
+    before = os.stat(target)
+    for script in (f"cp /bin/true {target}", f"rm -f {target}", f"touch {target.parent}/planted",
+                   f"echo x > {target}"):  # fmt: skip
+        code, _, err = await sh(rt, script)
+        assert code != 0 and ("Permission denied" in err or "Operation not permitted" in err), (script, err)
+    after = os.stat(target)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    assert not (target.parent / "planted").exists()
+
+
+@needs_landlock
+async def test_a_cache_dir_a_confined_program_may_write_is_not_used(
+    config: ServeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(config.workspace / ".cache"))
+    how = await confined_still(config)
+    assert how.startswith("preexec: ") and "XDG_CACHE_HOME" in how, how
+
+
+@needs_compiler
+def test_concurrent_builds_share_one_launcher(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        built = set(pool.map(lambda _: launcher.launcher(tmp_path / "cache"), range(4)))
+    assert len(built) == 1
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted([built.pop().name, "launcher.lock"])

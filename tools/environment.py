@@ -31,6 +31,10 @@ class ConfinementView(WireModel):
         description="landlock: the kernel confines every spawned program; argv-only: argument checks alone."
     )
     landlock_abi: int = Field(description="The kernel's Landlock ABI in use (0: none).")
+    spawn: Literal["launcher", "preexec", "none"] = Field(
+        description="How a program enters its confinement: launcher (a small compiled helper, the fast way), "
+        "preexec (a step in the forked child: as confined, slower to start) or none (argv-only)."
+    )
     shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
     read_only_hand: str
     writable_shell: str
@@ -42,6 +46,7 @@ def confinement_view(runtime: Runtime) -> ConfinementView:
     return ConfinementView(
         mode=c.mode,
         landlock_abi=c.abi,
+        spawn=c.spawn or "none",
         shell_network=c.shell_network,
         read_only_hand="bash programs and grep/glob read the mounts (vaults: names only) and system files; they "
         + ("write nowhere and open no network (kernel-enforced)." if kernel else "are limited by argument checks."),

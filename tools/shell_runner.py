@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stores.confine import PreExec
 from stores.shell import CommandKind, CommandStatus
+from stores.spawn import Domain, spawn
 
 log = logging.getLogger("managed_tools.shell")
 
@@ -129,19 +129,19 @@ async def start_process(
     env: dict[str, str],
     limit_s: float,
     on_done: OnDone,
-    confine: PreExec | None,
+    confine: Domain | None,
 ) -> None:
-    """Start a one-shot process for `job`, confined by `confine` before exec (None: argv-only); its pump
-    enforces the timeout and calls `on_done` at the end."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
+    """Start a one-shot process for `job`, confined to `confine` before the program runs (None: argv-only); its
+    pump enforces the timeout and calls `on_done` at the end."""
+    proc = await spawn(
+        argv,
+        domain=confine,
+        cwd=cwd,
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-        preexec_fn=confine,
+        new_session=True,
     )
     job.pid = proc.pid
     _spawn_task(_pump_process(job, proc, limit_s, on_done))
@@ -282,17 +282,17 @@ class PersistentShell:
         self.killed = False
 
     @classmethod
-    async def spawn(cls, cwd: str, env: dict[str, str], confine: PreExec | None) -> PersistentShell:
+    async def spawn(cls, cwd: str, env: dict[str, str], confine: Domain | None) -> PersistentShell:
         argv = shell_argv()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        proc = await spawn(
+            argv,
+            domain=confine,
+            cwd=cwd,
+            env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=confine,
+            new_session=True,
         )
         shell = cls(proc, argv)
         shell.host_pwd = cwd

@@ -17,10 +17,10 @@ import anyio
 from pydantic import Field
 
 from stores import shell as store
-from stores.confine import PreExec
 from stores.db import Tx
 from stores.ids import utc_now
 from stores.paths import PathError, Resolved
+from stores.spawn import Domain
 from tools import shell_core as core
 from tools.context import Runtime, ToolContext
 from tools.definition import ToolDefinition, ToolExample
@@ -239,7 +239,7 @@ async def _launch(
     cwd: str,
     env: dict[str, str],
     timeout_ms: int,
-    confine: PreExec | None,
+    confine: Domain | None,
 ) -> None:
     record = _recorder(ctx.runtime)
     try:
