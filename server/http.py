@@ -9,6 +9,7 @@ SDK's transports on both POST endpoints (413), the number of open MCP sessions a
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import re
 import socket
@@ -37,7 +38,7 @@ from server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
 from server.extensions import Extensions
 from server.http_allowlist import Allowlist
 from server.http_limits import ConnectionLimits, limited_protocol
-from server.http_sessions import SESSION_HEADER, http_attachments, stream_attachment
+from server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from stores import sessions
 from stores.errors import DatabaseBusyError, StoreError
 from tools.context import Runtime
@@ -57,7 +58,7 @@ def build_app(
         runtime,
         transport="http",
         approval_wait_seconds=config.approval_wait_seconds,
-        attachments=lambda: http_attachments(runtime, config.session),
+        attachments=lambda: contextlib.aclosing(HttpAttachments(runtime, config.session)),
         extensions=extensions,
     )
     # The Guard checks Host and Origin exactly before any transport sees a request; the SDK's own check
@@ -192,7 +193,7 @@ class SseEndpoint:
         self._open += 1
         try:
             async with (
-                stream_attachment(self._runtime, named or self._default) as attachments,
+                contextlib.aclosing(StreamAttachment(self._runtime, named or self._default)) as attachments,
                 self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream),
             ):
                 await serve_dual_era_loop(

@@ -18,8 +18,6 @@ The header is checked before the request reaches MCP (server/http.py): it must n
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -79,7 +77,7 @@ class HttpAttachments:
                 self._sessionless = attachment.session_id
             return attachment
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         for attachment in self._shared.values():
             await detach(self._runtime, attachment)
         self._shared.clear()
@@ -103,18 +101,9 @@ class StreamAttachment:
                 self._attachment = await _attach(self._runtime, self._session_id, "sse")
             return self._attachment
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         if self._attachment is not None:
             await detach(self._runtime, self._attachment)
-
-
-@asynccontextmanager
-async def stream_attachment(runtime: Runtime, session_id: str | None) -> AsyncIterator[StreamAttachment]:
-    attachment = StreamAttachment(runtime, session_id)
-    try:
-        yield attachment
-    finally:
-        await attachment.close()
 
 
 async def _attach(runtime: Runtime, session_id: str | None, transport: str) -> Attachment:
@@ -128,12 +117,3 @@ def named_session(ctx: ServerRequestContext[Any]) -> str | None:
     headers = getattr(ctx.request, "headers", None)
     value: str | None = headers.get(SESSION_HEADER) if headers is not None else None
     return value
-
-
-@asynccontextmanager
-async def http_attachments(runtime: Runtime, default_session: str | None) -> AsyncIterator[HttpAttachments]:
-    attachments = HttpAttachments(runtime, default_session)
-    try:
-        yield attachments
-    finally:
-        await attachments.close()
