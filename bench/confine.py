@@ -7,7 +7,7 @@ with the data dir outside it. Two levels, each a round robin over its series so 
   three runtimes in the same process: argv-only (MANAGED_TOOLS_CONFINEMENT=argv-only), Landlock entered through
   the compiled launcher (the default), and Landlock entered through a preexec_fn (MANAGED_TOOLS_CONFINEMENT=
   preexec, the fallback where no C compiler is found);
-* `spawn`: `tools.shell_runner.start_process` alone running `ls small`: unconfined (CPython's vfork path), the
+* `spawn`: `tools.shell.runner.start_process` alone running `ls small`: unconfined (CPython's vfork path), the
   launcher with the read-only hand's ruleset, a no-op preexec_fn (the fork a preexec_fn forces) and the Landlock
   preexec_fn; this splits the preexec cost into "a preexec_fn at all" and "the two syscalls".
 
@@ -32,15 +32,15 @@ from pathlib import Path
 import anyio
 from noports import PORTS
 
-from server.attach import attach
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores.confine import FORCE_ENV
-from stores.ids import utc_now
-from stores.spawn import Domain
-from tools.context import Attachment, Runtime
-from tools.executor import execute
-from tools.shell_runner import SAFE_PATH, Job, Output, start_process
+from managed_tools.server.attach import attach
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores.confine import FORCE_ENV
+from managed_tools.stores.ids import utc_now
+from managed_tools.stores.spawn import Domain
+from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.tools.executor import execute
+from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 
 Series = dict[str, Callable[[], Awaitable[None]]]
 

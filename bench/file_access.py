@@ -32,12 +32,12 @@ from pathlib import Path
 import anyio
 from noports import PORTS
 
-from server.attach import attach, detach
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import files, fsaccess
-from stores.paths import PathGuard
-from tools.executor import execute
+from managed_tools.server.attach import attach, detach
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import files, fsaccess
+from managed_tools.stores.paths import PathGuard
+from managed_tools.tools.executor import execute
 
 PATH = "src/a/b/file.txt"
 LIMIT = 48_004  # what read asks for with the default maxChars

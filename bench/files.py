@@ -44,13 +44,13 @@ from typing import Any, Literal
 import anyio
 from noports import PORTS
 
-from server.attach import attach, detach
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import ripgrep
-from tools.context import Attachment, Runtime
-from tools.executor import execute
-from tools.file_tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
+from managed_tools.server.attach import attach, detach
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import ripgrep
+from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.tools.executor import execute
+from managed_tools.tools.files.tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
 
 TARGET_RATIO = 1.5
 FILES_PER_DIR = 20

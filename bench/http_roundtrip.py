@@ -143,7 +143,7 @@ async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series
         for mode in modes:
             workspace = Path(tmp) / mode
             workspace.mkdir()
-            managed_argv = [sys.executable, "-m", "server", "serve", "--workspace", str(workspace)]
+            managed_argv = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
             managed_argv += ["--data-dir", f"{workspace}.state"]  # in the temporary dir, not the user's state dir
             managed_argv += ["--transport", "http", "--port", "0"]
             replay = Path(tmp) / f"{mode}-replay.json"

@@ -45,16 +45,16 @@ from typing import Any, Literal
 import anyio
 from noports import PORTS
 
-from server.attach import attach, detach
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import learnings, memory, search, sessions
-from stores.errors import DatabaseBusyError, PreconditionError
-from tools.context import Attachment, Runtime, ToolContext
-from tools.environment import setup_fingerprint
-from tools.executor import execute
-from tools.memory_search import CANDIDATES, SearchArgs, memory_search, search_parts
-from tools.retrieval import STOPWORDS, build_query
+from managed_tools.server.attach import attach, detach
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import learnings, memory, search, sessions
+from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
+from managed_tools.tools.context import Attachment, Runtime, ToolContext
+from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.executor import execute
+from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search, search_parts
+from managed_tools.tools.retrieval import STOPWORDS, build_query
 
 TARGET_P95_MS = 5.0
 TARGET_SIZE = 100_000

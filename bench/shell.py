@@ -59,7 +59,15 @@ async def main() -> None:
             (workspace / "small" / f"file{i:02}.txt").write_text(f"line {i}\n")
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "server", "serve", "--workspace", str(workspace), "--data-dir", str(Path(tmp) / "state")],
+            args=[
+                "-m",
+                "managed_tools.server",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--data-dir",
+                str(Path(tmp) / "state"),
+            ],
             cwd=str(REPO_ROOT),
         )
         runs: list[tuple[str, str, dict[str, Any]]] = [

@@ -44,7 +44,7 @@ from roundtrip import (
 def managed_target(workspace: Path) -> Target:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "server", "serve", "--workspace", str(workspace), "--data-dir", f"{workspace}.state"],
+        args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace), "--data-dir", f"{workspace}.state"],
         cwd=str(REPO_ROOT),
     )
     return Target("managed", *managed_tool(), params)

@@ -1,3 +1,3 @@
-from server.cli import main
+from managed_tools.server.cli import main
 
 raise SystemExit(main())

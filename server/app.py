@@ -12,18 +12,18 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 
-from server import SERVER_NAME, __version__
-from server.attach import Attachments, attached
-from server.config import DEFAULT_APPROVAL_WAIT_SECONDS
-from server.consent import CallConsent
-from server.extensions import Extensions
-from server.library import Library
-from server.ports import ports_for, set_log_level
-from server.publish import to_call_result, to_mcp_tool
-from server.resources import Notifier, Resources
-from server.watch import watch_when_asked
-from tools.context import Runtime
-from tools.executor import execute
+from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server.attach import Attachments, attached
+from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
+from managed_tools.server.consent import CallConsent
+from managed_tools.server.extensions import Extensions
+from managed_tools.server.library import Library
+from managed_tools.server.ports import ports_for, set_log_level
+from managed_tools.server.publish import to_call_result, to_mcp_tool
+from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.watch import watch_when_asked
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.executor import execute
 
 INSTRUCTIONS = (
     "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "

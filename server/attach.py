@@ -16,10 +16,10 @@ from typing import Any, Protocol
 import anyio
 from mcp.server import ServerRequestContext
 
-from stores import events, sessions
-from stores.errors import DatabaseBusyError
-from tools.context import Attachment, Runtime
-from tools.environment import setup_fingerprint
+from managed_tools.stores import events, sessions
+from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.tools.environment.tools import setup_fingerprint
 
 log = logging.getLogger("managed_tools.attach")
 

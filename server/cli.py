@@ -13,15 +13,15 @@ import anyio
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
-from server import __version__, human
-from server.app import build_server
-from server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
-from server.data_dir import state_root
-from server.http import announce, bind, build_app, http_server
-from server.publish import to_mcp_tool
-from server.runtime import StartupError, open_runtime, startup_extensions
-from tools.catalogue import build_registry
-from tools.context import Runtime
+from managed_tools.server import __version__, human
+from managed_tools.server.app import build_server
+from managed_tools.server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
+from managed_tools.server.data_dir import state_root
+from managed_tools.server.http import announce, bind, build_app, http_server
+from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
+from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.context import Runtime
 
 log = logging.getLogger("managed_tools")
 

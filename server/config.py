@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
-from server.http_allowlist import Address, host_entry, origin_entry
-from tools.custom import CustomToolSpec
+from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
+from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
+from managed_tools.tools.custom import CustomToolSpec
 
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 VaultName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]

@@ -24,12 +24,12 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from stores import approvals
-from stores.approvals import ApprovalRecord
-from stores.db import Tx
-from stores.errors import NotFoundError
-from tools.context import Attachment, Runtime
-from tools.ports import ApprovalDecision, ApprovalRequest
+from managed_tools.stores import approvals
+from managed_tools.stores.approvals import ApprovalRecord
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError
+from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.tools.ports import ApprovalDecision, ApprovalRequest
 
 log = logging.getLogger("managed_tools.consent")
 

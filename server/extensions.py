@@ -24,8 +24,8 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from tools.content import ContentBlock
-from tools.definition import ToolDefinition
+from managed_tools.tools.content import ContentBlock
+from managed_tools.tools.definition import ToolDefinition
 
 T = TypeVar("T")
 NonEmpty = Annotated[str, Field(min_length=1)]

@@ -32,16 +32,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.app import build_server
-from server.attach import Attachments
-from server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
-from server.extensions import Extensions
-from server.http_allowlist import Allowlist
-from server.http_limits import ConnectionLimits, limited_protocol
-from server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
-from stores import sessions
-from stores.errors import DatabaseBusyError, StoreError
-from tools.context import Runtime
+from managed_tools.server.app import build_server
+from managed_tools.server.attach import Attachments
+from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
+from managed_tools.server.extensions import Extensions
+from managed_tools.server.http_allowlist import Allowlist
+from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
+from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
+from managed_tools.stores import sessions
+from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.tools.context import Runtime
 
 HEALTH_PATH = "/healthz"
 MCP_PATH = "/mcp"

@@ -25,10 +25,10 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 
-from server.attach import attach, detach
-from server.connection import connection_of
-from stores.errors import StoreError
-from tools.context import Attachment, Runtime
+from managed_tools.server.attach import attach, detach
+from managed_tools.server.connection import connection_of
+from managed_tools.stores.errors import StoreError
+from managed_tools.tools.context import Attachment, Runtime
 
 SESSION_HEADER = "mcp-managed-session"
 ATTACHMENT_STATE = "managed-tools/attachment"

@@ -15,14 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server.config import ServeConfig
-from stores import approvals, sessions
-from stores.approvals import ApprovalRecord
-from stores.db import Database, Tx
-from stores.errors import StoreError
-from tools.catalogue import build_registry
-from tools.custom import custom_tool
-from tools.what_runs import visible_lines
+from managed_tools.server.config import ServeConfig
+from managed_tools.stores import approvals, sessions
+from managed_tools.stores.approvals import ApprovalRecord
+from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.errors import StoreError
+from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.custom import custom_tool
+from managed_tools.tools.what_runs import visible_lines
 
 BY = "cli"
 

@@ -11,8 +11,8 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 
-from server.extensions import Extensions, Prompt, Resource, ResourceTemplate
-from server.publish import to_mcp_content
+from managed_tools.server.extensions import Extensions, Prompt, Resource, ResourceTemplate
+from managed_tools.server.publish import to_mcp_content
 
 MAX_COMPLETIONS = 100  # the spec's cap on completion values per response
 T = TypeVar("T")

@@ -9,10 +9,10 @@ from mcp.server import ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.session import ServerSession
 
-from server import SERVER_NAME
-from server.connection import connection_of
-from tools.context import Ports
-from tools.ports import ApprovalDecision, ApprovalRequest, Consent, LogLevel, SamplingUnavailableError
+from managed_tools.server import SERVER_NAME
+from managed_tools.server.connection import connection_of
+from managed_tools.tools.context import Ports
+from managed_tools.tools.ports import ApprovalDecision, ApprovalRequest, Consent, LogLevel, SamplingUnavailableError
 
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)  # least severe first
 LOG_LEVEL_STATE = "managed-tools/logLevel"

@@ -6,9 +6,9 @@ from typing import Any
 
 import mcp_types as types
 
-from tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
-from tools.definition import ToolDefinition
-from tools.executor import CallResult
+from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.executor import CallResult
 
 TOOL_META_KEY = "managed-tools/tool"
 ERROR_META_KEY = "managed-tools/error"

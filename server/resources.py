@@ -18,14 +18,14 @@ from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
-from server.attach import Attachments
-from server.library import Library
-from server.ports import NoConsent, ports_for
-from stores.errors import StoreError
-from tools import resources
-from tools.context import Runtime, ToolContext
-from tools.executor import reading_context
-from tools.uris import SCHEME, parse, parse_file
+from managed_tools.server.attach import Attachments
+from managed_tools.server.library import Library
+from managed_tools.server.ports import NoConsent, ports_for
+from managed_tools.stores.errors import StoreError
+from managed_tools.tools import resources
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.executor import reading_context
+from managed_tools.tools.uris import SCHEME, parse, parse_file
 
 RESOURCE_NOT_FOUND = -32002
 

@@ -5,23 +5,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from server import SERVER_NAME, __version__
-from server.config import ServeConfig
-from server.data_dir import LEGACY_DIR
-from server.extensions import ExtensionError, Extensions, load_extensions
-from stores import sessions
-from stores.confine import ConfinementError, open_confinement
-from stores.db import Database
-from stores.errors import StoreError
-from stores.mounts import default_mounts
-from stores.paths import PathGuard
-from stores.ripgrep import rg_binary
-from tools import shell_core
-from tools.catalogue import build_registry
-from tools.context import Environment, Runtime
-from tools.custom import custom_tool
-from tools.definition import ToolDefinition
-from tools.errors import RegistryError
+from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.data_dir import LEGACY_DIR
+from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
+from managed_tools.stores import sessions
+from managed_tools.stores.confine import ConfinementError, open_confinement
+from managed_tools.stores.db import Database
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.mounts import default_mounts
+from managed_tools.stores.paths import PathGuard
+from managed_tools.stores.ripgrep import rg_binary
+from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.context import Environment, Runtime
+from managed_tools.tools.custom import custom_tool
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.shell import posture as shell_core
 
 
 class StartupError(Exception):

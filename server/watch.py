@@ -13,9 +13,9 @@ import os
 import anyio
 from watchfiles import awatch
 
-from server.resources import Notifier
-from tools.context import Runtime
-from tools.uris import file_uri
+from managed_tools.server.resources import Notifier
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.uris import file_uri
 
 log = logging.getLogger("managed_tools.watch")
 DEBOUNCE_MS = 300

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stores import events
-from stores.db import Tx
-from stores.errors import NotFoundError, StoreError
-from stores.ids import utc_now, uuid7
+from managed_tools.stores import events
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError, StoreError
+from managed_tools.stores.ids import utc_now, uuid7
 
 Kind = Literal["tool_confirmation", "custom_tool"]
 Channel = Literal["elicitation", "input_required", "out_of_band"]

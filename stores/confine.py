@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from stores import landlock
-from stores.errors import StoreError
-from stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
-from stores.launcher import LauncherError, cache_root, launcher
-from stores.mounts import Mount
-from stores.spawn import Domain, Spawn
+from managed_tools.stores import landlock
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
+from managed_tools.stores.launcher import LauncherError, cache_root, launcher
+from managed_tools.stores.mounts import Mount
+from managed_tools.stores.spawn import Domain, Spawn
 
 Mode = Literal["landlock", "argv-only"]
 # "argv-only": run without Landlock even where the kernel has it; "preexec": Landlock without the launcher.

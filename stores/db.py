@@ -19,8 +19,8 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from stores.errors import DatabaseBusyError
-from stores.migrations import MIGRATIONS
+from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.stores.migrations import MIGRATIONS
 
 Params = Sequence[Any] | dict[str, Any]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.errors import NotFoundError
-from stores.ids import utc_now, uuid7
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError
+from managed_tools.stores.ids import utc_now, uuid7
 
 
 class EventRecord(BaseModel):

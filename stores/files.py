@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import BinaryIO
 
-from stores import fsaccess
-from stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
-from stores.paths import Resolved
+from managed_tools.stores import fsaccess
+from managed_tools.stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
+from managed_tools.stores.paths import Resolved
 
 BINARY_SNIFF_BYTES = 8192
 CHUNK = 1 << 20

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from stores import search
-from stores.db import Tx
-from stores.ids import utc_now, uuid7
+from managed_tools.stores import search
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import utc_now, uuid7
 
 Kind = Literal["lesson", "correction", "error"]
 

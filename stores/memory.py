@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from stores import search
-from stores.db import Tx
-from stores.errors import NotFoundError, PreconditionError
-from stores.ids import sha256_hex, utc_now, uuid7
+from managed_tools.stores import search
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError, PreconditionError
+from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 
 Mode = Literal["replace", "append"]
 PREVIEW_CHARS = 160

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from stores import search
-from stores.db import Tx
-from stores.ids import canonical_json, sha256_hex, utc_now, uuid7
+from managed_tools.stores import search
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import canonical_json, sha256_hex, utc_now, uuid7
 
 HISTORY_CAP = 12
 

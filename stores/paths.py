@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stores.errors import StoreError
-from stores.mounts import Mount
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.mounts import Mount
 
 MAX_PATH_CHARS = 4096
 # read and list follow links; write replaces whatever stands at the path (a link is replaced, never written

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.errors import NotFoundError
-from stores.ids import utc_now
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError
+from managed_tools.stores.ids import utc_now
 
 StepStatus = Literal["pending", "in_progress", "done"]
 PlanStatus = Literal["active", "completed"]

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.ids import utc_now
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import utc_now
 
 SNIPPET_CHARS = 180
 RANK_WINDOW = 1_000

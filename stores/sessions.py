@@ -9,9 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.errors import AccessDeniedError, NotFoundError
-from stores.ids import utc_now, uuid7
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import AccessDeniedError, NotFoundError
+from managed_tools.stores.ids import utc_now, uuid7
 
 SessionStatus = Literal["idle", "running", "requires_action", "terminated"]
 

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.ids import canonical_json, sha256_hex, utc_now
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import canonical_json, sha256_hex, utc_now
 
 CommandKind = Literal["bash", "shell", "persistent-shell"]
 CommandStatus = Literal["running", "completed", "timed_out", "killed", "lost"]

@@ -11,10 +11,10 @@ import sqlite3
 
 from pydantic import BaseModel
 
-from stores.db import Tx
-from stores.errors import NotFoundError, PreconditionError
-from stores.ids import sha256_hex, utc_now, uuid7
-from stores.memory import preview
+from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError, PreconditionError
+from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
+from managed_tools.stores.memory import preview
 
 
 class SubstrateVersion(BaseModel):

@@ -3,13 +3,13 @@ custom tool with a multi-select form, and resources and prompts."""
 
 from __future__ import annotations
 
-from server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
-from tools.content import ImageBlock, ResourceBlock, TextBlock
-from tools.context import ToolContext
-from tools.custom import CustomToolSpec, custom_tool
-from tools.definition import ToolDefinition
-from tools.models import NoArguments, WireModel
-from tools.ports import LogLevel
+from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
+from managed_tools.tools.content import ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.models import NoArguments, WireModel
+from managed_tools.tools.ports import LogLevel
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 

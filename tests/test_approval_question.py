@@ -16,12 +16,12 @@ from conftest import ERAS, data, error_text
 from mcp.client import ClientRequestContext
 from test_permissions import ElicitFn, answer, cli, client_for
 
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import approvals
-from stores import shell as shell_store
-from tools.context import Runtime
-from tools.what_runs import MAX_SHOWN_COMMAND_CHARS, WhatRuns, secret_looking, visible
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import approvals
+from managed_tools.stores import shell as shell_store
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.what_runs import MAX_SHOWN_COMMAND_CHARS, WhatRuns, secret_looking, visible
 
 pytestmark = pytest.mark.anyio
 

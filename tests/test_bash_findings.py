@@ -19,10 +19,10 @@ from mcp import Client
 from mcp_types import CallToolResult
 from test_permissions import answer, client_for
 
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from tools.context import Runtime
-from tools.shell_argv import FIXED_ENV
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.shell.argv import FIXED_ENV
 
 pytestmark = pytest.mark.anyio
 SECRET = "SECRET-4f1c2a"

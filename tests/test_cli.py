@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-CLI = [sys.executable, "-m", "server"]
+CLI = [sys.executable, "-m", "managed_tools.server"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,16 +21,16 @@ from conftest import data
 from mcp import Client
 from test_permissions import answer, client_for
 
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import landlock, launcher
-from stores.confine import FORCE_ENV
-from stores.ids import utc_now
-from stores.mounts import substrate_dir
-from stores.spawn import Domain
-from tools import shell_core
-from tools.context import Runtime
-from tools.shell_runner import SAFE_PATH, Job, Output, start_process
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import landlock, launcher
+from managed_tools.stores.confine import FORCE_ENV
+from managed_tools.stores.ids import utc_now
+from managed_tools.stores.mounts import substrate_dir
+from managed_tools.stores.spawn import Domain
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})
@@ -296,7 +296,7 @@ def serve(config: ServeConfig, *flags: str, force: bool | str) -> subprocess.Com
     env = {key: value for key, value in os.environ.items() if key != FORCE_ENV}
     if force:
         env[FORCE_ENV] = "argv-only" if force is True else str(force)
-    argv = [sys.executable, "-m", "server", "serve", "--workspace", str(config.workspace)]
+    argv = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(config.workspace)]
     argv += ["--data-dir", str(config.data_dir), *flags]
     return subprocess.run(
         argv, check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env

@@ -13,10 +13,10 @@ from conftest import data, error_text
 from mcp.client import ClientRequestContext
 from test_permissions import answer, cli, client_for
 
-from server.config import ServeConfig
-from server.data_dir import default_data_dir
-from server.runtime import StartupError, open_runtime
-from tools.context import Runtime
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.data_dir import default_data_dir
+from managed_tools.server.runtime import StartupError, open_runtime
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -17,11 +17,11 @@ from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp_types import RequestParamsMeta
 from pydantic import Field
 
-from server.config import ServeConfig
-from tools.context import Runtime, ToolContext
-from tools.definition import ToolDefinition
-from tools.errors import ToolError
-from tools.models import Arguments, NoArguments, WireModel
+from managed_tools.server.config import ServeConfig
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
 
 pytestmark = pytest.mark.anyio
 

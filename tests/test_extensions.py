@@ -19,10 +19,10 @@ from conftest import ERAS, data
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import ClientRequestContext
 
-from server.app import build_server
-from server.config import ServeConfig
-from server.extensions import Extensions
-from server.runtime import StartupError, open_runtime, startup_extensions
+from managed_tools.server.app import build_server
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.extensions import Extensions
+from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
 
 pytestmark = pytest.mark.anyio
 
@@ -191,7 +191,15 @@ async def test_without_extensions_no_prompt_capability(workspace: Path) -> None:
 
 async def test_the_cli_serves_an_extensions_resources_over_stdio(config: ServeConfig) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}  # this checkout, any cwd
-    args = ["-m", "server", "serve", "--workspace", str(config.workspace), "--tools-module", "probe_extension"]
+    args = [
+        "-m",
+        "managed_tools.server",
+        "serve",
+        "--workspace",
+        str(config.workspace),
+        "--tools-module",
+        "probe_extension",
+    ]
     async with Client(StdioServerParameters(command=sys.executable, args=args, env=env)) as client:
         read = (await client.read_resource("probe://notes/stdio")).contents[0]
         tools = {t.name for t in (await client.list_tools()).tools}

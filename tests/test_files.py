@@ -14,9 +14,9 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from tools.context import Runtime
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -25,16 +25,16 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from test_permissions import answer, cli
 
-from server.cli import main
-from server.config import HttpConfig, ServeConfig
-from server.http import bind, build_app, http_server
-from server.runtime import open_runtime, startup_extensions
-from stores import sessions
-from tools.context import Runtime
+from managed_tools.server.cli import main
+from managed_tools.server.config import HttpConfig, ServeConfig
+from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.runtime import open_runtime, startup_extensions
+from managed_tools.stores import sessions
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
-SERVE = [sys.executable, "-m", "server", "serve"]
+SERVE = [sys.executable, "-m", "managed_tools.server", "serve"]
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from test_http import INITIALIZE, POST_HEADERS, TOKEN, Served, client, serving
 
-from server.config import ServeConfig
+from managed_tools.server.config import ServeConfig
 
 pytestmark = pytest.mark.anyio
 

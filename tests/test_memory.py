@@ -16,7 +16,7 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client, StdioServerParameters
 from test_permissions import answer
 
-from tools.context import Runtime
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -175,7 +175,7 @@ async def test_learning_promotion_is_outcome_gated(runtime: Runtime, connect: Co
 async def server_process(workspace: Path, session_id: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "server", "serve", "--workspace", str(workspace), "--session", session_id],
+        args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace), "--session", session_id],
         env=dict(os.environ),
     )
     async with Client(params) as client:
@@ -191,7 +191,9 @@ async def _session_and_base(workspace: Path) -> tuple[str, str]:
 @asynccontextmanager
 async def server_process_new(workspace: Path) -> AsyncIterator[Client]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "server", "serve", "--workspace", str(workspace)], env=dict(os.environ)
+        command=sys.executable,
+        args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace)],
+        env=dict(os.environ),
     )
     async with Client(params) as client:
         yield client

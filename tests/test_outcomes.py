@@ -10,8 +10,8 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 from test_permissions import answer
 
-from stores import approvals
-from tools.context import Runtime
+from managed_tools.stores import approvals
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -174,7 +174,7 @@ async def test_require_outcome_pass_without_an_outcome(runtime: Runtime, connect
 
 
 async def test_sessions_of_other_agents_are_not_evaluated(runtime: Runtime, connect: Connect) -> None:
-    from stores import sessions
+    from managed_tools.stores import sessions
 
     async with runtime.db.write() as tx:
         other = await sessions.create_session(tx, "beta")

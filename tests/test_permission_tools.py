@@ -6,8 +6,8 @@ import pytest
 from conftest import data
 from test_permissions import cli, client_for, config, event_types, rt
 
-from server.config import ServeConfig
-from tools.context import Runtime
+from managed_tools.server.config import ServeConfig
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 __all__ = ["config", "rt"]  # fixtures shared with test_permissions

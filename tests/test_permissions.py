@@ -22,11 +22,11 @@ from conftest import data, error_text
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import ClientRequestContext
 
-from server.app import build_server
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from stores import approvals
-from tools.context import Runtime
+from managed_tools.server.app import build_server
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import approvals
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -92,7 +92,7 @@ class Ran:
 async def run(*argv: str) -> Ran:
     """A real `managed-tools` process, as a person at a terminal would run it."""
     with anyio.fail_after(60):
-        done = await anyio.run_process([sys.executable, "-m", "server", *argv], check=False)
+        done = await anyio.run_process([sys.executable, "-m", "managed_tools.server", *argv], check=False)
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
@@ -297,7 +297,16 @@ async def test_the_model_cannot_approve_its_own_request(rt: Runtime) -> None:
 @asynccontextmanager
 async def stdio(config: ServeConfig, mode: str, *extra: str, **kwargs: Any) -> AsyncIterator[Client]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}  # this checkout, any cwd
-    args = ["-m", "server", "serve", "--workspace", str(config.workspace), "--tools-module", "probe_tools", *extra]
+    args = [
+        "-m",
+        "managed_tools.server",
+        "serve",
+        "--workspace",
+        str(config.workspace),
+        "--tools-module",
+        "probe_tools",
+        *extra,
+    ]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
     async with Client(params, mode=mode, **kwargs) as client:
         yield client

@@ -11,10 +11,10 @@ import pytest
 from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp.client import ClientRequestContext
 
-from server.config import ServeConfig
-from tools.context import Runtime, ToolContext
-from tools.definition import InterruptBehavior, ToolDefinition
-from tools.models import Arguments, NoArguments, WireModel
+from managed_tools.server.config import ServeConfig
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.definition import InterruptBehavior, ToolDefinition
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
 
 pytestmark = pytest.mark.anyio
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from pydantic import Field, ValidationError
 
-from tools.catalogue import build_registry
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.errors import RegistryError
-from tools.models import Arguments, NoArguments, WireModel
-from tools.registry import Registry
+from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.registry import Registry
 
 
 class Out(WireModel):

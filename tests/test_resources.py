@@ -13,8 +13,8 @@ from conftest import ERAS, Connect, data
 from mcp import MCPError
 from test_permissions import answer
 
-from stores import sessions
-from tools.context import Runtime
+from managed_tools.stores import sessions
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

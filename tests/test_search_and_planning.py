@@ -8,8 +8,8 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 
-from stores import memory, search, sessions
-from tools.context import Runtime
+from managed_tools.stores import memory, search, sessions
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

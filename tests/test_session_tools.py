@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import ERAS, Connect, data, error_text
 
-from stores import sessions
-from tools.context import Runtime
+from managed_tools.stores import sessions
+from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -20,11 +20,11 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 from test_permissions import answer, client_for
 
-from server.config import ServeConfig
-from server.runtime import open_runtime
-from tools import shell_core
-from tools.context import Runtime
-from tools.shell_argv import FIXED_ENV
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.shell.argv import FIXED_ENV
 
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stores.mounts import default_mounts
-from stores.paths import PathGuard
-from tools.errors import ToolError
-from tools.shell_argv import FIXED_ENV, plan
-from tools.shell_flags import PROGRAMS, Flag
+from managed_tools.stores.mounts import default_mounts
+from managed_tools.stores.paths import PathGuard
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.shell.argv import FIXED_ENV, plan
+from managed_tools.tools.shell.flags import PROGRAMS, Flag
 
 W = "W"  # stands for the workspace's real host root in the expected argvs
 

@@ -16,11 +16,11 @@ import anyio
 import pytest
 from conftest import Connect, data, error_text
 
-from server.config import ConfigError, ServeConfig
-from server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, state_root
-from server.runtime import open_runtime
+from managed_tools.server.config import ConfigError, ServeConfig
+from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, state_root
+from managed_tools.server.runtime import open_runtime
 
-CLI = [sys.executable, "-m", "server"]
+CLI = [sys.executable, "-m", "managed_tools.server"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

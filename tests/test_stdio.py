@@ -16,11 +16,11 @@ import pytest
 from conftest import ERAS, data
 from mcp import Client, StdioServerParameters
 
-from server.data_dir import default_data_dir
+from managed_tools.server.data_dir import default_data_dir
 
 pytestmark = pytest.mark.anyio
 
-SERVE = [sys.executable, "-m", "server", "serve"]
+SERVE = [sys.executable, "-m", "managed_tools.server", "serve"]
 
 
 @asynccontextmanager

@@ -11,16 +11,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from stores.db import Database
-from stores.files import replace_file
-from stores.ids import canonical_json, uuid7
-from stores.migrations import MIGRATIONS
-from stores.mounts import Mount
-from stores.paths import PathGuard
+from managed_tools.stores.db import Database
+from managed_tools.stores.files import replace_file
+from managed_tools.stores.ids import canonical_json, uuid7
+from managed_tools.stores.migrations import MIGRATIONS
+from managed_tools.stores.mounts import Mount
+from managed_tools.stores.paths import PathGuard
 
 pytestmark = pytest.mark.anyio
 
-OPEN_DB = "import anyio, sys; from stores.db import Database\n" \
+OPEN_DB = "import anyio, sys; from managed_tools.stores.db import Database\n" \
     "async def main():\n    db = await Database.open(__import__('pathlib').Path(sys.argv[1]))\n    await db.close()\n" \
     "anyio.run(main)"  # fmt: skip
 

@@ -22,13 +22,18 @@ from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from test_permissions import answer, cli
 
-from server.config import ServeConfig
-from stores.mounts import substrate_dir
-from tools.context import Runtime, ToolContext
-from tools.definition import ToolDefinition
-from tools.errors import ToolError
-from tools.line_diff import line_diff
-from tools.substrate_tools import MAX_FILE_BYTES, PromoteArgs, PromoteOutput, resources_promote_to_substrate
+from managed_tools.server.config import ServeConfig
+from managed_tools.stores.mounts import substrate_dir
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.substrate.line_diff import line_diff
+from managed_tools.tools.substrate.tools import (
+    MAX_FILE_BYTES,
+    PromoteArgs,
+    PromoteOutput,
+    resources_promote_to_substrate,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -501,7 +506,7 @@ async def test_a_failure_after_the_write_puts_the_file_back(
 
 @asynccontextmanager
 async def server_process(workspace: Path, *extra: str) -> AsyncIterator[Client]:
-    args = ["-m", "server", "serve", "--workspace", str(workspace), "--allow", PROMOTE, *extra]
+    args = ["-m", "managed_tools.server", "serve", "--workspace", str(workspace), "--allow", PROMOTE, *extra]
     async with Client(StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))) as client:
         yield client
 

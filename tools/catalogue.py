@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tools import (
-    environment,
-    file_tools,
-    memory_search,
-    memory_tools,
-    outcome_tools,
-    permissions,
-    planning,
-    sandbox,
-    session_tools,
-    shell_tools,
-    substrate_tools,
-)
-from tools.definition import PermissionPolicy, ToolDefinition
-from tools.errors import RegistryError
-from tools.registry import Registry
+from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.environment import tools as environment
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.memory import search as memory_search
+from managed_tools.tools.memory import tools as memory_tools
+from managed_tools.tools.outcomes import tools as outcome_tools
+from managed_tools.tools.permissions import tools as permissions
+from managed_tools.tools.planning import tools as planning
+from managed_tools.tools.registry import Registry
+from managed_tools.tools.sandbox import tools as sandbox
+from managed_tools.tools.sessions import tools as session_tools
+from managed_tools.tools.shell import tools as shell_tools
+from managed_tools.tools.substrate import tools as substrate_tools
 
 FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     environment.DEFINITIONS,

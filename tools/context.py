@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from stores.confine import Confinement
-from stores.db import Database, Tx
-from stores.paths import PathGuard
-from tools.content import Block
-from tools.ports import ClientLog, Consent, Progress, Sampler
-from tools.what_runs import WhatRuns
+from managed_tools.stores.confine import Confinement
+from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.paths import PathGuard
+from managed_tools.tools.content import Block
+from managed_tools.tools.ports import ClientLog, Consent, Progress, Sampler
+from managed_tools.tools.what_runs import WhatRuns
 
 if TYPE_CHECKING:
-    from tools.registry import Registry
+    from managed_tools.tools.registry import Registry
 
 
 class Environment(BaseModel):

@@ -13,9 +13,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tools.definition import ToolDefinition
-from tools.errors import RegistryError
-from tools.models import Arguments, WireModel
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.models import Arguments, WireModel
 
 M = TypeVar("M", bound=WireModel)
 

@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.content import Block
-from tools.context import ToolContext
-from tools.models import Arguments, WireModel
-from tools.what_runs import WhatRuns
+from managed_tools.tools.content import Block
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.what_runs import WhatRuns
 
 Ownership = Literal["managed", "mcp", "custom"]
 PermissionPolicy = Literal["always_allow", "always_ask"]

@@ -18,17 +18,17 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from stores import events
-from stores.db import NoTransaction, Tx
-from stores.errors import DatabaseBusyError, StoreError
-from stores.ids import canonical_json, sha256_hex, uuid7
-from tools.content import Block, TextBlock
-from tools.context import Attachment, Ports, Runtime, ToolContext
-from tools.definition import ToolDefinition
-from tools.errors import ToolError
-from tools.models import Arguments
-from tools.ports import ApprovalRequest, SamplingUnavailableError
-from tools.what_runs import TooLongToShow, WhatRuns, visible_lines
+from managed_tools.stores import events
+from managed_tools.stores.db import NoTransaction, Tx
+from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
+from managed_tools.tools.content import Block, TextBlock
+from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments
+from managed_tools.tools.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.what_runs import TooLongToShow, WhatRuns, visible_lines
 
 log = logging.getLogger("managed_tools.executor")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tools.definition import ToolDefinition
-from tools.errors import RegistryError
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.errors import RegistryError
 
 NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 MAX_DESCRIPTION_CHARS = 200

@@ -9,14 +9,14 @@ import mimetypes
 import anyio
 from pydantic import BaseModel
 
-from stores import ripgrep
-from stores.errors import NotFoundError
-from stores.files import read_limited
-from tools.context import ToolContext
-from tools.memory_tools import STORES, render
-from tools.outcome_tools import posture
-from tools.scope import scoped_session
-from tools.uris import (
+from managed_tools.stores import ripgrep
+from managed_tools.stores.errors import NotFoundError
+from managed_tools.stores.files import read_limited
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.memory.tools import STORES, render
+from managed_tools.tools.outcomes.tools import posture
+from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.uris import (
     AGENT_TARGETS,
     FILE_MOUNTS,
     SCHEME,

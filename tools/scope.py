@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from stores import sessions
-from stores.sessions import SessionRecord
-from tools.context import ToolContext
+from managed_tools.stores import sessions
+from managed_tools.stores.sessions import SessionRecord
+from managed_tools.tools.context import ToolContext
 
 Relation = Literal["parent", "child", "sibling"]
 Lineage = Literal["related", "parent", "children", "siblings"]

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import anyio
 
-from server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
-from tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
-from tools.context import ToolContext
-from tools.custom import CustomToolSpec, custom_tool
-from tools.definition import Handler, Render, ToolDefinition
-from tools.errors import ToolError
-from tools.models import Arguments, NoArguments, WireModel
+from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
+from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.definition import Handler, Render, ToolDefinition
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

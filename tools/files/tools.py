@@ -19,16 +19,16 @@ from typing import Annotated, BinaryIO, Literal
 import anyio
 from pydantic import Field, model_validator
 
-from stores import files, ripgrep
-from stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
-from stores.fsaccess import kind_name
-from stores.paths import Resolved
-from tools.content import ImageBlock
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.errors import ToolError
-from tools.models import Arguments, NonEmptyStr, WireModel
-from tools.uris import file_uri
+from managed_tools.stores import files, ripgrep
+from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
+from managed_tools.stores.fsaccess import kind_name
+from managed_tools.stores.paths import Resolved
+from managed_tools.tools.content import ImageBlock
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
 DEFAULT_READ_CHARS = 12_000

@@ -1,5 +1,5 @@
 """What each program behind `bash` may be given: the exact flag spellings (an allowlist), their values, and what
-its operands are. tools/shell_argv.py parses against these tables; anything not written here is refused.
+its operands are. tools/shell/argv.py parses against these tables; anything not written here is refused.
 
 The tables describe GNU coreutils. Left out on purpose: whatever follows or waits (tail -f/-F/--follow/--pid/
 --retry/-s), recurses (ls -R), reads a list of files (wc --files0-from), dereferences links to outside files

@@ -12,16 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from stores import outcomes, search, sessions
-from stores.outcomes import Outcome
-from stores.search import SearchRow
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.environment import setup_fingerprint
-from tools.errors import ToolError
-from tools.models import Arguments, NextTool, NonEmptyStr, WireModel
-from tools.retrieval import Query, build_query, score_text
-from tools.scope import Lineage, relation
+from managed_tools.stores import outcomes, search, sessions
+from managed_tools.stores.outcomes import Outcome
+from managed_tools.stores.search import SearchRow
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
+from managed_tools.tools.retrieval import Query, build_query, score_text
+from managed_tools.tools.scope import Lineage, relation
 
 SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
 LINEAGE_RELATIONS = {

@@ -12,16 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from stores import approvals
-from stores.approvals import ApprovalRecord
-from tools import shell_core
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolEffect, ToolExample
-from tools.errors import ToolError
-from tools.executor import ArgumentError, approval_digest, parse_call
-from tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
-from tools.outcome_tools import Evaluation, OutcomePosture, posture
-from tools.shell_rewrites import alternatives, first_class, read_only_bash
+from managed_tools.stores import approvals
+from managed_tools.stores.approvals import ApprovalRecord
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolEffect, ToolExample
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.executor import ArgumentError, approval_digest, parse_call
+from managed_tools.tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
+from managed_tools.tools.outcomes.tools import Evaluation, OutcomePosture, posture
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.shell.rewrites import alternatives, first_class, read_only_bash
 
 # The tools whose effect on shared state needs a passing outcome evaluation (reference §5, "Outcome gate").
 OUTCOME_GATED = frozenset({"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version"})

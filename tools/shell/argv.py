@@ -1,7 +1,7 @@
 """`bash`'s argument check: an allowlisted program given only known-good spellings, never parsed by a shell.
 
 No shell sees the input, so `;`, `|`, `$(...)` and newlines are plain characters of one argument. Each argument is
-matched against the program's table (tools/shell_flags.py): an exact flag spelling with a valid value, or an
+matched against the program's table (tools/shell/flags.py): an exact flag spelling with a valid value, or an
 operand. Anything else is refused — abbreviations (`--rec`), unknown letters, obsolete forms (`-5c`), a
 dash-leading argument that is not a flag. Operands that are paths are resolved, kept inside the cwd's mount, and
 replaced by the real path the guard checked.
@@ -18,10 +18,10 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from stores.paths import PathError, PathGuard, Resolved
-from tools.errors import ToolError
-from tools.shell_flags import PROGRAMS, Flag, Program
-from tools.shell_runner import SAFE_PATH
+from managed_tools.stores.paths import PathError, PathGuard, Resolved
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.shell.flags import PROGRAMS, Flag, Program
+from managed_tools.tools.shell.runner import SAFE_PATH
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_ARGS = 64

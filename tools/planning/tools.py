@@ -10,11 +10,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from stores import plans
-from stores.plans import Plan
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.models import Arguments, NoArguments, WireModel
+from managed_tools.stores import plans
+from managed_tools.stores.plans import Plan
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
 
 Title = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
 StepStatus = Literal["pending", "in_progress", "done"]

@@ -11,8 +11,8 @@ import re
 import shlex
 from typing import Any
 
-from tools.models import NextTool
-from tools.shell_argv import flags_allowed
+from managed_tools.tools.models import NextTool
+from managed_tools.tools.shell.argv import flags_allowed
 
 SHELL_SYNTAX = re.compile(r"[|&;<>$`\n(){}\\]")
 LS_FLAGS = re.compile(r"^-[Aal1hF]+$")

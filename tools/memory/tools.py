@@ -16,13 +16,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from stores import events, learnings, memory, outcomes, sessions
-from stores.memory import VersionRecord
-from tools import shell_core
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.errors import ToolError
-from tools.models import (
+from managed_tools.stores import events, learnings, memory, outcomes, sessions
+from managed_tools.stores.memory import VersionRecord
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -32,10 +31,11 @@ from tools.models import (
     SessionId,
     WireModel,
 )
-from tools.outcome_tools import Evaluation, enforce_gate
-from tools.scope import scoped_session
-from tools.uris import memory_uri
-from tools.what_runs import visible
+from managed_tools.tools.outcomes.tools import Evaluation, enforce_gate
+from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.uris import memory_uri
+from managed_tools.tools.what_runs import visible
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",
                  "shell_state"]  # fmt: skip

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stores.shell import CommandKind, CommandStatus
-from stores.spawn import Domain, spawn
+from managed_tools.stores.shell import CommandKind, CommandStatus
+from managed_tools.stores.spawn import Domain, spawn
 
 log = logging.getLogger("managed_tools.shell")
 

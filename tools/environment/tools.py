@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from stores.ids import canonical_json, sha256_hex
-from stores.mounts import default_mounts
-from tools.context import Runtime, ToolContext
-from tools.definition import ToolDefinition
-from tools.models import NoArguments, WireModel
+from managed_tools.stores.ids import canonical_json, sha256_hex
+from managed_tools.stores.mounts import default_mounts
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.models import NoArguments, WireModel
 
 
 class MountedResource(WireModel):

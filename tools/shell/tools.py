@@ -16,21 +16,29 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import Field
 
-from stores import shell as store
-from stores.db import Tx
-from stores.ids import utc_now
-from stores.paths import PathError, Resolved
-from stores.spawn import Domain
-from tools import shell_core as core
-from tools.context import Runtime, ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.errors import ToolError
-from tools.models import Arguments, NextTool, NoArguments, SessionId, WireModel
-from tools.scope import scoped_session
-from tools.shell_argv import FIXED_ENV
-from tools.shell_argv import plan as bash_plan
-from tools.shell_runner import TRANSIENT_KEYS, Job, OnDone, Output, PersistentShell, shell_argv, start_process
-from tools.what_runs import WhatRuns
+from managed_tools.stores import shell as store
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import utc_now
+from managed_tools.stores.paths import PathError, Resolved
+from managed_tools.stores.spawn import Domain
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NextTool, NoArguments, SessionId, WireModel
+from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.shell import posture as core
+from managed_tools.tools.shell.argv import FIXED_ENV
+from managed_tools.tools.shell.argv import plan as bash_plan
+from managed_tools.tools.shell.runner import (
+    TRANSIENT_KEYS,
+    Job,
+    OnDone,
+    Output,
+    PersistentShell,
+    shell_argv,
+    start_process,
+)
+from managed_tools.tools.what_runs import WhatRuns
 
 log = logging.getLogger("managed_tools.shell")
 

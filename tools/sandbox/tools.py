@@ -17,13 +17,15 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from stores import files
-from tools import file_tools, shell_core, shell_tools
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.environment import ConfinementView, confinement_view, mounted_resources
-from tools.errors import ToolError
-from tools.models import Arguments, NoArguments, WireModel
+from managed_tools.stores import files
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.environment.tools import ConfinementView, confinement_view, mounted_resources
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.shell import tools as shell_tools
 
 Action = Literal[
     "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",

@@ -12,16 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from stores import approvals, events, memory, outcomes, sessions
-from stores.outcomes import Outcome
-from tools import shell_core
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.errors import ToolError
-from tools.models import Arguments, NextTool, NonEmptyStr, SessionId, WireModel
-from tools.retrieval import build_query, score_text
-from tools.scope import scoped_session
-from tools.uris import evaluation_uri, memory_uri
+from managed_tools.stores import approvals, events, memory, outcomes, sessions
+from managed_tools.stores.outcomes import Outcome
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.retrieval import build_query, score_text
+from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.uris import evaluation_uri, memory_uri
 
 GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
 EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]

@@ -7,17 +7,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from stores import approvals, events, sessions
-from stores.events import EventFilter, EventRecord
-from stores.sessions import SessionRecord, SessionStatus
-from tools import shell_core
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.environment import setup_fingerprint
-from tools.errors import ToolError
-from tools.models import Arguments, NonEmptyStr, SessionId, WireModel
-from tools.outcome_tools import OutcomePosture, posture
-from tools.scope import Lineage, Relation, relation, scoped_session
+from managed_tools.stores import approvals, events, sessions
+from managed_tools.stores.events import EventFilter, EventRecord
+from managed_tools.stores.sessions import SessionRecord, SessionStatus
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.outcomes.tools import OutcomePosture, posture
+from managed_tools.tools.scope import Lineage, Relation, relation, scoped_session
+from managed_tools.tools.shell import posture as shell_core
 
 MAX_EVENT_LIMIT = 200
 EventTypes = Annotated[list[NonEmptyStr], Field(max_length=32, description="Only events of these types.")]

@@ -23,18 +23,17 @@ from typing import Annotated, Literal
 import anyio
 from pydantic import Field
 
-from stores import files, fsaccess, substrate
-from stores.errors import StoreError
-from stores.files import read_limited, read_text, replace_file, sha256_file
-from stores.ids import sha256_hex
-from stores.paths import Resolved
-from stores.substrate import StagedDraft, SubstrateVersion
-from tools.context import ToolContext
-from tools.definition import ToolDefinition, ToolExample
-from tools.environment import MountedResource, mounted_resources
-from tools.errors import ToolError
-from tools.line_diff import Diff, line_diff
-from tools.models import (
+from managed_tools.stores import files, fsaccess, substrate
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.files import read_limited, read_text, replace_file, sha256_file
+from managed_tools.stores.ids import sha256_hex
+from managed_tools.stores.paths import Resolved
+from managed_tools.stores.substrate import StagedDraft, SubstrateVersion
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.environment.tools import MountedResource, mounted_resources
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -44,8 +43,9 @@ from tools.models import (
     RequireOutcomePass,
     WireModel,
 )
-from tools.outcome_tools import Evaluation, enforce_gate
-from tools.uris import substrate_uri
+from managed_tools.tools.outcomes.tools import Evaluation, enforce_gate
+from managed_tools.tools.substrate.line_diff import Diff, line_diff
+from managed_tools.tools.uris import substrate_uri
 
 SUBSTRATE = "/workspace/agent"
 WORKSPACE = "/workspace"

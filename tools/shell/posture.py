@@ -12,13 +12,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from stores import shell as store
-from stores.db import Tx
-from stores.paths import PathGuard
-from tools.context import Runtime
-from tools.errors import ToolError
-from tools.models import NextTool, WireModel
-from tools.shell_runner import SAFE_PATH, Job, PersistentShell
+from managed_tools.stores import shell as store
+from managed_tools.stores.db import Tx
+from managed_tools.stores.paths import PathGuard
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import NextTool, WireModel
+from managed_tools.tools.shell.runner import SAFE_PATH, Job, PersistentShell
 
 PREVIEW_CHARS = 400
 RECENT = 5

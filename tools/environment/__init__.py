@@ -1,0 +1,1 @@
+"""The environment family: environment_describe, the mounts and the setup fingerprints."""

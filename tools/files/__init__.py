@@ -1,0 +1,1 @@
+"""The file family: read, write, edit, glob and grep inside the mounts."""

@@ -1,0 +1,1 @@
+"""The memory family: the versioned memory stores, learnings and memory_search."""

@@ -1,0 +1,1 @@
+"""The outcome family: what done means, grading, evaluation and the outcome gate."""

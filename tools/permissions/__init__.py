@@ -1,0 +1,1 @@
+"""The permission family: permissions_describe and permissions_check."""

@@ -1,0 +1,1 @@
+"""The planning family: a session's plan and its steps."""

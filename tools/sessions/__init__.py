@@ -1,0 +1,1 @@
+"""The session family: sessions, their events and traces."""
