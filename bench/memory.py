@@ -51,7 +51,7 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import learnings, memory, search, sessions
 from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
 from managed_tools.tools.context import Attachment, Runtime, ToolContext
-from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.executor import execute
 from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search, search_parts
 from managed_tools.tools.retrieval import STOPWORDS, build_query

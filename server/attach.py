@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from managed_tools.stores import events, sessions
 from managed_tools.stores.errors import DatabaseBusyError
 from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.environment.setup import setup_fingerprint
 
 log = logging.getLogger("managed_tools.attach")
 

@@ -14,7 +14,7 @@ from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.files import read_limited
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.memory.tools import STORES, render
-from managed_tools.tools.outcomes.tools import posture
+from managed_tools.tools.outcomes.gate import posture
 from managed_tools.tools.scope import scoped_session
 from managed_tools.tools.uris import (
     AGENT_TARGETS,

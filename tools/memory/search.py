@@ -17,7 +17,7 @@ from managed_tools.stores.outcomes import Outcome
 from managed_tools.stores.search import SearchRow
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
 from managed_tools.tools.retrieval import Query, build_query, score_text

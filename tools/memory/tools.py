@@ -31,7 +31,7 @@ from managed_tools.tools.models import (
     SessionId,
     WireModel,
 )
-from managed_tools.tools.outcomes.tools import Evaluation, enforce_gate
+from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
 from managed_tools.tools.scope import scoped_session
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.uris import memory_uri

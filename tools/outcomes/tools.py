@@ -1,339 +1,30 @@
-"""Outcomes: define what "done" means for a session, grade and evaluate progress, and gate promotions on it.
+"""The outcome tools: outcome_define, outcome_read, outcome_grade, outcome_evaluate and outcome_history.
 
-The rubric (reference §4, adapted to a server without a harness; docs/outcomes.md explains it):
-grade — missing_outcome | blocked | in_progress | done_candidate; evaluation — missing_outcome | blocked |
-not_ready | uncertain | fail | pass, and only `pass` is promotion-ready.
+The rubric lives in `gate` (reference §4, adapted to a server without a harness; docs/outcomes.md explains it).
 """
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
-from managed_tools.stores import approvals, events, memory, outcomes, sessions
-from managed_tools.stores.outcomes import Outcome
+from managed_tools.stores import events, outcomes
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.retrieval import build_query, score_text
+from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.outcomes.gate import (
+    Evaluation,
+    Grade,
+    HistoryEntry,
+    OutcomeView,
+    evaluate,
+    grade,
+    history_entry,
+    outcome_view,
+)
 from managed_tools.tools.scope import scoped_session
-from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.uris import evaluation_uri, memory_uri
-
-GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
-EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
-Confidence = Literal["low", "medium", "high"]
-Trend = Literal["first_iteration", "improving", "stable", "regressing"]
-CRITERION_MATCH_SCORE = 4
-STATUS_SCORE: dict[str, int] = {
-    "pass": 5,
-    "uncertain": 4,
-    "not_ready": 3,
-    "blocked": 2,
-    "fail": 1,
-    "missing_outcome": 0,
-}
-GRADED_TARGETS = ("session_state", "working_buffer")
-NOT_WORK = frozenset({"invalid_arguments", "unknown_tool", "deadline"})
-
-
-class OutcomeView(WireModel):
-    title: str
-    detail: str | None
-    success_criteria: list[str]
-    defined_at: str
-
-
-class Grade(WireModel):
-    status: GradeStatus
-    confidence: Confidence
-    summary: str
-    matched_criteria: int
-    total_criteria: int
-    evidence: list[str]
-    next_suggested_tool: NextTool | None
-
-
-class Evaluation(WireModel):
-    status: EvalStatus
-    confidence: Confidence
-    promotion_ready: bool
-    trend: Trend
-    trend_summary: str
-    summary: str
-    evidence: list[str]
-    next_suggested_tool: NextTool | None
-
-
-class HistoryEntry(WireModel):
-    evaluated_at: str
-    wake_id: str | None
-    iteration: int
-    outcome_title: str
-    outcome_fingerprint: str
-    grade_status: str
-    evaluation: Evaluation
-
-
-def _view(outcome: Outcome | None) -> OutcomeView | None:
-    if outcome is None:
-        return None
-    return OutcomeView(
-        title=outcome.title,
-        detail=outcome.detail,
-        success_criteria=outcome.success_criteria,
-        defined_at=outcome.defined_at,
-    )
-
-
-# ---- the rubric ----------------------------------------------------------------------------------------
-
-
-async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> Grade:
-    if outcome is None:
-        return Grade(
-            status="missing_outcome",
-            confidence="high",
-            summary="No outcome is defined for this session.",
-            matched_criteria=0,
-            total_criteria=0,
-            evidence=[],
-            next_suggested_tool=NextTool(
-                tool="outcome_define", args={}, rationale="Say what done means before grading progress."
-            ),
-        )
-    total = len(outcome.success_criteria)
-    waiting = [r for r in await approvals.list_open(ctx.tx, session_id) if r.status == "pending"]
-    if waiting:
-        first = waiting[0]
-        return Grade(
-            status="blocked",
-            confidence="high",
-            summary=f"Waiting for a person: {first.tool_name} needs approval (request {first.id}).",
-            matched_criteria=0,
-            total_criteria=total,
-            evidence=[f"pending {r.kind} request {r.id} for {r.tool_name}" for r in waiting[:5]],
-            next_suggested_tool=NextTool(
-                tool="permissions_check",
-                args={"toolName": first.tool_name},
-                rationale="See what the person must decide before work can go on.",
-            ),
-        )
-    searchable = "\n".join([(await memory.read(ctx.tx, session_id, t)).content for t in GRADED_TARGETS])
-    matched: list[str] = []
-    evidence: list[str] = []
-    for criterion in outcome.success_criteria:
-        score, reasons = score_text(searchable, build_query(criterion))
-        if score >= CRITERION_MATCH_SCORE:
-            matched.append(criterion)
-            evidence.append(f"criterion met in session memory: {criterion} ({', '.join(reasons)})")
-        else:
-            evidence.append(f"criterion not yet shown in session memory: {criterion}")
-    if total and len(matched) == total:
-        return Grade(
-            status="done_candidate",
-            confidence="medium",
-            summary=f"All {total} success criteria appear in the session's memory.",
-            matched_criteria=total,
-            total_criteria=total,
-            evidence=evidence,
-            next_suggested_tool=NextTool(
-                tool="outcome_evaluate", args={}, rationale="Check the latest wake's tool results before promoting."
-            ),
-        )
-    missing = [c for c in outcome.success_criteria if c not in matched]
-    return Grade(
-        status="in_progress",
-        confidence="medium" if matched else "low",
-        summary=(
-            f"{len(matched)} of {total} success criteria appear in the session's memory."
-            if total
-            else "The outcome has no success criteria, so it can never be judged done; define some."
-        ),
-        matched_criteria=len(matched),
-        total_criteria=total,
-        evidence=evidence,
-        next_suggested_tool=NextTool(
-            tool="memory_write" if total else "outcome_define",
-            args={"target": "session_state", "mode": "append"} if total else {},
-            rationale=f"Record the work that meets: {missing[0]}" if missing else "Add success criteria.",
-        ),
-    )
-
-
-async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
-    """(wake id, successful tool calls, tools whose latest call failed) of the session's latest wake.
-
-    A failure redone successfully later in the wake no longer counts, and neither do calls refused before they
-    ran (bad arguments, unknown tools, refusals by a person): those are not failed work.
-    """
-    wake = await sessions.latest_wake(ctx.tx, session_id)
-    if wake is None:
-        return None, 0, []
-    rows = await ctx.tx.fetchall(
-        "SELECT json_extract(payload, '$.toolName') AS tool, json_extract(payload, '$.result') AS result, "
-        "json_extract(payload, '$.errorKind') AS kind FROM events WHERE wake_id = ? AND type = 'span.completed' "
-        "AND json_extract(payload, '$.spanKind') = 'tool' ORDER BY seq",
-        (wake.id,),
-    )
-    latest: dict[str, tuple[str, str | None]] = {}
-    for row in rows:
-        if row["result"] == "error" and row["kind"] in NOT_WORK:
-            continue
-        latest[row["tool"]] = (row["result"], row["kind"])
-    ok = sum(1 for r in rows if r["result"] == "success")
-    return wake.id, ok, sorted(tool for tool, (result, _) in latest.items() if result == "error")
-
-
-def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tuple[Trend, str]:
-    if previous is None:
-        return "first_iteration", "First evaluation of this outcome."
-    now = STATUS_SCORE[status] + int(ready)
-    before = STATUS_SCORE[previous.evaluation.status] + int(previous.evaluation.promotion_ready)
-    if now > before:
-        return "improving", f"Improving: {previous.evaluation.status} → {status}."
-    if now < before:
-        return "regressing", f"Regressing: {previous.evaluation.status} → {status}."
-    return "stable", f"Stable at {status} since iteration {previous.iteration}."
-
-
-async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, Grade, Evaluation, list[HistoryEntry]]:
-    outcome = await outcomes.active(ctx.tx, session_id)
-    graded = await grade(ctx, session_id, outcome)
-    history = [_entry(r) for r in await outcomes.history(ctx.tx, session_id)]
-    same = [h for h in history if outcome is not None and h.outcome_fingerprint == outcome.fingerprint]
-    status: EvalStatus
-    confidence: Confidence = graded.confidence
-    evidence = list(graded.evidence)
-    next_tool = graded.next_suggested_tool
-    if graded.status in ("missing_outcome", "blocked"):
-        status = graded.status
-        summary = graded.summary
-    elif graded.status == "in_progress":
-        status, summary = "not_ready", graded.summary
-    else:
-        wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)
-        if failed:
-            status, confidence = "fail", "high"
-            summary = f"In the latest wake the last call of {', '.join(failed)} failed."
-            evidence.append(summary)
-            next_tool = NextTool(
-                tool="session_get_trace",
-                args={"wakeId": wake_id, "types": ["span.completed"]},
-                rationale="Read the failed calls, fix them, then evaluate again.",
-            )
-        elif ok:
-            status, confidence = "pass", "high" if graded.confidence != "low" else "medium"
-            summary = f"All criteria met and the latest wake's {ok} tool call(s) succeeded."
-            next_tool = None
-        else:
-            status, summary = "uncertain", "All criteria met, but the latest wake ran no tool calls to judge."
-            next_tool = NextTool(tool="session_get_trace", args={"wakeId": wake_id}, rationale="Check the wake.")
-    shell = await shell_core.posture(ctx.runtime, ctx.tx, session_id)
-    if shell.busy_plan is not None and status not in ("missing_outcome", "blocked"):
-        # The live-shell guard: work still running is not done, whatever the criteria say.
-        status, summary = "not_ready", "A shell command of this session is still running."
-        evidence.append(shell.busy_plan.rationale)
-        next_tool = NextTool(tool="shell_wait", args=shell.busy_plan.args, rationale=shell.busy_plan.rationale)
-    elif len(same) >= 2 and all(h.evaluation.status != "pass" for h in same[-3:]) and status != "pass":
-        next_tool = NextTool(
-            tool="outcome_history",
-            args={"sessionId": session_id, "limit": min(len(same), 6)},
-            rationale="Several evaluations without a pass: look at what changed between them.",
-        )
-    ready = status == "pass"
-    trend, trend_summary = _trend(status, ready, same[-1] if same else None)
-    evaluation = Evaluation(
-        status=status,
-        confidence=confidence,
-        promotion_ready=ready,
-        trend=trend,
-        trend_summary=trend_summary,
-        summary=summary,
-        evidence=evidence[:12],
-        next_suggested_tool=next_tool,
-    )
-    return outcome, graded, evaluation, history
-
-
-def _entry(record: outcomes.EvaluationRecord) -> HistoryEntry:
-    return HistoryEntry(
-        evaluated_at=record.evaluated_at,
-        wake_id=record.wake_id,
-        iteration=record.iteration,
-        outcome_title=record.outcome_title,
-        outcome_fingerprint=record.outcome_fingerprint,
-        grade_status=record.grade_status,
-        evaluation=Evaluation.model_validate(record.evaluation),
-    )
-
-
-class OutcomePosture(WireModel):
-    """The outcome fields a snapshot and the permission tools report (reference §2a, §6)."""
-
-    active_outcome: OutcomeView | None
-    outcome_grade: GradeStatus | None
-    outcome_status: EvalStatus | None
-    outcome_trend: Trend | None
-    outcome_trend_summary: str | None
-    promotion_ready: bool
-    outcome_evaluation: Evaluation | None
-    next_outcome_step: NextTool | None
-    outcome_evaluation_history_count: int
-    outcome_evaluation_latest_iteration: int | None
-
-
-async def posture(ctx: ToolContext, session_id: str) -> OutcomePosture:
-    outcome, graded, evaluation, history = await evaluate(ctx, session_id)
-    step = None
-    if outcome is not None and not evaluation.promotion_ready:
-        if evaluation.trend in ("stable", "regressing"):
-            step = NextTool(
-                tool="outcome_history",
-                args={"sessionId": session_id},
-                rationale=evaluation.trend_summary + " Look at the history before trying again.",
-            )
-        else:
-            step = evaluation.next_suggested_tool or NextTool(
-                tool="outcome_evaluate", args={}, rationale="Evaluate the outcome."
-            )
-    has = outcome is not None
-    return OutcomePosture(
-        active_outcome=_view(outcome),
-        outcome_grade=graded.status if has else None,
-        outcome_status=evaluation.status if has else None,
-        outcome_trend=evaluation.trend if has else None,
-        outcome_trend_summary=evaluation.trend_summary if has else None,
-        promotion_ready=evaluation.promotion_ready,
-        outcome_evaluation=evaluation if has else None,
-        next_outcome_step=step,
-        outcome_evaluation_history_count=len(history),
-        outcome_evaluation_latest_iteration=history[-1].iteration if history else None,
-    )
-
-
-async def enforce_gate(ctx: ToolContext, tool: str, require_outcome_pass: bool | None) -> Evaluation | None:
-    """The outcome gate: `true` always enforces, `false` bypasses, omitted enforces only when an outcome exists.
-    Returns the evaluation (for the tool's output) or raises a ToolError naming the next step."""
-    if require_outcome_pass is False:
-        return None
-    outcome, _, evaluation, _ = await evaluate(ctx, ctx.session_id)
-    if require_outcome_pass is None and outcome is None:
-        return None
-    if not evaluation.promotion_ready:
-        step = evaluation.next_suggested_tool
-        hint = f" Next tool: {step.tool} {json.dumps(step.args)}" if step else ""
-        raise ToolError(
-            f"{tool} requires outcome_evaluate to return status=pass before promoting shared state. "
-            f"Current status={evaluation.status}. Summary={evaluation.summary}{hint}"
-        )
-    return evaluation
-
-
-# ---- tools -------------------------------------------------------------------------------------------
 
 
 class SessionArgs(Arguments):
@@ -347,7 +38,7 @@ class ReadOutput(WireModel):
 
 async def outcome_read(ctx: ToolContext, args: SessionArgs) -> ReadOutput:
     session = await scoped_session(ctx, args.session_id)
-    return ReadOutput(session_id=session.id, active_outcome=_view(await outcomes.active(ctx.tx, session.id)))
+    return ReadOutput(session_id=session.id, active_outcome=outcome_view(await outcomes.active(ctx.tx, session.id)))
 
 
 class DefineArgs(Arguments):
@@ -373,7 +64,7 @@ async def outcome_define(ctx: ToolContext, args: DefineArgs) -> DefineOutput:
     )
     event = await _event(ctx, "user.define_outcome", {"title": outcome.title, "successCriteria": criteria})
     ctx.touched.update({evaluation_uri(ctx.session_id), memory_uri("checkpoint", ctx.session_id)})
-    view = _view(outcome)
+    view = outcome_view(outcome)
     assert view is not None
     return DefineOutput(session_id=ctx.session_id, active_outcome=view, event_id=event)
 
@@ -393,7 +84,7 @@ async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
     session = await scoped_session(ctx, args.session_id)
     outcome = await outcomes.active(ctx.tx, session.id)
     return GradeOutput(
-        session_id=session.id, active_outcome=_view(outcome), grade=await grade(ctx, session.id, outcome)
+        session_id=session.id, active_outcome=outcome_view(outcome), grade=await grade(ctx, session.id, outcome)
     )
 
 
@@ -419,10 +110,10 @@ async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutpu
             evaluation=evaluation.model_dump(mode="json"),
         )
         ctx.touched.update({evaluation_uri(session.id), memory_uri("checkpoint", session.id)})
-    history = [_entry(r) for r in await outcomes.history(ctx.tx, session.id)]
+    history = [history_entry(r) for r in await outcomes.history(ctx.tx, session.id)]
     return EvaluateOutput(
         session_id=session.id,
-        active_outcome=_view(outcome),
+        active_outcome=outcome_view(outcome),
         grade=graded,
         evaluation=evaluation,
         evaluation_history=history,
@@ -444,10 +135,10 @@ class HistoryOutput(WireModel):
 
 async def outcome_history(ctx: ToolContext, args: HistoryArgs) -> HistoryOutput:
     session = await scoped_session(ctx, args.session_id)
-    entries = [_entry(r) for r in await outcomes.history(ctx.tx, session.id, args.limit)]
+    entries = [history_entry(r) for r in await outcomes.history(ctx.tx, session.id, args.limit)]
     return HistoryOutput(
         session_id=session.id,
-        active_outcome=_view(await outcomes.active(ctx.tx, session.id)),
+        active_outcome=outcome_view(await outcomes.active(ctx.tx, session.id)),
         count=len(entries),
         latest_iteration=entries[-1].iteration if entries else None,
         evaluations=entries,

@@ -19,7 +19,7 @@ from managed_tools.tools.definition import ToolDefinition, ToolEffect, ToolExamp
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import ArgumentError, approval_digest, parse_call
 from managed_tools.tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
-from managed_tools.tools.outcomes.tools import Evaluation, OutcomePosture, posture
+from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.rewrites import alternatives, first_class, read_only_bash
 

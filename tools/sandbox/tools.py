@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from managed_tools.stores import files
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.environment.tools import ConfinementView, confinement_view, mounted_resources
+from managed_tools.tools.environment.setup import ConfinementView, confinement_view, mounted_resources
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.models import Arguments, NoArguments, WireModel

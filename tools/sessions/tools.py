@@ -12,10 +12,10 @@ from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.environment.tools import setup_fingerprint
+from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.outcomes.tools import OutcomePosture, posture
+from managed_tools.tools.outcomes.gate import OutcomePosture, posture
 from managed_tools.tools.scope import Lineage, Relation, relation, scoped_session
 from managed_tools.tools.shell import posture as shell_core
 

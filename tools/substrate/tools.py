@@ -31,7 +31,7 @@ from managed_tools.stores.paths import Resolved
 from managed_tools.stores.substrate import StagedDraft, SubstrateVersion
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.environment.tools import MountedResource, mounted_resources
+from managed_tools.tools.environment.setup import MountedResource, mounted_resources
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import (
     Arguments,
@@ -43,7 +43,7 @@ from managed_tools.tools.models import (
     RequireOutcomePass,
     WireModel,
 )
-from managed_tools.tools.outcomes.tools import Evaluation, enforce_gate
+from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
 from managed_tools.tools.substrate.line_diff import Diff, line_diff
 from managed_tools.tools.uris import substrate_uri
 
