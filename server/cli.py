@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         action="append",
         default=[],
-        help="load your own tools, resources and prompts from MODULE (its TOOLS, RESOURCES, PROMPTS)",
+        help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
+        "(its TOOLS, RESOURCES, PROMPTS)",
     )
     serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")

@@ -1,8 +1,9 @@
 """Extensions: a Python module named on the command line that adds tools, resources and prompts.
 
-    managed-tools serve --tools-module my_extension
+    managed-tools serve --tools-module my_extension      # an importable module (e.g. via PYTHONPATH)
+    managed-tools serve --tools-module ./my_extension.py # or a file: no PYTHONPATH needed
 
-The module (importable, e.g. via `PYTHONPATH`) exposes any of:
+The module exposes any of:
 
 - `TOOLS`: `tools.definition.ToolDefinition`s. They pass the same registry rules and run through the same
   executor (validation, permission pauses, transactions, events) as the managed catalogue.
@@ -17,9 +18,14 @@ their own, so nothing is ever pushed to a subscriber.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -108,7 +114,9 @@ def load_extensions(modules: Iterable[str]) -> Extensions:
     prompts: list[Prompt] = []
     for name in modules:
         try:
-            module = importlib.import_module(name)
+            module = _load_file(Path(name)) if _is_path(name) else importlib.import_module(name)
+        except ExtensionError:
+            raise
         except Exception as exc:
             raise ExtensionError(f"Cannot import tools module {name!r}: {type(exc).__name__}: {exc}") from exc
         found = {attr: getattr(module, attr, None) for attr in ("TOOLS", "RESOURCES", "PROMPTS")}
@@ -120,6 +128,35 @@ def load_extensions(modules: Iterable[str]) -> Extensions:
     _unique("resource", [r.uri if isinstance(r, Resource) else r.uri_template for r in resources])
     _unique("prompt", [p.name for p in prompts])
     return Extensions(tuple(tools), tuple(resources), tuple(prompts))
+
+
+def _is_path(name: str) -> bool:
+    """A module name never holds a path separator or ends in .py; a file path does."""
+    return name.endswith(".py") or "/" in name or os.sep in name
+
+
+def _load_file(path: Path) -> ModuleType:
+    """Load an extension from its file, as the module named by its stem (so its classes pickle and resolve)."""
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise ExtensionError(f"Tools module file {str(path)!r} does not exist or is not a file.")
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if getattr(loaded, "__file__", None) and Path(str(loaded.__file__)).resolve() == path:
+            return loaded
+        raise ExtensionError(f"Tools module file {str(path)!r}: a module named {name!r} is already loaded; rename it.")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ExtensionError(f"Tools module file {str(path)!r} is not a Python module.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _items(module: str, attr: str, value: object, kinds: tuple[type[T], ...]) -> list[T]:
