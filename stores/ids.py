@@ -1,4 +1,4 @@
-"""Ids and timestamps shared by every store (ARCHITECTURE §7)."""
+"""Ids and timestamps shared by every store (docs/architecture.md §7)."""
 
 import hashlib
 import json

@@ -1,4 +1,4 @@
-"""The one path guard every file tool goes through (ARCHITECTURE §4; peers §2a, §4: CVE-2025-53109/53110).
+"""The one path guard every file tool goes through (docs/architecture.md §4; peers §2a, §4: CVE-2025-53109/53110).
 
 A path is a virtual path (`/workspace/src/a.py`, `/workspace/agent/SOUL.md`, `/vaults/docs/x`) or one relative to
 `/workspace`. It is refused when it is empty, holds a NUL byte, climbs with `..`, names no mount (a host path, or a

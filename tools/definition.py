@@ -1,4 +1,4 @@
-"""The ToolDefinition contract (ARCHITECTURE §2; reference §1; seeds 000, 001, 002, 003)."""
+"""The ToolDefinition contract (docs/architecture.md §2; reference §1; seeds 000, 001, 002, 003)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The executor: the one path every tool call takes (ARCHITECTURE §3, seed 002 "Runtime Dispatch").
+"""The executor: the one path every tool call takes (docs/architecture.md §3, seed 002 "Runtime Dispatch").
 
 1 lookup, 2 parse (extra="forbid"), 3 deadline, 4 permission, 5 context, 6 handler inside a transaction
 (rolled back on failure), 7 span events, 8 result shaping. Every outcome, including refusals before the

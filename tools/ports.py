@@ -1,4 +1,4 @@
-"""Ports: what a handler needs from the outside world, implemented in `server/` (ARCHITECTURE §1).
+"""Ports: what a handler needs from the outside world, implemented in `server/` (docs/architecture.md §1).
 
 The catalogue never sees an MCP type; the server decides how each question travels (elicitation,
 input-required results, out-of-band approval, sampling) for the client at hand.
