@@ -58,9 +58,10 @@ def _realpath(path: str, virtual: str) -> str:
     """The real path; a link loop (or a chain of links too long to follow) is refused by name. A dangling link
     resolves to where it points, which the containment check then judges."""
     try:
-        return os.path.realpath(path, strict=True)
-    except FileNotFoundError:
-        return os.path.realpath(path)
+        try:
+            return os.path.realpath(path, strict=True)
+        except FileNotFoundError:
+            return os.path.realpath(path)  # raises too when a link is swapped between the two passes
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise PathError(

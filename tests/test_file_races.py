@@ -298,6 +298,24 @@ def test_a_loop_is_refused_by_the_guard_itself(guard: PathGuard, workspace: Path
         guard.resolve("self", "read")
 
 
+def test_a_link_swapped_while_the_guard_resolves_is_refused_clearly(
+    guard: PathGuard, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the swap test found: the strict pass sees a link vanish (ENOENT), the second pass finds a directory
+    where the link was (readlink: EINVAL). Both passes' errors end in one refusal naming the virtual path."""
+    (workspace / "d").symlink_to("missing")
+    calls: list[str] = []
+
+    def readlink(path: Any, *args: Any, **kwargs: Any) -> str:
+        calls.append(str(path))
+        raise OSError(errno.ENOENT if len(calls) == 1 else errno.EINVAL, os.strerror(errno.EINVAL), str(path))
+
+    monkeypatch.setattr(os, "readlink", readlink)
+    with pytest.raises(PathError, match=r"^/workspace/d/x cannot be resolved \(Invalid argument\); refused\.$"):
+        guard.resolve("d/x", "read")
+    assert len(calls) == 2
+
+
 # ---- what keeps working -------------------------------------------------------------------------------------------
 
 
