@@ -80,6 +80,11 @@ class PathGuard:
         self._private = [os.path.realpath(p) for p in private]
         self._names = ", ".join(m.mount_path for m in sorted(mounts, key=lambda m: m.mount_path))
 
+    @property
+    def private(self) -> list[Path]:
+        """The real paths no tool may reach (the data dir, an old one left in the workspace)."""
+        return [Path(p) for p in self._private]
+
     def resolve(self, path: str, access: Access = "read") -> Resolved:
         mount, relative = self._split(path)
         virtual = mount.mount_path + ("/" + relative if relative else "")

@@ -191,6 +191,9 @@ async def test_an_old_data_dir_left_in_place_stays_out_of_reach(left_behind: Ser
     async with open_runtime(left_behind) as runtime, connect(runtime) as client:
         for path in (f"{LEGACY_DIR}/state.db", f"{LEGACY_DIR}/config.json"):
             assert "own data directory" in error_text(await client.call_tool("read", {"path": path}))
+        listed = data(await client.call_tool("glob", {"pattern": "**/*"}))
+        found = data(await client.call_tool("grep", {"query": "SQLite"}))
+    assert LEGACY_DIR not in json.dumps(listed) and LEGACY_DIR not in json.dumps(found)
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def listing(session_id: str) -> list[Resource]:
 async def file_listing(ctx: ToolContext) -> list[Resource]:
     """Files of the substrate and the workspace (honouring .gitignore), at most MAX_LISTED_FILES per mount."""
     found: list[Resource] = []
-    private = [ctx.runtime.environment.data_dir]
+    private = ctx.runtime.guard.private
     for mount_path in (FILE_MOUNTS["agent"], FILE_MOUNTS["workspace"]):
         resolved = ctx.runtime.guard.resolve(mount_path, "list")
         names, _ = await ripgrep.list_files(resolved.host, [] if mount_path.endswith("agent") else private,

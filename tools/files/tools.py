@@ -372,7 +372,7 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     if not await anyio.to_thread.run_sync(files.is_dir, resolved):
         raise ToolError(f"{resolved.virtual} is not a directory.")
     found, cut = await ripgrep.list_files(
-        resolved.host, [ctx.runtime.environment.data_dir], MAX_SCAN, confine=ctx.runtime.confinement.read_only
+        resolved.host, ctx.runtime.guard.private, MAX_SCAN, confine=ctx.runtime.confinement.read_only
     )
     if cut:
         raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} files; glob a smaller directory.")
@@ -435,7 +435,7 @@ async def grep(ctx: ToolContext, args: GrepArgs) -> GrepOutput:
     root, target = (resolved.host, ".") if folder else (resolved.host.parent, resolved.host.name)
     matches, cut = await ripgrep.search(
         root, target, args.query, regex=args.regex, case_sensitive=args.case_sensitive, glob=args.glob,
-        per_file=args.max_per_file, limit=args.limit, excluded=[ctx.runtime.environment.data_dir],
+        per_file=args.max_per_file, limit=args.limit, excluded=ctx.runtime.guard.private,
         confine=ctx.runtime.confinement.read_only,
     )  # fmt: skip
     base = resolved.virtual if folder else os.path.dirname(resolved.virtual)
