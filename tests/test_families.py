@@ -20,7 +20,14 @@ SEAMS = {
     f"{PACKAGE}.environment.setup": "the mounted resources and the setup fingerprints",
 }
 # sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers (docs/decisions.md).
-ROUTES = {"sandbox": {f"{PACKAGE}.files.tools", f"{PACKAGE}.shell.tools"}}
+ROUTES = {
+    "sandbox": {
+        f"{PACKAGE}.files.tools",
+        f"{PACKAGE}.shell.oneshot",
+        f"{PACKAGE}.shell.persistent",
+        f"{PACKAGE}.shell.history",
+    }
+}
 # Top-level modules that gather the families: the catalogue (every DEFINITIONS) and the resource views.
 ASSEMBLERS = {f"{PACKAGE}.catalogue", f"{PACKAGE}.resources"}
 

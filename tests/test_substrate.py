@@ -27,13 +27,9 @@ from managed_tools.stores.mounts import substrate_dir
 from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
+from managed_tools.tools.substrate.access import MAX_FILE_BYTES
 from managed_tools.tools.substrate.line_diff import line_diff
-from managed_tools.tools.substrate.tools import (
-    MAX_FILE_BYTES,
-    PromoteArgs,
-    PromoteOutput,
-    resources_promote_to_substrate,
-)
+from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,10 @@ from managed_tools.tools.environment.setup import ConfinementView, confinement_v
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.shell import history as shell_history
+from managed_tools.tools.shell import oneshot as shell_oneshot
+from managed_tools.tools.shell import persistent as shell_persistent
 from managed_tools.tools.shell import posture as shell_core
-from managed_tools.tools.shell import tools as shell_tools
 
 Action = Literal[
     "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",
@@ -172,10 +174,10 @@ ROUTES: dict[str, Route] = {
     "inspect_persistent_shell": Route(NoArguments, _inspect_shell),
     # The shell tools that need no approval; run_shell and exec_persistent_shell stay with shell_run and
     # shell_exec, whose always_ask must not be sidestepped through this door.
-    "run_command": Route(shell_tools.BashInput, shell_tools.bash),
-    "open_persistent_shell": Route(shell_tools.OpenInput, shell_tools.shell_open),
-    "close_persistent_shell": Route(NoArguments, shell_tools.shell_close),
-    "wait_persistent_shell": Route(shell_tools.WaitInput, shell_tools.shell_wait),
+    "run_command": Route(shell_oneshot.BashInput, shell_oneshot.bash),
+    "open_persistent_shell": Route(shell_persistent.OpenInput, shell_persistent.shell_open),
+    "close_persistent_shell": Route(NoArguments, shell_persistent.shell_close),
+    "wait_persistent_shell": Route(shell_history.WaitInput, shell_history.shell_wait),
 }
 
 

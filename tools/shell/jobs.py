@@ -1,0 +1,189 @@
+"""What every shell tool shares about a command: its `CommandResult` (live or from the history), starting and
+recording a job, following it with progress until it ends or the call's wait runs out, the session's shell state,
+the writable cwd a command may run in, and the check that only what a person approved runs. The tools that wait on
+a process declare `own_transactions`: they read and write SQLite in short transactions of their own and hold none
+while the process runs, so a 45-second command never blocks another writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from managed_tools.stores import shell as store
+from managed_tools.stores.db import Tx
+from managed_tools.stores.ids import utc_now
+from managed_tools.stores.paths import PathError, Resolved
+from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.models import NextTool, WireModel
+from managed_tools.tools.shell import posture as core
+from managed_tools.tools.shell.runner import Job, OnDone, Output
+from managed_tools.tools.what_runs import WhatRuns
+
+HANDLE_AFTER_MS = 45_000  # a call never holds the client much longer than this: it returns a handle instead
+
+
+# ---- results -------------------------------------------------------------------------------------------------
+
+
+class CommandResult(WireModel):
+    ok: bool
+    command_id: str
+    kind: store.CommandKind
+    status: store.CommandStatus
+    command: str
+    args: list[str]
+    cwd: str
+    exit_code: int | None
+    timed_out: bool
+    duration_ms: float | None
+    stdout: str
+    stderr: str
+    text: str
+    truncated: bool
+    next_step: NextTool | None
+
+
+def command_result(runtime: Runtime, job: Job) -> CommandResult:
+    out, cut_out = job.stdout.text()
+    err, cut_err = job.stderr.text()
+    out, err = core.virtualize(runtime.guard, out), core.virtualize(runtime.guard, err)
+    running = not job.done.is_set()
+    step = None
+    if running:
+        step = NextTool(
+            tool="shell_wait",
+            args={"commandId": job.id, "timeoutMs": 10_000},
+            rationale="Still running: wait for it (or read its progress with shell_read_command).",
+        )
+    return CommandResult(
+        ok=job.status == "completed" and job.exit_code == 0,
+        command_id=job.id,
+        kind=job.kind,
+        status=job.status,
+        command=job.command,
+        args=job.args,
+        cwd=job.cwd,
+        exit_code=job.exit_code,
+        timed_out=job.status == "timed_out",
+        duration_ms=job.elapsed_ms() if running else job.duration_ms,
+        stdout=out,
+        stderr=err,
+        text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
+        truncated=cut_out or cut_err,
+        next_step=step,
+    )
+
+
+def stored_result(record: store.CommandRecord, view: core.CommandView) -> CommandResult:
+    return CommandResult(
+        ok=view.status == "completed" and record.exit_code == 0,
+        command_id=record.id,
+        kind=record.kind,
+        status=view.status,
+        command=record.command,
+        args=record.args,
+        cwd=record.cwd,
+        exit_code=record.exit_code,
+        timed_out=record.status == "timed_out",
+        duration_ms=record.duration_ms,
+        stdout=record.stdout,
+        stderr=record.stderr,
+        text=record.stdout + record.stderr,
+        truncated=record.truncated,
+        next_step=None,
+    )
+
+
+# ---- running a job -------------------------------------------------------------------------------------------
+
+
+async def new_job(
+    ctx: ToolContext, kind: store.CommandKind, command: str, *, args: list[str], cwd: str, cap: int
+) -> Job:
+    started = utc_now()
+    async with ctx.runtime.db.write() as tx:
+        cid = await store.start_command(tx, ctx.session_id, kind, command, args=args, cwd=cwd, started_at=started)
+    job = Job(cid, ctx.session_id, kind, command, args, cwd, started, Output(cap), Output(cap))
+    core.track(ctx.runtime, job)
+    return job
+
+
+After = Callable[[Tx, Job], Awaitable[None]]
+
+
+def recorder(runtime: Runtime, after: After | None = None) -> OnDone:
+    async def record(job: Job) -> None:
+        out, cut_out = job.stdout.text()
+        err, cut_err = job.stderr.text()
+        try:
+            async with runtime.db.write() as tx:
+                await store.finish_command(
+                    tx,
+                    job.session_id,
+                    job.id,
+                    status=job.status,
+                    exit_code=job.exit_code,
+                    duration_ms=job.duration_ms or 0.0,
+                    stdout=core.virtualize(runtime.guard, out),
+                    stderr=core.virtualize(runtime.guard, err),
+                    truncated=cut_out or cut_err,
+                )
+                if after is not None:
+                    await after(tx, job)
+        finally:
+            core.untrack(runtime, job)
+
+    return record
+
+
+async def follow(ctx: ToolContext, job: Job, wait_seconds: float, *, kill_on_cancel: bool) -> None:
+    """Wait for the job up to `wait_seconds`, reporting progress each second (a no-op without a progress token).
+    A cancelled call kills the job's process group when `kill_on_cancel`."""
+    deadline = anyio.current_time() + wait_seconds
+    try:
+        while not job.done.is_set():
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return
+            with anyio.move_on_after(min(1.0, remaining)):
+                await job.done.wait()
+            if not job.done.is_set():
+                size = job.stdout.total_bytes + job.stderr.total_bytes
+                await ctx.ports.progress.report(
+                    round(job.elapsed_ms() / 1000, 1), None, f"running for {job.elapsed_ms() / 1000:.0f} s, {size} "
+                    "bytes of output so far"
+                )  # fmt: skip
+        with anyio.move_on_after(5):
+            await job.recorded.wait()  # so the next shell_history sees it
+    except BaseException:
+        if kill_on_cancel:
+            job.kill()
+        raise
+
+
+async def shell_state(ctx: ToolContext) -> store.ShellState:
+    async with ctx.runtime.db.read() as tx:
+        return await store.get_state(tx, ctx.session_id)
+
+
+def writable_dir(ctx: ToolContext, path: str) -> Resolved:
+    try:
+        where = ctx.runtime.guard.resolve(path, "write")
+    except PathError as exc:
+        raise ToolError(f"cwd: {exc} Shell commands run only in a writable mount (/workspace).") from None
+    if not where.host.is_dir():
+        raise ToolError(f"cwd {where.virtual} is not a directory.")
+    return where
+
+
+def approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:
+    """Run only what the person approved: a cwd, env or shell changed since the question is refused."""
+    if ctx.approved_run is not None and ctx.approved_run != what:
+        raise ToolError(
+            "The command's cwd, env or shell changed after the person approved it, so nothing ran. Call again "
+            "to ask them about the command as it would run now."
+        )
+    return what

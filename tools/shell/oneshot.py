@@ -1,0 +1,160 @@
+"""The commands that run once in a new process: read-only `bash` (an allowlisted program, no shell, confined to
+read) and permission-gated `shell_run` (`$SHELL -c` in a writable mount), with their declarations.
+"""
+
+from __future__ import annotations
+
+from subprocess import SubprocessError
+from typing import Annotated
+
+from pydantic import Field
+
+from managed_tools.stores.spawn import Domain
+from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.tools.models import Arguments
+from managed_tools.tools.shell import posture as core
+from managed_tools.tools.shell.argv import FIXED_ENV
+from managed_tools.tools.shell.argv import plan as bash_plan
+from managed_tools.tools.shell.jobs import (
+    HANDLE_AFTER_MS,
+    CommandResult,
+    approved,
+    command_result,
+    follow,
+    new_job,
+    recorder,
+    shell_state,
+    writable_dir,
+)
+from managed_tools.tools.shell.runner import Job, shell_argv, start_process
+from managed_tools.tools.what_runs import WhatRuns
+
+MAX_COMMAND_CHARS = 20_000
+TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill the command (its whole process group) after "
+                                 "this long.")]  # fmt: skip
+BashTimeoutMs = Annotated[int, Field(ge=100, le=60_000, description="Kill the program after this long.")]
+MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Keep at most this many characters of each stream.")]
+WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="Return a running handle (the command id) if the "
+                              "command is still running after this long; follow it with shell_wait.")]  # fmt: skip
+CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)]
+
+
+# ---- bash ----------------------------------------------------------------------------------------------------
+
+
+class BashInput(Arguments):
+    command: str = Field(min_length=1, max_length=64, description="A bare allowlisted program name (ls, cat, ...).")
+    args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=64)] = Field(
+        default_factory=list, description="Its arguments, one per item; no shell parses them."
+    )
+    cwd: str | None = Field(default=None, description="Defaults to the session's shell cwd.")
+    timeout_ms: BashTimeoutMs = 15_000
+    max_output_chars: MaxChars = 12_000
+
+
+async def bash(ctx: ToolContext, args: BashInput) -> CommandResult:
+    state = await shell_state(ctx)
+    planned = bash_plan(ctx.runtime.guard, args.command, args.args, args.cwd or state.cwd)
+    cwd = planned.cwd.virtual
+    job = await new_job(ctx, "bash", args.command, args=args.args, cwd=cwd, cap=args.max_output_chars)
+    await _launch(
+        ctx,
+        job,
+        planned.argv,
+        cwd=str(planned.cwd.host),
+        env=dict(FIXED_ENV),
+        timeout_ms=args.timeout_ms,
+        confine=ctx.runtime.confinement.read_only,
+    )
+    await follow(ctx, job, args.timeout_ms / 1000 + 5, kill_on_cancel=True)
+    return command_result(ctx.runtime, job)
+
+
+async def _launch(
+    ctx: ToolContext,
+    job: Job,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout_ms: int,
+    confine: Domain | None,
+) -> None:
+    record = recorder(ctx.runtime)
+    try:
+        await start_process(job, argv, cwd=cwd, env=env, limit_s=timeout_ms / 1000, on_done=record, confine=confine)
+    except (OSError, SubprocessError) as exc:  # SubprocessError: the child could not confine itself; no exec
+        job.stderr.feed(f"could not start: {getattr(exc, 'strerror', None) or exc}".encode())
+        job.finish("completed", 127)
+        await record(job)
+
+
+# ---- shell_run -----------------------------------------------------------------------------------------------
+
+
+class RunInput(Arguments):
+    command: CommandText = Field(
+        description="Shell command text, run once with `$SHELL -c` (no login shell, no rc file)."
+    )
+    cwd: str | None = Field(default=None, description="A directory in a writable mount; defaults to the shell cwd.")
+    timeout_ms: TimeoutMs = 15_000
+    max_output_chars: MaxChars = 12_000
+    wait_ms: WaitMs = HANDLE_AFTER_MS
+
+
+async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
+    state = await shell_state(ctx)
+    where = writable_dir(ctx, args.cwd if args.cwd is not None else state.cwd)
+    runner = f"once by {shell_argv()[0]} in a new process"
+    return WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
+
+
+async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
+    what = approved(ctx, await _runs_once(ctx, args))
+    where = writable_dir(ctx, what.cwd)
+    env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, what.env)
+    job = await new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
+    argv = [*shell_argv(), "-c", args.command]
+    await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
+                  confine=ctx.runtime.confinement.shell)  # fmt: skip
+    await follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
+    return command_result(ctx.runtime, job)
+
+
+DEFINITIONS = (
+    ToolDefinition(
+        name="bash",
+        title="Run a read-only command",
+        description="Run one allowlisted read-only program (pwd, env, ls, cat, head, tail, wc, basename, dirname, "
+        "realpath, stat) with arguments, without a shell, inside the cwd's mount.",
+        input_model=BashInput,
+        output_model=CommandResult,
+        handler=bash,
+        effects=("resource_read", "sandbox_execute"),
+        read_only=True,
+        own_transactions=True,
+        interrupt_behavior="cancel",
+        timeout_seconds=70.0,
+        examples=(ToolExample(description="List the workspace", input={"command": "ls", "args": ["-la"]}),),
+    ),
+    ToolDefinition(
+        name="shell_run",
+        title="Run a shell command",
+        description="Run a shell command once (`$SHELL -lc`) in a writable mount, after a person approves the "
+        "exact command and cwd. Long commands return a handle for shell_wait.",
+        input_model=RunInput,
+        output_model=CommandResult,
+        handler=shell_run,
+        run_context=_runs_once,
+        permission_policy="always_ask",
+        effects=("sandbox_execute", "resource_write"),
+        read_only=False,
+        destructive=True,
+        open_world=True,
+        own_transactions=True,
+        interrupt_behavior="cancel",
+        timeout_seconds=55.0,
+        examples=(ToolExample(description="Run the tests", input={"command": "make test", "timeoutMs": 120000}),),
+    ),
+)
