@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,10 +16,18 @@ from pydantic import ValidationError
 
 from managed_tools.server import __version__, human
 from managed_tools.server.app import build_server
-from managed_tools.server.config import TOKEN_ENV, ConfigError, HttpConfig, ServeConfig
+from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
 from managed_tools.server.data_dir import state_root
 from managed_tools.server.http import announce, bind, build_app, http_server
 from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.rules import (
+    APPROVAL_WAIT_RULE,
+    MAX_APPROVAL_WAIT_SECONDS,
+    NAME,
+    NAME_RULE,
+    TOKEN_ENV,
+    approval_wait_allowed,
+)
 from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.context import Runtime
@@ -26,7 +35,23 @@ from managed_tools.tools.context import Runtime
 log = logging.getLogger("managed_tools")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _agent(value: str) -> str:
+    if not NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"takes {NAME_RULE}; not {value!r}")
+    return value
+
+
+def _approval_wait(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not approval_wait_allowed(seconds):
+        raise argparse.ArgumentTypeError(f"takes {APPROVAL_WAIT_RULE}; not {value!r}")
+    return seconds
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="managed-tools",
         description="An MCP server that publishes a managed tool catalogue and runs its tools safely.",
@@ -43,12 +68,17 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve", parents=[where], help="serve the catalogue over stdio (one local client) or HTTP (remote clients)"
     )
-    serve.add_argument("--agent", default="default", help="the agent identity sessions belong to (default: default)")
+    serve.add_argument(
+        "--agent", type=_agent, default="default", help="the agent identity sessions belong to (default: default)"
+    )
     serve.add_argument("--session", metavar="ID", help="resume this session instead of starting a new one")
     serve.add_argument("--allow", metavar="TOOL", action="append", default=[], help="pre-approve TOOL (repeatable)")
     serve.add_argument("--ask", metavar="TOOL", action="append", default=[], help="always ask before TOOL runs")
     serve.add_argument(
-        "--approval-wait", metavar="SECONDS", type=float, help="how long a person has to answer (default: 120)"
+        "--approval-wait",
+        metavar="SECONDS",
+        type=_approval_wait,
+        help=f"how long a person has to answer, up to {MAX_APPROVAL_WAIT_SECONDS:g} (default: 120)",
     )
     serve.add_argument(
         "--vault", metavar="NAME=DIR", action="append", default=[], help="mount DIR read-only at /vaults/NAME"
@@ -61,7 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
         "(its TOOLS, RESOURCES, PROMPTS)",
     )
-    serve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="how much to log on stderr, in any case (default: WARNING)",
+    )
     confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
     confine.add_argument(
         "--require-confinement",
@@ -142,12 +178,15 @@ def _parser() -> argparse.ArgumentParser:
             "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
         )
         commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
-    return parser
+    return parser, commands.choices
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, subcommands = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command they were given to, with its usage (argparse would show the top level's)
+        command = parser if args.command is None else subcommands[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

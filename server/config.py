@@ -14,14 +14,24 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
+from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.tools.custom import CustomToolSpec
 
-AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-VaultName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
+VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
+
+
+def _approval_wait(seconds: float) -> float:
+    if not approval_wait_allowed(seconds):
+        raise ValueError(f"the approval wait takes {APPROVAL_WAIT_RULE}")
+    return seconds
+
+
+ApprovalWait = Annotated[float, AfterValidator(_approval_wait)]
 Policy = Literal["always_allow", "always_ask"]
 STATE_FILE = "state.db"
 CONFIG_FILE = "config.json"
@@ -38,9 +48,7 @@ class UserConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     policy: dict[str, Policy] = Field(default_factory=dict, description="Per-tool permission policy overrides.")
-    approval_wait_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
-        default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds"
-    )
+    approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
 
@@ -68,7 +76,7 @@ class ServeConfig(BaseModel):
     session: str | None = None
     busy_timeout_ms: Annotated[int, Field(ge=0)] = 5_000
     policy: dict[str, Policy] = Field(default_factory=dict)
-    approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS
+    approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
@@ -111,7 +119,9 @@ class ServeConfig(BaseModel):
             agent=agent,
             session=session,
             policy=policy,
-            approval_wait_seconds=approval_wait_seconds or user.approval_wait_seconds,
+            approval_wait_seconds=user.approval_wait_seconds
+            if approval_wait_seconds is None
+            else approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
@@ -127,7 +137,6 @@ def _refuse_overlap(data_dir: Path, mounts: dict[str, Path]) -> None:
         raise ConfigError(problem)
 
 
-TOKEN_ENV = "MANAGED_TOOLS_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024

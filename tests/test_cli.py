@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from managed_tools.server.config import ServeConfig
 
 CLI = [sys.executable, "-m", "managed_tools.server"]
 
@@ -42,4 +48,45 @@ def test_tools_as_json() -> None:
 
 def test_invalid_agent_name_is_refused() -> None:
     out = run("serve", "--agent", "../escape")
-    assert out.returncode == 2 and "invalid configuration" in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "argument --agent: " in out.stderr and "letters, digits" in out.stderr and "'../escape'" in out.stderr
+
+
+def test_approval_wait_must_be_a_positive_finite_number_of_seconds() -> None:
+    for value in ("-5", "nan", "inf", "0", "3601", "soon"):
+        out = run("serve", "--approval-wait", value)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, value
+        assert "argument --approval-wait: takes a number of seconds above 0 and at most 3600; not" in out.stderr, value
+    accepted = run("serve", "--approval-wait", "0.5", "--agent", "../x")  # parses, then stops at the agent name
+    assert "--approval-wait:" not in accepted.stderr and "argument --agent" in accepted.stderr
+
+
+def test_approval_wait_from_config_json_is_checked_too(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for value in ("-5", "NaN", "Infinity", "0", "3601"):
+        (data / "config.json").write_text(f'{{"approvalWaitSeconds": {value}}}')
+        out = run("pending", "--workspace", str(tmp_path / "ws"), "--data-dir", str(data))
+        assert out.returncode == 2 and "Traceback" not in out.stderr, value
+        assert "config.json is invalid at approvalWaitSeconds" in out.stderr, value
+        assert "takes a number of seconds above 0 and at most 3600" in out.stderr, value
+
+
+def test_a_zero_wait_is_refused_not_replaced_by_the_default(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="above 0 and at most 3600"):
+        ServeConfig.build(workspace=tmp_path, data_dir=tmp_path.parent / "data", approval_wait_seconds=0)
+
+
+def test_a_subcommand_error_shows_that_subcommands_usage() -> None:
+    out = run("serve", "--bogus")
+    assert out.returncode == 2
+    assert out.stderr.startswith("usage: managed-tools serve ") and "unrecognized arguments: --bogus" in out.stderr
+
+
+def test_log_level_is_explained_and_takes_any_case() -> None:
+    helped = run("serve", "--help").stdout
+    assert "{DEBUG,INFO,WARNING,ERROR}" in helped and "any case" in helped
+    for level in ("debug", "Info"):
+        out = run("serve", "--log-level", level, "--agent", "../x")  # parses, then stops at the agent name
+        assert "argument --log-level" not in out.stderr and "argument --agent" in out.stderr, level
+    assert "argument --log-level: invalid choice: 'LOUD'" in run("serve", "--log-level", "loud").stderr
