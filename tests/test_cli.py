@@ -90,3 +90,17 @@ def test_log_level_is_explained_and_takes_any_case() -> None:
         out = run("serve", "--log-level", level, "--agent", "../x")  # parses, then stops at the agent name
         assert "argument --log-level" not in out.stderr and "argument --agent" in out.stderr, level
     assert "argument --log-level: invalid choice: 'LOUD'" in run("serve", "--log-level", "loud").stderr
+
+
+def test_version_does_not_load_the_sdk() -> None:
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['managed-tools', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('managed_tools.server', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'pydantic', 'anyio', 'starlette'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == [f"managed-tools {out.stdout.split()[1]}", "[]"], out

@@ -1,0 +1,191 @@
+"""What each `managed-tools` command does, once server/cli.py has parsed its arguments.
+
+Kept apart from the parser so that `--version`, `--help` and usage errors answer without loading the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from mcp.server.stdio import stdio_server
+from pydantic import ValidationError
+
+from managed_tools.server import human
+from managed_tools.server.app import build_server
+from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
+from managed_tools.server.http import announce, bind, build_app, http_server
+from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
+from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.context import Runtime
+
+log = logging.getLogger("managed_tools")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a parsed command line (server/cli.py parses it without loading any of this)."""
+    if args.command == "tools":
+        return _print_tools(as_json=args.json)
+    try:
+        config = ServeConfig.build(
+            workspace=args.workspace,
+            data_dir=args.data_dir,
+            agent=getattr(args, "agent", "default"),
+            session=getattr(args, "session", None) if args.command == "serve" else None,
+            allow=tuple(getattr(args, "allow", ())),
+            ask=tuple(getattr(args, "ask", ())),
+            approval_wait_seconds=getattr(args, "approval_wait", None),
+            tool_modules=tuple(getattr(args, "tools_module", ())),
+            vaults=_vaults(getattr(args, "vault", [])),
+        )
+    except ValidationError as exc:
+        print(f"managed-tools: invalid configuration: {exc.errors(include_url=False)[0]['msg']}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"managed-tools: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        try:
+            http = _http_config(args)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = str(error["loc"][0])
+            print(f"managed-tools: {REMOTE_FLAGS.get(field, field)}: {error['msg']}", file=sys.stderr)
+            return 2
+        except ConfigError as exc:
+            print(f"managed-tools: {exc}", file=sys.stderr)
+            return 2
+        confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
+        return _serve(config.model_copy(update=confinement), http, args.log_level)
+    return _human(args, config)
+
+
+def _vaults(specs: list[str]) -> dict[str, Path]:
+    vaults: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
+        vaults[name] = Path(directory)
+    return vaults
+
+
+REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
+    "host": "--host",
+    "port": "--port",
+    "stateless": "--stateless",
+    "token_file": "--token-file",
+    "allowed_hosts": "--allowed-host",
+    "allowed_origins": "--allowed-origin",
+    "max_request_bytes": "--max-request-bytes",
+    "max_sessions": "--max-sessions",
+    "session_idle_seconds": "--session-idle-timeout",
+    "header_timeout_seconds": "--header-timeout",
+    "body_timeout_seconds": "--body-timeout",
+    "max_connections": "--max-connections",
+}
+
+
+def _http_config(args: argparse.Namespace) -> HttpConfig | None:
+    given = {field: getattr(args, field) for field in REMOTE_FLAGS if getattr(args, field) is not None}
+    if args.transport == "stdio":
+        if given:
+            raise ConfigError(f"{REMOTE_FLAGS[next(iter(given))]} applies to --transport http or sse.")
+        return None
+    for field in ("allowed_hosts", "allowed_origins"):
+        if field in given:
+            given[field] = tuple(given[field])
+    return HttpConfig.build(transport=args.transport, **given)
+
+
+def _human(args: argparse.Namespace, config: ServeConfig) -> int:
+    commands: dict[str, Callable[[], Awaitable[None]]] = {
+        "pending": lambda: human.pending(config, as_json=args.json),
+        "approve": lambda: human.decide(config, args.request_id, approve=True, note=args.note),
+        "deny": lambda: human.decide(config, args.request_id, approve=False, note=args.note),
+        "respond": lambda: human.respond(config, args.request_id, args.answer),
+        "interrupt": lambda: human.interrupt(config, args.session, note=args.note),
+    }
+    try:
+        anyio.run(commands[args.command])
+    except human.HumanError as exc:
+        return human.fail(str(exc))
+    return 0
+
+
+def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
+    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if http is None:
+            anyio.run(_serve_stdio, config)
+        else:
+            anyio.run(_serve_remote, config, http, log_level)
+    except StartupError as exc:
+        print(f"managed-tools: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def _serve_stdio(config: ServeConfig) -> None:
+    extensions = startup_extensions(config)
+    async with open_runtime(config, extensions) as runtime:
+        _announce_confinement(runtime)
+        server = build_server(
+            runtime,
+            transport="stdio",
+            session_id=config.session,
+            approval_wait_seconds=config.approval_wait_seconds,
+            extensions=extensions,
+        )
+        log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -> None:
+    extensions = startup_extensions(config)
+    async with open_runtime(config, extensions) as runtime:
+        app = build_app(runtime, config, http, extensions)
+        try:
+            sock = bind(http)
+        except OSError as exc:
+            raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
+        with sock:
+            announce(http, sock)  # first on stderr: scripts read the address from its first line
+            _announce_confinement(runtime)
+            log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
+            await http_server(app, http, log_level).serve(sockets=[sock])
+
+
+def _announce_confinement(runtime: Runtime) -> None:
+    """What the kernel does not enforce is said on stderr at start-up, whatever the log level."""
+    for notice in runtime.confinement.notices:
+        print(f"managed-tools: {notice}", file=sys.stderr)
+    c = runtime.confinement
+    how = f", spawn {c.spawn}" + (f": {c.spawn_reason}" if c.spawn_reason else "") if c.spawn else ""
+    log.info("confinement: %s (Landlock ABI %d%s)", c.mode, c.abi, how)
+
+
+def _print_tools(*, as_json: bool) -> int:
+    registry = build_registry()
+    if as_json:
+        listing = [to_mcp_tool(d).model_dump(mode="json", by_alias=True, exclude_none=True) for d in registry]
+        print(json.dumps({"tools": listing}, indent=2))
+        return 0
+    rows = [
+        (d.name, d.permission_policy, "read-only" if d.read_only else "writes", d.description.split(". ")[0])
+        for d in registry
+    ]
+    width = max(len(name) for name, *_ in rows)
+    print(f"{len(rows)} tools (always_ask tools wait for a person's approval)\n")
+    for name, policy, mode, summary in rows:
+        print(f"{name:<{width}}  {policy:<12}  {mode:<9}  {summary}")
+    return 0
