@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -31,7 +32,7 @@ log = logging.getLogger("managed_tools")
 def run(args: argparse.Namespace) -> int:
     """Carry out a parsed command line (server/cli.py parses it without loading any of this)."""
     if args.command == "tools":
-        return _print_tools(as_json=args.json)
+        return _cut_short_quietly(lambda: _print_tools(as_json=args.json))
     try:
         config = ServeConfig.build(
             workspace=args.workspace,
@@ -63,7 +64,19 @@ def run(args: argparse.Namespace) -> int:
             return 2
         confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
         return _serve(config.model_copy(update=confinement), http, args.log_level)
-    return _human(args, config)
+    return _cut_short_quietly(lambda: _human(args, config))
+
+
+def _cut_short_quietly(command: Callable[[], int]) -> int:
+    """A reader that stops early (`| head -1`) ends a printout quietly and successfully, as with other tools."""
+    try:
+        status = command()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit and would report the same error: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return status
 
 
 def _vaults(specs: list[str]) -> dict[str, Path]:

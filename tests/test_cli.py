@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +77,26 @@ def test_approval_wait_from_config_json_is_checked_too(tmp_path: Path) -> None:
 def test_a_zero_wait_is_refused_not_replaced_by_the_default(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="above 0 and at most 3600"):
         ServeConfig.build(workspace=tmp_path, data_dir=tmp_path.parent / "data", approval_wait_seconds=0)
+
+
+def test_a_reader_that_stops_early_ends_the_printout_quietly() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written, as with `| head -1` on a long printout
+    with os.fdopen(write_end, "wb") as stdout:
+        out = subprocess.run([*CLI, "tools"], check=False, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == ""
+
+
+def test_tools_piped_into_head() -> None:
+    out = subprocess.run(
+        f"{shlex.join(CLI)} tools --json | head -1",
+        shell=True,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout == "{\n" and out.stderr == ""
 
 
 def test_a_subcommand_error_shows_that_subcommands_usage() -> None:
