@@ -30,6 +30,7 @@ from managed_tools.stores.errors import StoreError
 from managed_tools.stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.stores.launcher import LauncherError, cache_root, launcher
 from managed_tools.stores.mounts import Mount
+from managed_tools.stores.paths import inside
 from managed_tools.stores.spawn import Domain, Spawn
 
 Mode = Literal["landlock", "argv-only"]
@@ -88,10 +89,6 @@ def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool) -> Po
     return Policy(tuple(rules), deny_tcp=not network)
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
 @dataclass
 class Confinement:
     """This runtime's confinement: the mode, both policies' domains, how children enter them, the private dir."""
@@ -135,7 +132,7 @@ def open_confinement(
     """Create the private dir (0700, outside every mount) and build both rulesets when the kernel can."""
     roots = [Path(os.path.realpath(m.root)) for m in mounts]
     private = Path(os.path.realpath(tempfile.mkdtemp(prefix="managed-tools-")))
-    if any(_inside(private, root) for root in roots):
+    if any(inside(private, root) for root in roots):
         shutil.rmtree(private, ignore_errors=True)
         raise ConfinementError(
             f"The temporary directory {private.parent} lies inside a mount; set TMPDIR to a directory outside it."
@@ -164,7 +161,7 @@ def open_confinement(
         for fd in confinement._fds
     )
     data = Path(os.path.realpath(data_dir))
-    exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and _inside(data, root)]
+    exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and inside(data, root)]
     if exposed:
         confinement.notices.append(
             f"confinement: the data dir lies inside {exposed[0]}, so spawned programs can read it (Landlock grants "
@@ -181,7 +178,7 @@ def _launcher(policies: Iterable[Policy]) -> tuple[str | None, str]:
     root = Path(os.path.realpath(cache_root()))
     for policy in policies:
         for rule in policy.rules:
-            if rule.access & WRITE and _inside(root, Path(os.path.realpath(rule.path))):
+            if rule.access & WRITE and inside(root, os.path.realpath(rule.path)):
                 return None, f"the cache dir {root} lies where confined programs may write; set XDG_CACHE_HOME"
     try:
         return str(launcher(root)), ""

@@ -50,7 +50,9 @@ class Resolved:
         return posixpath.basename(self.real)
 
 
-def _inside(path: str, root: str) -> bool:
+def inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """Component-wise containment of two real paths: `/a/bc` is not inside `/a/b`."""
+    path, root = os.fspath(path), os.fspath(root)
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
@@ -99,7 +101,7 @@ class PathGuard:
         exists = os.path.lexists(candidate)
         if exists:
             real = _realpath(candidate, virtual)
-            if access == "write" and os.path.islink(candidate) and _inside(real, root):
+            if access == "write" and os.path.islink(candidate) and inside(real, root):
                 real = os.path.join(_realpath(os.path.dirname(candidate), virtual), os.path.basename(candidate))
         else:
             ancestor = candidate
@@ -109,9 +111,9 @@ class PathGuard:
             if not os.path.isdir(real_ancestor):
                 raise PathError(f"{virtual}: a parent of it is a file, not a directory.")
             real = os.path.join(real_ancestor, os.path.relpath(candidate, ancestor))
-        if not _inside(real, root):
+        if not inside(real, root):
             raise PathError(f"{virtual} resolves outside {mount.mount_path} (through a symbolic link); refused.")
-        if mount.kind != "agent_substrate" and any(_inside(real, p) for p in self._private):
+        if mount.kind != "agent_substrate" and any(inside(real, p) for p in self._private):
             raise PathError(f"{virtual} is inside the server's own data directory, which no tool may reach.")
         inner = "" if real == root else real[len(root.rstrip(os.sep)) + 1 :]
         return Resolved(mount=mount, virtual=virtual, relative=relative, root=root, real=inner, exists=exists)

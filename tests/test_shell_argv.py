@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from managed_tools.stores.mounts import default_mounts
-from managed_tools.stores.paths import PathGuard
+from managed_tools.stores.paths import PathGuard, inside
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.shell.argv import FIXED_ENV, plan
 from managed_tools.tools.shell.flags import PROGRAMS, Flag
@@ -228,10 +228,6 @@ FLAGS = ["-", "--", "-x", "-n", "-c", "-l", "-9", "--f", "--lines", "--color", "
 TOKENS = st.sampled_from([*FLAGS, "c", "=", "f", "/", "..", "../SECRET.txt", "sub", "notes.txt", "+", "5", "K", "."])
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root + "/")
-
-
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(command=st.sampled_from(sorted(PROGRAMS)), pieces=st.lists(st.lists(TOKENS, max_size=4), max_size=6))
 def test_no_argv_carries_an_unchecked_argument(guard: PathGuard, command: str, pieces: list[list[str]]) -> None:
@@ -251,6 +247,6 @@ def test_no_argv_carries_an_unchecked_argument(guard: PathGuard, command: str, p
         flag = flags[name]  # only canonical spellings come before --
         assert flag.value is not None or not value
         if flag.value is not None and flag.value.is_path:
-            assert _inside(value, root), spelling
+            assert inside(value, root), spelling
     for operand in argv[split + 1 :]:
-        assert PROGRAMS[command].operands == "names" or _inside(operand, root), operand
+        assert PROGRAMS[command].operands == "names" or inside(operand, root), operand
