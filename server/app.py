@@ -24,6 +24,7 @@ from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.watch import watch_when_asked
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.executor import execute
+from managed_tools.tools.resources import affected
 
 INSTRUCTIONS = (
     "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
@@ -103,10 +104,9 @@ def build_server(
             params.arguments,
             timeout_seconds=requested_timeout(params.meta),
         )
+        await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required" and consent.input_required is not None:
             return consent.input_required
-        if result.touched:
-            await notifier.updated(result.touched)
         return to_call_result(result)
 
     async def set_logging_level(

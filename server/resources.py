@@ -24,6 +24,7 @@ from managed_tools.server.ports import NoConsent, ports_for
 from managed_tools.stores.errors import StoreError
 from managed_tools.tools import resources
 from managed_tools.tools.context import Runtime, ToolContext
+from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import reading_context
 from managed_tools.tools.uris import SCHEME, parse, parse_file
 
@@ -67,7 +68,8 @@ def listing(found: list[resources.Resource], extra: list[types.Resource]) -> typ
 
 
 async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
-    """A memory store, an evaluation, or a workspace or substrate file (text, or base64 for binary)."""
+    """A memory store, an evaluation, another session artifact, or a workspace or substrate file (text, or base64
+    for binary)."""
     try:
         virtual = parse_file(uri)
         if virtual is None:
@@ -79,7 +81,7 @@ async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
                 return types.ReadResourceResult(contents=[blob])
             assert maybe_text is not None
             text = maybe_text
-    except StoreError as exc:
+    except (StoreError, ToolError) as exc:
         raise MCPError(code=RESOURCE_NOT_FOUND, message=str(exc)) from exc
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 

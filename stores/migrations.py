@@ -258,4 +258,17 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         "the question a person was shown for each permission request",
         ("ALTER TABLE approvals ADD COLUMN question TEXT NOT NULL DEFAULT ''",),
     ),
+    (
+        7,
+        "the agent setup contract each wake ran under, stored once per distinct setup",
+        (
+            """CREATE TABLE agent_setups (
+                agent_id TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                contract TEXT NOT NULL,
+                recorded_at TEXT NOT NULL,
+                PRIMARY KEY (agent_id, fingerprint)
+            )""",
+        ),
+    ),
 )

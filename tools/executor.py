@@ -22,7 +22,7 @@ from managed_tools.stores import events
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
-from managed_tools.tools.content import Block, TextBlock
+from managed_tools.tools.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
@@ -69,6 +69,13 @@ class CallResult:
     def is_error(self) -> bool:
         return self.status != "success"
 
+    def visible_chars(self) -> int:
+        """The characters this result puts into the conversation (session_describe_context adds them up): its
+        text, or the text of the blocks shown instead; binary blocks are left out (their cost is the client's)."""
+        if not self.content:
+            return len(self.text)
+        return sum(len(block.text or "") for block in self.content if isinstance(block, TextBlock | ResourceBlock))
+
 
 class _Refusal(Exception):
     def __init__(
@@ -97,6 +104,7 @@ class _Span:
             "toolName": self.tool_name,
             "result": result.status,
             "durationMs": duration_ms,
+            "resultChars": result.visible_chars(),
         }
         if result.is_error:
             payload["errorKind"] = result.error_kind

@@ -1,8 +1,11 @@
-"""The memory stores and the outcome evaluation as resources a client can show to a person (read-only)."""
+"""The memory stores, the outcome evaluation, the other session artifacts (outcome history, permission posture,
+shell history and last output, staging manifest, agent setup) and the files as resources a client can show to a
+person (read-only)."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import mimetypes
 
@@ -13,6 +16,8 @@ from managed_tools.stores import ripgrep
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.files import read_limited
 from managed_tools.tools.context import ToolContext
+from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.executor import CallResult
 from managed_tools.tools.memory.tools import STORES, render
 from managed_tools.tools.outcomes.gate import posture
 from managed_tools.tools.scope import scoped_session
@@ -21,11 +26,13 @@ from managed_tools.tools.uris import (
     FILE_MOUNTS,
     SCHEME,
     SESSION_TARGETS,
+    SESSION_VIEWS,
     evaluation_uri,
     file_uri,
     memory_uri,
     parse,
     parse_file,
+    view_uri,
 )
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}
@@ -69,7 +76,82 @@ def listing(session_id: str) -> list[Resource]:
             mime_type="application/json",
         )
     )
+    found.extend(
+        Resource(uri=view_uri(name, session_id), name=name, title=view.title, description=view.description,
+                 mime_type="application/json")
+        for name, view in VIEWS.items()
+    )  # fmt: skip
     return found
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A session artifact shown as the output of the tool that reads it (with its default arguments)."""
+
+    tool: str
+    title: str
+    description: str
+
+
+VIEWS = {
+    "outcome_history": View("outcome_history", "Outcome history", "The session's outcome evaluations over time."),
+    "permission_posture": View(
+        "permissions_describe", "Permission posture",
+        "Open permission requests, always-ask and outcome-gated tools, the shell and outcome posture.",
+    ),
+    "shell_history": View("shell_history", "Shell history", "The session's recent shell commands."),
+    "shell_last_output": View("shell_read_last_output", "Shell last output",
+                              "The last shell command's output, and the one running now."),
+    "staging_manifest": View("resources_list_staged_drafts", "Staging manifest",
+                             "Drafts staged from the substrate and whether each is ready to promote."),
+    "agent_setup": View("agent_describe_setup", "Agent setup",
+                        "The setup contract the session ran under, with per-section fingerprints."),
+}  # fmt: skip
+assert VIEWS.keys() == set(SESSION_VIEWS.values())
+
+
+async def _view(ctx: ToolContext, name: str, session_id: str) -> str:
+    """The view's tool run on `session_id` (already scoped): given as its sessionId, or, for a tool that only
+    reads the current session, as the context's session."""
+    definition = ctx.runtime.registry.get(VIEWS[name].tool)
+    assert definition is not None and definition.handler is not None
+    if "session_id" in definition.input_model.model_fields:
+        args = definition.input_model.model_validate({"sessionId": session_id})
+    else:
+        args = definition.input_model.model_validate({})
+        ctx = dataclasses.replace(ctx, attachment=dataclasses.replace(ctx.attachment, session_id=session_id))
+    output = await definition.handler(ctx, args)
+    return json.dumps(output.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
+
+
+# Which calls change which session artifacts, beyond the resources a handler marks itself (`ctx.touched`).
+SHELL_VIEWS = ("shell_history", "shell_last_output", "permission_posture")
+SHELL_STATE_TOOLS = frozenset({"shell_wait", "shell_set_cwd", "shell_set_env", "shell_unset_env"})
+
+
+def affected(definition: ToolDefinition | None, session_id: str, result: CallResult) -> list[str]:
+    """The resources to notify after a call: those it marked, and the session artifacts derived from them.
+
+    The outcome history and the permission posture follow the evaluation; running a program or changing the
+    persistent shell changes the shell artifacts and the posture's shell part; a call that asked a person (or is
+    waiting for one) changes the open requests; a call that may have written a file can change a draft's status."""
+    touched = set(result.touched)
+    views: set[str] = set()
+    if evaluation_uri(session_id) in touched:
+        views |= {"outcome_history", "permission_posture"}
+    if definition is not None:
+        if "sandbox_execute" in definition.effects or definition.name in SHELL_STATE_TOOLS:
+            views.update(SHELL_VIEWS)
+            touched.add(memory_uri("shell_state", session_id))
+        if definition.permission_policy == "always_ask" or definition.asks_when is not None:
+            views.add("permission_posture")
+        if "resource_write" in definition.effects:
+            views.add("staging_manifest")
+    if result.status == "blocked":
+        views.add("permission_posture")
+    if any(parse_file(uri) is not None for uri in touched):
+        views.add("staging_manifest")
+    return sorted(touched | {view_uri(view, session_id) for view in views})
 
 
 async def file_listing(ctx: ToolContext) -> list[Resource]:
@@ -141,6 +223,15 @@ TEMPLATES = [
         description="The outcome evaluation of another session of this agent.",
         mime_type="application/json",
     ),
+    *(
+        Template(
+            uri_template=view_uri(name, "{sessionId}"),
+            name=f"session_{name}",
+            description=f"{view.title} of another session of this agent.",
+            mime_type="application/json",
+        )
+        for name, view in VIEWS.items()
+    ),
 ]
 
 
@@ -156,5 +247,7 @@ async def read(ctx: ToolContext, uri: str) -> tuple[str, str]:
     if target == "evaluation":
         state = await posture(ctx, session.id)
         return "application/json", json.dumps(state.model_dump(mode="json", by_alias=True), indent=2)
+    if target in VIEWS:
+        return "application/json", await _view(ctx, target, session.id)
     content, _, _ = await render(ctx, target, session.id)
     return MIME[STORES[target].format], content

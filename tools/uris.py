@@ -1,4 +1,5 @@
-"""The resource URIs under which the server shows memory stores, evaluations and substrate files to a person."""
+"""The resource URIs under which the server shows memory stores, evaluations, the other session artifacts and
+substrate files to a person."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ from urllib.parse import quote, unquote
 SCHEME = "managed-tools"
 AGENT_TARGETS = ("workspace_memory", "workspace_memory_notes")
 SESSION_TARGETS = ("session_state", "working_buffer", "checkpoint", "shell_state")
-_SESSION = re.compile(rf"^{SCHEME}://sessions/([^/]+)/(memory/([a-z_]+)|outcome/evaluation)$")
+# The other per-session artifacts (reference §2, served as resources instead of .openboa-runtime files): the
+# path under the session, and the view's name.
+SESSION_VIEWS = {
+    "outcome/history": "outcome_history",
+    "permissions/posture": "permission_posture",
+    "shell/history": "shell_history",
+    "shell/last-output": "shell_last_output",
+    "staging/manifest": "staging_manifest",
+    "agent/setup": "agent_setup",
+}
+_VIEW_PATHS = {view: path for path, view in SESSION_VIEWS.items()}
+_SESSION = re.compile(rf"^{SCHEME}://sessions/([^/]+)/(memory/([a-z_]+)|outcome/evaluation|[a-z]+/[a-z-]+)$")
 _AGENT = re.compile(rf"^{SCHEME}://agent/memory/([a-z_]+)$")
 
 
@@ -20,6 +32,11 @@ def memory_uri(target: str, session_id: str) -> str:
 
 def evaluation_uri(session_id: str) -> str:
     return f"{SCHEME}://sessions/{session_id}/outcome/evaluation"
+
+
+def view_uri(view: str, session_id: str) -> str:
+    """The URI of one of SESSION_VIEWS' artifacts of a session, by the view's name."""
+    return f"{SCHEME}://sessions/{session_id}/{_VIEW_PATHS[view]}"
 
 
 FILE_MOUNTS = {"workspace": "/workspace", "agent": "/workspace/agent"}
@@ -44,11 +61,14 @@ def substrate_uri(relative: str) -> str:
 
 
 def parse(uri: str) -> tuple[str | None, str] | None:
-    """(session id or None for agent stores, target or "evaluation"), or None for a URI that is not ours."""
+    """(session id or None for agent stores, a memory target, "evaluation" or a view of SESSION_VIEWS), or None
+    for a URI that is not ours."""
     if match := _AGENT.match(uri):
         return (None, match[1]) if match[1] in AGENT_TARGETS else None
     if match := _SESSION.match(uri):
-        if match[3] is None:
+        if match[2] == "outcome/evaluation":
             return match[1], "evaluation"
+        if match[3] is None:
+            return (match[1], SESSION_VIEWS[match[2]]) if match[2] in SESSION_VIEWS else None
         return (match[1], match[3]) if match[3] in SESSION_TARGETS else None
     return None

@@ -1,17 +1,21 @@
-"""The environment family's seam: the mounted resources, the confinement report, and the fingerprints that tell
-whether two sessions ran under the same setup (environment_describe reports them; sessions, memory search, substrate
-and sandbox use them)."""
+"""The environment family's seam: the mounted resources, the confinement report, and the agent setup contract
+whose fingerprints tell whether two sessions ran under the same setup (recorded for each wake at attach;
+environment_describe and agent_describe_setup report it; sessions, memory search, substrate and sandbox use it)."""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal, TypeVar
+from weakref import WeakKeyDictionary
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from managed_tools.stores import sessions, setups
 from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.stores.mounts import default_mounts
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.models import WireModel
+from managed_tools.tools.registry import Registry
 
 
 class MountedResource(WireModel):
@@ -31,17 +35,194 @@ def mounted_resources(runtime: Runtime) -> list[MountedResource]:
 
 
 def resource_contract_fingerprint(runtime: Runtime) -> str:
-    return sha256_hex(canonical_json([r.model_dump(mode="json") for r in mounted_resources(runtime)]))
+    return agent_setup(runtime).resource_contract.fingerprint
 
 
 def setup_fingerprint(runtime: Runtime) -> str:
-    """Changes when the agent, the catalogue's policies or the mounts change; not when data changes."""
-    tools = [[t.name, t.permission_policy, list(t.effects), t.read_only] for t in runtime.registry]
-    return sha256_hex(
-        canonical_json(
-            {"agent": runtime.environment.agent_id, "tools": tools, "mounts": resource_contract_fingerprint(runtime)}
-        )
+    """Changes when the catalogue, its policies, the mounts, the vaults or the server change; not when data does."""
+    return agent_setup(runtime).fingerprint
+
+
+# ---- the agent setup contract ------------------------------------------------------------------------
+
+# The reference's sections, less system_prompt (an MCP server sends fixed instructions per version, so the
+# environment section's serverVersion stands for them), plus policy (the user's per-tool overrides).
+SectionName = Literal["tools", "policy", "skills", "environment", "resource_contract", "vaults"]
+SECTIONS: tuple[SectionName, ...] = ("tools", "policy", "skills", "environment", "resource_contract", "vaults")
+TOKEN_CHARS = 4  # the usual estimate: a token is about four characters of English or JSON
+
+
+def estimated_tokens(chars: int) -> int:
+    return -(-chars // TOKEN_CHARS)
+
+
+class ToolEntry(WireModel):
+    name: str
+    ownership: str
+    effects: list[str]
+    read_only: bool
+    destructive: bool
+    interrupt_behavior: str
+    fingerprint: str = Field(description="sha256 of the title, description and both schemas.")
+    model_visible_chars: int = Field(
+        description="Characters a client puts before the model for this tool: name, description, input schema."
     )
+
+
+class ToolsSection(WireModel):
+    fingerprint: str
+    count: int
+    model_visible_chars: int
+    tools: list[ToolEntry]
+
+
+class PolicySection(WireModel):
+    fingerprint: str
+    always_ask: list[str] = Field(description="Tools that wait for a person's approval; every other tool is allowed.")
+    asks_for_some_arguments: list[str] = Field(description="Allowed tools that ask for some arguments.")
+
+
+class SkillsSection(WireModel):
+    fingerprint: str
+    count: int
+    skills: list[str] = Field(description="Skills are not served yet: always empty.")
+
+
+class EnvironmentSection(WireModel):
+    fingerprint: str
+    agent_id: str
+    server_name: str
+    server_version: str
+    sandbox_mode: Literal["workspace"]
+    confinement: Literal["landlock", "argv-only"]
+    shell_network: bool
+
+
+class ResourceContractSection(WireModel):
+    fingerprint: str
+    mounted_resources: list[MountedResource]
+
+
+class VaultView(WireModel):
+    vault_name: str
+    mount_path: str
+    access: Literal["read_write", "read_only"]
+    scope: str
+    prompt: str
+
+
+class VaultsSection(WireModel):
+    fingerprint: str
+    count: int
+    vaults: list[VaultView]
+
+
+class AgentSetup(WireModel):
+    """What a session ran under: each section carries its own fingerprint, `fingerprint` covers them all."""
+
+    fingerprint: str
+    tools: ToolsSection
+    policy: PolicySection
+    skills: SkillsSection
+    environment: EnvironmentSection
+    resource_contract: ResourceContractSection
+    vaults: VaultsSection
+
+    def section_fingerprints(self) -> dict[SectionName, str]:
+        return {name: getattr(self, name).fingerprint for name in SECTIONS}
+
+
+S = TypeVar("S", bound=WireModel)
+
+
+def _sealed(model: type[S], **fields: Any) -> S:
+    """The section with its fingerprint: sha256 of its canonical JSON without the fingerprint."""
+    body = model.model_validate({"fingerprint": "", **fields})
+    digest = sha256_hex(canonical_json(body.model_dump(mode="json", exclude={"fingerprint"})))
+    return body.model_copy(update={"fingerprint": digest})
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# The catalogue part depends on the registry alone, and building every schema takes ~0.1 s: once per registry.
+_CATALOGUES: WeakKeyDictionary[Registry, tuple[tuple[str, ...], ToolsSection, PolicySection]] = WeakKeyDictionary()
+
+
+def _catalogue(registry: Registry) -> tuple[ToolsSection, PolicySection]:
+    names = tuple(registry.names())
+    cached = _CATALOGUES.get(registry)
+    if cached is not None and cached[0] == names:
+        return cached[1], cached[2]
+    entries = []
+    for d in registry:
+        visible = _compact({"name": d.name, "description": d.description, "inputSchema": d.input_schema()})
+        published = [d.title, d.description, d.input_schema(), d.output_schema()]
+        entries.append(
+            ToolEntry(
+                name=d.name,
+                ownership=d.ownership,
+                effects=list(d.effects),
+                read_only=d.read_only,
+                destructive=d.destructive,
+                interrupt_behavior=d.interrupt_behavior,
+                fingerprint=sha256_hex(canonical_json(published)),
+                model_visible_chars=len(visible),
+            )
+        )
+    tools = _sealed(
+        ToolsSection, count=len(entries), model_visible_chars=sum(e.model_visible_chars for e in entries),
+        tools=entries,
+    )  # fmt: skip
+    policy = _sealed(
+        PolicySection,
+        always_ask=[d.name for d in registry if d.permission_policy == "always_ask"],
+        asks_for_some_arguments=[
+            d.name for d in registry if d.permission_policy == "always_allow" and d.asks_when is not None
+        ],
+    )
+    _CATALOGUES[registry] = (names, tools, policy)
+    return tools, policy
+
+
+def vaults(runtime: Runtime) -> list[VaultView]:
+    return [
+        VaultView(
+            vault_name=r.mount_path.removeprefix("/vaults/"),
+            mount_path=r.mount_path,
+            access=r.access,
+            scope=r.scope,
+            prompt=r.prompt,
+        )
+        for r in mounted_resources(runtime)
+        if r.kind == "vault"
+    ]
+
+
+def agent_setup(runtime: Runtime) -> AgentSetup:
+    """The live setup contract of this server process (what attach records for each wake)."""
+    env = runtime.environment
+    tools, policy = _catalogue(runtime.registry)
+    listed = vaults(runtime)
+    sections: dict[str, Any] = {
+        "tools": tools,
+        "policy": policy,
+        "skills": _sealed(SkillsSection, count=0, skills=[]),
+        "environment": _sealed(
+            EnvironmentSection,
+            agent_id=env.agent_id,
+            server_name=env.server_name,
+            server_version=env.server_version,
+            sandbox_mode="workspace",
+            confinement=runtime.confinement.mode,
+            shell_network=runtime.confinement.shell_network,
+        ),
+        "resource_contract": _sealed(ResourceContractSection, mounted_resources=mounted_resources(runtime)),
+        "vaults": _sealed(VaultsSection, count=len(listed), vaults=listed),
+    }
+    overall = sha256_hex(canonical_json({name: sections[name].fingerprint for name in SECTIONS}))
+    return AgentSetup(fingerprint=overall, **sections)
 
 
 class ConfinementView(WireModel):
@@ -72,3 +253,37 @@ def confinement_view(runtime: Runtime) -> ConfinementView:
         + ("write only the writable mounts and a private temp dir (kernel-enforced)." if kernel else
            "can change any file the server's user can; only the approval stands in the way."),
     )  # fmt: skip
+
+
+class Recorded(WireModel):
+    """The setup a session was last seen under: its wake (the current one for the current session), that wake's
+    fingerprint, and the contract if it was recorded (else why not)."""
+
+    wake_id: str | None
+    fingerprint: str | None
+    recorded_at: str | None
+    setup: AgentSetup | None
+    reason: str | None
+
+
+async def recorded_setup(ctx: ToolContext, session_id: str) -> Recorded:
+    """`session_id` must already be scoped to this agent."""
+    if session_id == ctx.session_id:
+        wake_id: str | None = ctx.wake_id
+    else:
+        latest = await sessions.latest_wake(ctx.tx, session_id)
+        wake_id = None if latest is None else latest.id
+    if wake_id is None:
+        reason = "The session has never been connected, so no setup was recorded for it."
+        return Recorded(wake_id=None, fingerprint=None, recorded_at=None, setup=None, reason=reason)
+    fingerprint, found = await setups.wake_setup(ctx.tx, ctx.agent_id, wake_id)
+    known = Recorded(wake_id=wake_id, fingerprint=fingerprint, recorded_at=None, setup=None, reason=None)
+    if found is None:
+        why = "The session's latest wake predates recorded setup contracts; only its fingerprint is known."
+        return known.model_copy(update={"reason": why})
+    try:
+        setup = AgentSetup.model_validate(found.contract)
+    except ValidationError:
+        why = "The setup was recorded by a server version whose contract this one cannot read."
+        return known.model_copy(update={"recorded_at": found.recorded_at, "reason": why})
+    return known.model_copy(update={"recorded_at": found.recorded_at, "setup": setup})

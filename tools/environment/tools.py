@@ -1,4 +1,5 @@
-"""`environment_describe`: the agent, the mounted resources and the setup fingerprints (computed in `setup`)."""
+"""The environment family: `environment_describe` (the agent, the mounted resources and the setup fingerprints,
+computed in `setup`), then the setup contract and vault tools (`agent_setup`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Literal
 from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.environment import agent_setup
 from managed_tools.tools.environment.setup import (
     ConfinementView,
     MountedResource,
@@ -71,4 +73,5 @@ DEFINITIONS = (
         effects=("resource_read",),
         idempotent=True,
     ),
+    *agent_setup.DEFINITIONS,
 )

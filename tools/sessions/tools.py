@@ -17,6 +17,7 @@ from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.outcomes.gate import OutcomePosture, posture
 from managed_tools.tools.scope import Lineage, Relation, relation, scoped_session
+from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
 
 MAX_EVENT_LIMIT = 200
@@ -311,6 +312,7 @@ DEFINITIONS = (
         handler=session_get_snapshot,
         effects=("session_read",),
     ),
+    *context.DEFINITIONS,
     ToolDefinition(
         name="session_get_events",
         title="Read session events",
