@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
@@ -114,12 +116,24 @@ class ToolDefinition(BaseModel):
         return self.permission_policy == "always_ask" or (self.asks_when is not None and self.asks_when(args))
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.input_model.model_json_schema(by_alias=True)
-        return schema if _verbatim(self.input_model) else _drop_null_options(_clean_schema(schema))
+        return copy.deepcopy(_input_schema(self.input_model))
 
     def output_schema(self) -> dict[str, Any]:
-        schema = self.output_model.model_json_schema(by_alias=True, mode="serialization")
-        return schema if _verbatim(self.output_model) else _clean_schema(schema)
+        return copy.deepcopy(_output_schema(self.output_model))
+
+
+# A schema depends on its model alone and takes pydantic milliseconds to build: built once per model (publishing
+# the catalogue, the setup contract and argument errors all ask), handed out as copies.
+@functools.cache
+def _input_schema(model: type[Arguments]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True)
+    return schema if _verbatim(model) else _drop_null_options(_clean_schema(schema))
+
+
+@functools.cache
+def _output_schema(model: type[WireModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, mode="serialization")
+    return schema if _verbatim(model) else _clean_schema(schema)
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
