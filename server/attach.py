@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from managed_tools.stores import events, sessions, setups
 from managed_tools.stores.errors import DatabaseBusyError
 from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.environment.setup import agent_setup
+from managed_tools.tools.environment.setup import agent_setup, recorded_form
 
 log = logging.getLogger("managed_tools.attach")
 
@@ -34,7 +34,7 @@ async def attach(runtime: Runtime, session_id: str | None, transport: str) -> At
         else:
             record = await sessions.get_agent_session(tx, session_id, agent)
         # The contract this wake runs under, kept once per distinct setup (agent_describe_setup reads it back).
-        await setups.record_setup(tx, agent, setup.fingerprint, setup.model_dump(mode="json"))
+        await setups.record_setup(tx, agent, setup.fingerprint, recorded_form(runtime))
         wake = await sessions.open_wake(tx, record.id, transport=transport, setup_fingerprint=setup.fingerprint)
         await events.append_event(
             tx,

@@ -260,7 +260,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     ),
     (
         7,
-        "the agent setup contract each wake ran under, stored once per distinct setup",
+        "the agent setup contract each wake ran under, and the size of each tool result",
         (
             """CREATE TABLE agent_setups (
                 agent_id TEXT NOT NULL,
@@ -269,6 +269,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 recorded_at TEXT NOT NULL,
                 PRIMARY KEY (agent_id, fingerprint)
             )""",
+            # What each tool result put into the conversation, per wake and largest first (session_describe_context).
+            "CREATE INDEX events_result_chars ON events(wake_id, json_extract(payload, '$.resultChars')) "
+            "WHERE type = 'span.completed'",
         ),
     ),
 )

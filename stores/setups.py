@@ -3,25 +3,23 @@ each wake's tool results put into the conversation (sizes recorded on `span.comp
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from pydantic import BaseModel
 
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
 
 
-async def record_setup(tx: Tx, agent_id: str, fingerprint: str, contract: dict[str, Any]) -> None:
-    """Keep the contract unless this agent already recorded the same setup."""
+async def record_setup(tx: Tx, agent_id: str, fingerprint: str, contract: str) -> None:
+    """Keep the contract (JSON) unless this agent already recorded the same setup."""
     await tx.execute(
         "INSERT OR IGNORE INTO agent_setups (agent_id, fingerprint, contract, recorded_at) VALUES (?, ?, ?, ?)",
-        (agent_id, fingerprint, json.dumps(contract, separators=(",", ":"), ensure_ascii=False), utc_now()),
+        (agent_id, fingerprint, contract, utc_now()),
     )
 
 
 class RecordedSetup(BaseModel):
-    contract: dict[str, Any]
+    fingerprint: str
+    contract: str
     recorded_at: str
 
 
@@ -29,7 +27,9 @@ async def get_setup(tx: Tx, agent_id: str, fingerprint: str) -> RecordedSetup | 
     row = await tx.fetchone(
         "SELECT contract, recorded_at FROM agent_setups WHERE agent_id = ? AND fingerprint = ?", (agent_id, fingerprint)
     )
-    return None if row is None else RecordedSetup(contract=json.loads(row["contract"]), recorded_at=row["recorded_at"])
+    if row is None:
+        return None
+    return RecordedSetup(fingerprint=fingerprint, contract=row["contract"], recorded_at=row["recorded_at"])
 
 
 class ResultSize(BaseModel):
@@ -45,27 +45,24 @@ class WakeResults(BaseModel):
     largest: list[ResultSize]
 
 
-_TOOL_RESULTS = (
-    "FROM events WHERE wake_id = ? AND type = 'span.completed' AND json_extract(payload, '$.spanKind') = 'tool'"
-)
+# The same expression as the index events_result_chars, so it answers both queries: results of older servers (no
+# recorded size) are left out.
+_CHARS = "json_extract(payload, '$.resultChars')"
+_RESULTS = f"FROM events WHERE wake_id = ? AND type = 'span.completed' AND {_CHARS} IS NOT NULL"
 
 
 async def wake_results(tx: Tx, wake_id: str, top: int) -> WakeResults:
-    """How many tool results a wake returned, their total size, and the `top` largest (results recorded before
-    sizes were kept count as empty)."""
-    count, chars = await tx.fetchone(
-        f"SELECT COUNT(*), COALESCE(SUM(json_extract(payload, '$.resultChars')), 0) {_TOOL_RESULTS}", (wake_id,)
-    ) or (0, 0)
+    """How many tool results a wake returned, their total size, and the `top` largest."""
+    totals = await tx.fetchone(f"SELECT COUNT(*) AS n, COALESCE(SUM({_CHARS}), 0) AS chars {_RESULTS}", (wake_id,))
     rows = await tx.fetchall(
-        "SELECT id, created_at, json_extract(payload, '$.toolName') AS tool, "
-        f"json_extract(payload, '$.resultChars') AS chars {_TOOL_RESULTS} AND chars IS NOT NULL "
-        "ORDER BY chars DESC, seq LIMIT ?",
+        f"SELECT id, created_at, json_extract(payload, '$.toolName') AS tool, {_CHARS} AS chars {_RESULTS} "
+        f"ORDER BY {_CHARS} DESC, seq LIMIT ?",
         (wake_id, top),
     )
     largest = [
         ResultSize(event_id=r["id"], tool_name=r["tool"], created_at=r["created_at"], chars=r["chars"]) for r in rows
     ]
-    return WakeResults(count=count, chars=chars, largest=largest)
+    return WakeResults(count=totals["n"] if totals else 0, chars=totals["chars"] if totals else 0, largest=largest)
 
 
 async def wake_setup(tx: Tx, agent_id: str, wake_id: str) -> tuple[str | None, RecordedSetup | None]:

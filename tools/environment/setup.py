@@ -200,8 +200,30 @@ def vaults(runtime: Runtime) -> list[VaultView]:
     ]
 
 
+# The live contract of a runtime and its recorded form, kept with the environment and confinement it was built for.
+_LIVE: WeakKeyDictionary[Registry, tuple[object, object, AgentSetup, str]] = WeakKeyDictionary()
+
+
+def _live(runtime: Runtime) -> tuple[AgentSetup, str]:
+    cached = _LIVE.get(runtime.registry)
+    if cached is not None and cached[0] is runtime.environment and cached[1] is runtime.confinement:
+        return cached[2], cached[3]
+    setup = _build(runtime)
+    _LIVE[runtime.registry] = (runtime.environment, runtime.confinement, setup, setup.model_dump_json())
+    return _live(runtime)
+
+
 def agent_setup(runtime: Runtime) -> AgentSetup:
     """The live setup contract of this server process (what attach records for each wake)."""
+    return _live(runtime)[0]
+
+
+def recorded_form(runtime: Runtime) -> str:
+    """The live contract as attach stores it (JSON, serialised once per runtime)."""
+    return _live(runtime)[1]
+
+
+def _build(runtime: Runtime) -> AgentSetup:
     env = runtime.environment
     tools, policy = _catalogue(runtime.registry)
     listed = vaults(runtime)
@@ -266,6 +288,20 @@ class Recorded(WireModel):
     reason: str | None
 
 
+# Recorded contracts never change (a row per agent and fingerprint), so a parsed one can be kept.
+_PARSED: dict[tuple[str, str], AgentSetup] = {}
+MAX_PARSED = 64
+
+
+def _parsed(agent_id: str, found: setups.RecordedSetup) -> AgentSetup:
+    key = (agent_id, found.fingerprint)
+    if key not in _PARSED:
+        if len(_PARSED) >= MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = AgentSetup.model_validate_json(found.contract)
+    return _PARSED[key]
+
+
 async def recorded_setup(ctx: ToolContext, session_id: str) -> Recorded:
     """`session_id` must already be scoped to this agent."""
     if session_id == ctx.session_id:
@@ -282,7 +318,7 @@ async def recorded_setup(ctx: ToolContext, session_id: str) -> Recorded:
         why = "The session's latest wake predates recorded setup contracts; only its fingerprint is known."
         return known.model_copy(update={"reason": why})
     try:
-        setup = AgentSetup.model_validate(found.contract)
+        setup = _parsed(ctx.agent_id, found)
     except ValidationError:
         why = "The setup was recorded by a server version whose contract this one cannot read."
         return known.model_copy(update={"recorded_at": found.recorded_at, "reason": why})
