@@ -148,3 +148,16 @@ def test_definitions_refuse_unknown_policies_and_effects() -> None:
 
 def test_near_names_for_unknown_tools() -> None:
     assert build_registry().near_names("session_get_event")[0] == "session_get_events"
+
+
+def test_schemas_are_built_once_and_handed_out_as_copies() -> None:
+    definition = build_registry().get("read")
+    assert definition is not None
+    first = definition.input_schema()
+    first["properties"]["path"]["description"] = "changed by a caller"
+    first["required"].append("nonsense")
+    again = definition.input_schema()
+    assert again["properties"]["path"].get("description") != "changed by a caller"
+    assert "nonsense" not in again["required"]
+    assert definition.output_schema() == definition.output_schema()
+    assert definition.output_schema() is not definition.output_schema()
