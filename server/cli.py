@@ -50,10 +50,29 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     where.add_argument(
         "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
     )
+    # Every command that reads the state or the configuration: a failure is one line, its traceback at debug.
+    where.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="how much to log on stderr, in any case; debug also shows a failure's traceback (default: WARNING)",
+    )
+    extend = argparse.ArgumentParser(add_help=False)  # serve and tools: the catalogue as served
+    extend.add_argument(
+        "--tools-module",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
+        "(its TOOLS, RESOURCES, PROMPTS)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
-        "serve", parents=[where], help="serve the catalogue over stdio (one local client) or HTTP (remote clients)"
+        "serve",
+        parents=[where, extend],
+        help="serve the catalogue over stdio (one local client) or HTTP (remote clients)",
     )
     serve.add_argument(
         "--agent", type=_agent, default="default", help="the agent identity sessions belong to (default: default)"
@@ -69,21 +88,6 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     serve.add_argument(
         "--vault", metavar="NAME=DIR", action="append", default=[], help="mount DIR read-only at /vaults/NAME"
-    )
-    serve.add_argument(
-        "--tools-module",
-        metavar="MODULE",
-        action="append",
-        default=[],
-        help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
-        "(its TOOLS, RESOURCES, PROMPTS)",
-    )
-    serve.add_argument(
-        "--log-level",
-        type=str.upper,
-        default="WARNING",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="how much to log on stderr, in any case (default: WARNING)",
     )
     confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
     confine.add_argument(
@@ -143,7 +147,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
     )
 
-    tools = commands.add_parser("tools", help="print the tool catalogue")
+    tools = commands.add_parser(
+        "tools",
+        parents=[where, extend],
+        help="print the tool catalogue as served here: config.json's custom tools and --tools-module's included",
+    )
     tools.add_argument("--json", action="store_true", help="one JSON document for machines")
 
     pending = commands.add_parser("pending", parents=[where], help="list permission requests waiting for a person")
@@ -159,7 +167,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
     # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
-    for name in ("serve", "pending", "approve", "deny", "respond", "interrupt"):
+    for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
         commands.choices[name].epilog = (
             f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
             "(one directory per workspace, outside every mount); --data-dir DIR chooses another."

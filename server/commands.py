@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -22,46 +23,62 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server
 from managed_tools.server.publish import to_mcp_tool
-from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
-from managed_tools.tools.catalogue import build_registry
+from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
 from managed_tools.tools.context import Runtime
+from managed_tools.tools.registry import Registry
 
 log = logging.getLogger("managed_tools")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out a parsed command line (server/cli.py parses it without loading any of this)."""
-    if args.command == "tools":
-        return _cut_short_quietly(lambda: _print_tools(as_json=args.json))
+    """Carry out a parsed command line (server/cli.py parses it without loading any of this).
+
+    Whatever stops a command is one line on stderr and a non-zero status; `--log-level debug` adds the traceback.
+    """
     try:
-        config = ServeConfig.build(
-            workspace=args.workspace,
-            data_dir=args.data_dir,
-            agent=getattr(args, "agent", "default"),
-            session=getattr(args, "session", None) if args.command == "serve" else None,
-            allow=tuple(getattr(args, "allow", ())),
-            ask=tuple(getattr(args, "ask", ())),
-            approval_wait_seconds=getattr(args, "approval_wait", None),
-            tool_modules=tuple(getattr(args, "tools_module", ())),
-            vaults=_vaults(getattr(args, "vault", [])),
-        )
-    except ValidationError as exc:
-        print(f"managed-tools: invalid configuration: {exc.errors(include_url=False)[0]['msg']}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"managed-tools: {exc}", file=sys.stderr)
-        return 2
-    if args.command == "serve":
-        try:
-            http = _http_config(args)
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
+        return _run(args)
+    except Exception as exc:
+        if args.log_level == "DEBUG":
+            traceback.print_exception(exc, file=sys.stderr)
+        message, status = _failure(exc, args.command)
+        print(f"managed-tools: {message}", file=sys.stderr)
+        return status
+
+
+def _failure(exc: Exception, command: str) -> tuple[str, int]:
+    """What a person reads when `command` fails, and the exit status."""
+    if isinstance(exc, human.HumanError):
+        return str(exc), 1
+    if isinstance(exc, ConfigError | StartupError):
+        return str(exc), 2
+    if isinstance(exc, ValidationError):  # the flags, checked as a whole
+        error = exc.errors(include_url=False)[0]
+        if exc.title == HttpConfig.__name__:
             field = str(error["loc"][0])
-            print(f"managed-tools: {REMOTE_FLAGS.get(field, field)}: {error['msg']}", file=sys.stderr)
-            return 2
-        except ConfigError as exc:
-            print(f"managed-tools: {exc}", file=sys.stderr)
-            return 2
+            return f"{REMOTE_FLAGS.get(field, field)}: {error['msg']}", 2
+        return f"invalid configuration: {error['msg']}", 2
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:  # a task group's one failure
+        exc = exc.exceptions[0]
+    return f"{command} stopped on an unexpected error: {type(exc).__name__}: {exc} (--log-level debug shows where).", 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = ServeConfig.build(
+        workspace=args.workspace,
+        data_dir=args.data_dir,
+        agent=getattr(args, "agent", "default"),
+        session=getattr(args, "session", None) if args.command == "serve" else None,
+        allow=tuple(getattr(args, "allow", ())),
+        ask=tuple(getattr(args, "ask", ())),
+        approval_wait_seconds=getattr(args, "approval_wait", None),
+        tool_modules=tuple(getattr(args, "tools_module", ())),
+        vaults=_vaults(getattr(args, "vault", [])),
+    )
+    if args.command == "tools":
+        registry = served_registry(config, startup_extensions(config))
+        return _cut_short_quietly(lambda: _print_tools(registry, as_json=args.json))
+    if args.command == "serve":
+        http = _http_config(args)
         confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
         return _serve(config.model_copy(update=confinement), http, args.log_level)
     return _cut_short_quietly(lambda: _human(args, config))
@@ -125,10 +142,7 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
         "respond": lambda: human.respond(config, args.request_id, args.answer),
         "interrupt": lambda: human.interrupt(config, args.session, note=args.note),
     }
-    try:
-        anyio.run(commands[args.command])
-    except human.HumanError as exc:
-        return human.fail(str(exc))
+    anyio.run(commands[args.command])
     return 0
 
 
@@ -139,9 +153,6 @@ def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
             anyio.run(_serve_stdio, config)
         else:
             anyio.run(_serve_remote, config, http, log_level)
-    except StartupError as exc:
-        print(f"managed-tools: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
     return 0
@@ -187,8 +198,7 @@ def _announce_confinement(runtime: Runtime) -> None:
     log.info("confinement: %s (Landlock ABI %d%s)", c.mode, c.abi, how)
 
 
-def _print_tools(*, as_json: bool) -> int:
-    registry = build_registry()
+def _print_tools(registry: Registry, *, as_json: bool) -> int:
     if as_json:
         listing = [to_mcp_tool(d).model_dump(mode="json", by_alias=True, exclude_none=True) for d in registry]
         print(json.dumps({"tools": listing}, indent=2))

@@ -59,12 +59,14 @@ def load_user_config(data_dir: Path) -> UserConfig:
         return UserConfig()
     try:
         return UserConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"{path} is invalid at {where or 'the top level'}: {first['msg']}") from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ConfigError(f"{path} is not valid JSON in UTF-8: {exc}.") from exc
 
 
 class ServeConfig(BaseModel):

@@ -1,13 +1,12 @@
 """The human side of permission pauses, run from a terminal while servers keep running on the same data dir.
 
 Each command opens the state file like any server process would (WAL, busy timeout), so it is safe next to
-running servers, and prints for a person. Errors go to stderr with exit status 1.
+running servers, and prints for a person. Errors (HumanError) go to stderr with exit status 1.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
-from managed_tools.stores.errors import StoreError
+from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.custom import custom_tool
 from managed_tools.tools.what_runs import visible_lines
@@ -35,7 +34,10 @@ class HumanError(Exception):
 async def _database(config: ServeConfig) -> AsyncIterator[Database]:
     if not config.state_path.exists():
         raise HumanError(f"No state database at {config.state_path}; has a server run with this data dir?")
-    db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+    try:
+        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+    except DatabaseOpenError as exc:
+        raise HumanError(str(exc)) from exc
     try:
         yield db
     finally:
@@ -163,8 +165,3 @@ async def _decide(
         await approvals.decide(tx, record.id, approved=approved, by=BY, note=note, response=response)
     except StoreError as exc:
         raise HumanError(str(exc)) from exc
-
-
-def fail(message: str) -> int:
-    print(f"managed-tools: {message}", file=sys.stderr)
-    return 1

@@ -12,7 +12,7 @@ from managed_tools.server.extensions import ExtensionError, Extensions, load_ext
 from managed_tools.stores import sessions
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
-from managed_tools.stores.errors import StoreError
+from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.stores.mounts import default_mounts
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.ripgrep import rg_binary
@@ -21,6 +21,7 @@ from managed_tools.tools.context import Environment, Runtime
 from managed_tools.tools.custom import custom_tool
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.registry import Registry
 from managed_tools.tools.shell import posture as shell_core
 
 
@@ -36,25 +37,34 @@ def startup_extensions(config: ServeConfig) -> Extensions:
         raise StartupError(str(exc)) from exc
 
 
+def served_registry(
+    config: ServeConfig, extensions: Extensions, extra_tools: tuple[ToolDefinition, ...] = ()
+) -> Registry:
+    """The catalogue as this configuration serves it (config.json's custom tools, the extensions' tools, the
+    policy), once the directories it mounts are checked: `serve` runs with it, `tools` prints it."""
+    if not config.workspace.is_dir():
+        raise StartupError(f"The workspace {config.workspace} is not a directory.")
+    for name, path in config.vaults.items():
+        if not path.is_dir():
+            raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
+    try:
+        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + extensions.tools
+        return build_registry(user_tools + extra_tools, config.policy)
+    except RegistryError as exc:
+        raise StartupError(str(exc)) from exc
+
+
 @asynccontextmanager
 async def open_runtime(
     config: ServeConfig, extensions: Extensions | None = None, *, extra_tools: tuple[ToolDefinition, ...] = ()
 ) -> AsyncIterator[Runtime]:
     """The runtime; `extensions` defaults to loading the configured modules (the server passes the ones it
     also publishes resources and prompts from)."""
-    if not config.workspace.is_dir():
-        raise StartupError(f"The workspace {config.workspace} is not a directory.")
-    for name, path in config.vaults.items():
-        if not path.is_dir():
-            raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
-    if extensions is None:
-        extensions = startup_extensions(config)
+    registry = served_registry(config, startup_extensions(config) if extensions is None else extensions, extra_tools)
     try:
-        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + extensions.tools
-        registry = build_registry(user_tools + extra_tools, config.policy)
-    except RegistryError as exc:
+        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+    except DatabaseOpenError as exc:
         raise StartupError(str(exc)) from exc
-    db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
     try:
         if config.session is not None:
             async with db.read() as tx:

@@ -9,6 +9,7 @@ snapshot while a writer works.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
 from managed_tools.stores.migrations import MIGRATIONS
 
 Params = Sequence[Any] | dict[str, Any]
@@ -171,15 +172,24 @@ class Database:
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         readers: int = DEFAULT_READERS,
     ) -> Database:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await _connect(path, busy_timeout_ms)
+        """Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open
+        closes every connection it made, so no database thread outlives it (they would keep the process alive)."""
+        opened: list[aiosqlite.Connection] = []
         try:
-            await _prepare(writer, busy_timeout_ms)
-            pool = [await _connect(path, busy_timeout_ms) for _ in range(max(1, readers))]
-        except BaseException:
-            await writer.close()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _refuse_unusable_file(path)
+            opened.append(await _connect(path, busy_timeout_ms))
+            await _prepare(opened[0], busy_timeout_ms)
+            for _ in range(max(1, readers)):
+                opened.append(await _connect(path, busy_timeout_ms))
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                for conn in opened:
+                    await conn.close()
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise DatabaseOpenError(_unusable(path, exc)) from exc
             raise
-        return cls(path, writer, pool)
+        return cls(path, opened[0], opened[1:])
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -239,13 +249,66 @@ class Database:
             self._reader_send.send_nowait(conn)
 
 
+def _refuse_unusable_file(path: Path) -> None:
+    """A directory where the file should be, or a file SQLite would open read-only without a word (the first
+    write would fail much later)."""
+    if path.exists() and not path.is_file():
+        raise DatabaseOpenError(f"The state database {path} is not a file: move it aside, or choose another data dir.")
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and not os.access(file, os.W_OK):
+            raise DatabaseOpenError(
+                f"The state database file {file} is read-only: the server writes to it; make it writable, "
+                "or choose another data dir."
+            )
+
+
 async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
-    conn = await aiosqlite.connect(str(path), isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-    await conn.execute("PRAGMA foreign_keys=ON")
-    await conn.execute("PRAGMA synchronous=NORMAL")
+    conn = aiosqlite.connect(str(path), isolation_level=None)
+    try:
+        await conn
+    except BaseException:
+        # aiosqlite stops its thread after a failed connect without waiting for it; wait here (it only closes
+        # nothing), or it may outlive the event loop and report the closed loop on stderr.
+        conn._thread.join(timeout=5)
+        raise
+    try:
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await conn.close()
+        raise
     return conn
+
+
+def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
+    """Why the state file cannot be used and what to do, in one sentence for the person who started the server
+    (never shown to a model: it names host paths)."""
+    if isinstance(exc, FileExistsError):
+        return f"The data dir {path.parent} is a file, not a directory; choose another data dir."
+    if isinstance(exc, OSError):
+        return f"Cannot create the data dir {path.parent}: {exc.strerror or exc}; choose another data dir."
+    code = getattr(exc, "sqlite_errorname", "")
+    if code.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return (
+            f"The state database {path} is not a usable SQLite database ({exc}: corrupt, cut short, or another "
+            "kind of file): move it aside to start afresh, or choose another data dir."
+        )
+    if code.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")):
+        return (
+            f"The state database {path} is read-only ({exc}): the server writes to it and to its directory; "
+            "make both writable, or choose another data dir."
+        )
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"The state database {path} stayed locked by another process; try again in a moment."
+    if code.startswith("SQLITE_CANTOPEN"):
+        return (
+            f"Cannot open or create the state database {path} ({exc}): its directory must be a writable "
+            "directory; choose another data dir."
+        )
+    return f"Cannot use the state database {path} ({exc}): check it and its directory, or choose another data dir."
 
 
 async def _prepare(conn: aiosqlite.Connection, busy_timeout_ms: int) -> None:

@@ -17,5 +17,10 @@ class DatabaseBusyError(StoreError):
     """Another process held the database write lock longer than the busy timeout."""
 
 
+class DatabaseOpenError(StoreError):
+    """The state file cannot be opened or prepared at start-up; the message names it (a host path: for the person
+    who started the server, never for a model) and says what to do."""
+
+
 class PreconditionError(StoreError):
     """An optimistic-concurrency precondition (expected version or content hash) did not hold; nothing changed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -126,3 +127,36 @@ def test_version_does_not_load_the_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=60)
     assert out.stdout.splitlines() == [f"managed-tools {out.stdout.split()[1]}", "[]"], out
+
+
+def test_tools_lists_the_catalogue_as_served(tmp_path: Path) -> None:
+    # config.json's custom tool and policy, and an extension module's tools, as `serve` would publish them.
+    workspace, data_dir = tmp_path / "workspace", tmp_path / "data"
+    workspace.mkdir()
+    data_dir.mkdir()
+    custom = {"name": "ask_weather", "description": "A person reports the weather.", "outputSchema": {"type": "object"}}
+    policy = {"environment_describe": "always_ask"}
+    (data_dir / "config.json").write_text(json.dumps({"customTools": [custom], "policy": policy}))
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+    where = ["--workspace", str(workspace), "--data-dir", str(data_dir), "--tools-module", "probe_extension"]
+    out = subprocess.run(
+        [*CLI, "tools", "--json", *where], check=False, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    listed = {t["name"]: t["_meta"]["managed-tools/tool"] for t in json.loads(out.stdout)["tools"]}
+    assert listed["ask_weather"]["ownership"] == "custom"
+    assert {"probe_picture", "probe_chatty", "probe_pick"} <= set(listed)
+    assert listed["environment_describe"]["permissionPolicy"] == "always_ask"
+    assert "ask_weather" not in run("tools", "--json").stdout  # without them: the built-in catalogue only
+    printed = subprocess.run([*CLI, "tools", *where], check=False, capture_output=True, text=True, timeout=60, env=env)
+    assert re.search(r"^environment_describe +always_ask ", printed.stdout, re.MULTILINE), printed.stdout
+    assert re.search(r"^probe_picture ", printed.stdout, re.MULTILINE), printed.stdout
+
+
+def test_tools_says_what_is_wrong_with_a_tools_module(tmp_path: Path) -> None:
+    out = run("tools", "--data-dir", str(tmp_path / "data"), "--tools-module", str(tmp_path / "absent.py"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.splitlines() == [
+        f"managed-tools: Tools module file {str(tmp_path / 'absent.py')!r} does not exist or is not a file."
+    ]
