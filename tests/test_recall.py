@@ -4,6 +4,7 @@ sessions (a stdio server in its own process, several runtimes on one data dir) a
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ async def integrity(runtime: Runtime) -> None:
 async def stdio_marker(workspace: Path, data_dir: Path, text: str) -> str:
     """A marker written by a server in its own process; returns that session's id."""
     params = StdioServerParameters(
-        command=os.sys.executable,
+        command=sys.executable,
         args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace), "--data-dir", str(data_dir)],
         env=dict(os.environ),
     )
