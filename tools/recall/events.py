@@ -1,7 +1,8 @@
 """`session_search_context` (event by event) and `session_search_traces` (wake by wake): the FTS5 index of the
 event log, this agent's sessions only, re-ranked with the reference's scores (§3): the lexical score of the text
 +2 for an event (+3 for a trace), +2 when the session ran under the current setup, the relation and outcome
-boosts. bm25 picks the candidates; the reference's order decides among them."""
+boosts. The index picks the candidates (the whole query as a phrase, then every word, then any word, newest first);
+the reference's order decides among them."""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ async def _matches(
         types=types,
     )
     terms, phrases, fallback = search_parts(query)
-    found = await event_search.search_events(ctx.tx, scope, terms, phrases, count, fallback_words=fallback)
+    found = await event_search.search_events(
+        ctx.tx, scope, terms, phrases, count, whole=query.normalized, fallback_words=fallback
+    )
     return found, await session_facts(ctx, {m.session_id for m in found})
 
 
