@@ -256,14 +256,18 @@ async def append_call(
 
 
 async def run_writes(state: Path, calls: int, seed: int) -> WriteResult:
-    """The same calls appended to the indexed DB and to a copy without the index trigger, alternately."""
-    plain = state.with_name("unindexed.db")
-    with sqlite3.connect(state) as source, sqlite3.connect(plain) as copy:
-        source.backup(copy)
+    """The same calls appended to two fresh copies of the search DB, one without the index trigger, alternately
+    (copies made the same way, so their layout and cache start equal)."""
+    indexed, plain = state.with_name("indexed.db"), state.with_name("unindexed.db")
+    with sqlite3.connect(state) as source:
+        for target in (indexed, plain):
+            with sqlite3.connect(target) as copy:
+                source.backup(copy)
+    with sqlite3.connect(plain) as copy:
         copy.execute("DROP TRIGGER events_fts_ai")
     lang = Language(seed)
     lang.rng = random.Random(seed + 2)
-    indexed_db, plain_db = await Database.open(state), await Database.open(plain)
+    indexed_db, plain_db = await Database.open(indexed), await Database.open(plain)
     try:
         async with indexed_db.read() as tx:
             session = str(await tx.scalar("SELECT id FROM sessions WHERE agent_id = 'default' LIMIT 1"))

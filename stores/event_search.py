@@ -10,20 +10,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 from managed_tools.stores.db import Tx
-from managed_tools.stores.search import match_all, match_any
+from managed_tools.stores.events import EventHead
+from managed_tools.stores.search import match_all, passes
 
 
-class EventMatch(BaseModel):
-    seq: int
-    id: str
-    session_id: str
-    wake_id: str | None
-    type: str
-    created_at: str
-    body: str
+class EventMatch(EventHead):
+    body: str  # the indexed text
 
 
 @dataclass(frozen=True)
@@ -96,15 +89,12 @@ async def search_events(
     """
     if not (terms or phrases) or (scope.sessions is not None and not scope.sessions):
         return []
-    passes = [match_all(terms, phrases)]
+    queries = passes(terms, phrases, fallback_words)
     if len(terms) + len(phrases) > 1 and whole.strip():
-        passes.insert(0, match_all([], [whole]))
-    wider = [*terms, *(w for w in fallback_words if w not in terms)]
-    if len(terms) + len(phrases) > 1 or len(wider) > len(terms):
-        passes.append(match_any(wider, phrases))
+        queries.insert(0, match_all([], [whole]))
     found: list[EventMatch] = []
     seen: set[int] = set()
-    for text in passes:
+    for text in queries:
         wanted = limit - len(found)
         if wanted <= 0:
             break

@@ -14,13 +14,18 @@ from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
 
-class EventRecord(BaseModel):
+class EventHead(BaseModel):
+    """Where an event sits: its order, ids, wake, type and time."""
+
     seq: int
     id: str
     session_id: str
     wake_id: str | None
     type: str
     created_at: str
+
+
+class EventRecord(EventHead):
     processed: bool
     summary: str | None
     payload: dict[str, Any]

@@ -60,13 +60,16 @@ async def test_a_marker_from_another_process_is_found_by_each_search(
     workspace: Path, tmp_path: Path, connect: Connect
 ) -> None:
     data_dir = tmp_path / "data"
-    writer = await stdio_marker(workspace, data_dir, f"deploy note {MARKER} for the release")
     async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=data_dir)) as runtime:
-        async with connect(runtime, "legacy") as client:  # the writer spoke the 2026 era
+        async with connect(runtime, "legacy") as client:  # the writer speaks the 2026 era
+            before = await search(client, "session_search_context", query=MARKER)
+            # written while this server is running: its index is the same file, current as soon as it commits
+            writer = await stdio_marker(workspace, data_dir, f"deploy note {MARKER} for the release")
             context = data(await client.call_tool("session_search_context", {"query": MARKER}))
             traces = data(await client.call_tool("session_search_traces", {"query": MARKER}))
             merged = data(await client.call_tool("retrieval_search", {"query": MARKER}))
         await integrity(runtime)
+    assert before["count"] == 0
     assert context["agentId"] == "default" and context["count"] >= 1
     top = context["hits"][0]
     assert top["sessionId"] == writer and top["backend"] == "session_context"
