@@ -51,8 +51,8 @@ def _expression(scope: EventScope, text: str) -> str:
 
 
 async def _newest(tx: Tx, scope: EventScope, text: str, limit: int) -> list[int]:
-    """The seqs of the newest `limit` events in scope matching `text`; FTS5 walks its doclists backwards and stops
-    there, so the cost follows `limit`, not the number of matches."""
+    """The seqs of the newest `limit` events in scope matching `text`. FTS5 walks its doclists backwards and stops
+    there, so a common word costs what `limit` costs (a rare phrase of common words still walks their doclists)."""
     rows = await tx.fetchall(
         "SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
         (_expression(scope, text), limit),
