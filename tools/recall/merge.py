@@ -77,28 +77,23 @@ class RetrievalOutput(WireModel):
 
 
 async def _memory_hits(ctx: ToolContext, args: RecallArgs) -> list[RecallHit]:
-    found = await memory_search(ctx, SearchArgs.model_validate({"query": args.query, "limit": args.limit,
-                                                                 "lineage": args.lineage}))  # fmt: skip
+    """memory_search's hits, with the same session facts as the event backends (relation, setup match, posture)."""
+    query = {"query": args.query, "limit": args.limit, "lineage": args.lineage}
+    found = await memory_search(ctx, SearchArgs.model_validate(query))
     facts = await session_facts(ctx, {h.session_id for h in found.hits if h.session_id is not None})
     hits: list[RecallHit] = []
     for hit in found.hits:
+        fields = {
+            "setup_match": None,
+            "session_relation": None,
+            **hit.model_dump(by_alias=False, exclude={"backend", "expansion"}),
+        }
         fact = facts.get(hit.session_id or "")
-        fields = {**hit.model_dump(by_alias=False, include={"source", "title", "snippet", "score", "reasons",
-                                                            "requires_action"}),
-                  "session_id": hit.session_id, "setup_match": None, "session_relation": None,
-                  "outcome_status": hit.outcome_status, "promotion_ready": hit.promotion_ready,
-                  "outcome_trend": hit.outcome_trend}  # fmt: skip
         if fact is not None:
             fields.update(fact.hit_fields())
+        expansion = setup_aware(hit.expansion, hit.session_id, fields["setup_match"])
         hits.append(
-            RecallHit(
-                backend="memory",
-                event_id=None,
-                wake_id=None,
-                created_at=None,
-                expansion=setup_aware(hit.expansion, hit.session_id, fields["setup_match"]),
-                **fields,
-            )
+            RecallHit(backend="memory", event_id=None, wake_id=None, created_at=None, expansion=expansion, **fields)
         )
     return hits
 
