@@ -122,9 +122,11 @@ async def test_include_current(runtime: Runtime, connect: Connect, mode: str) ->
             assert all(h["sessionRelation"] is None for h in found["hits"])
 
 
-async def seed(runtime: Runtime, session_id: str, event_type: str, payload: dict[str, Any]) -> None:
+async def seed(
+    runtime: Runtime, session_id: str, event_type: str, payload: dict[str, Any], wake_id: str | None = None
+) -> None:
     async with runtime.db.write() as tx:
-        await events.append_event(tx, session_id, None, event_type, payload)
+        await events.append_event(tx, session_id, wake_id, event_type, payload)
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -136,7 +138,11 @@ async def test_lineage_over_parent_and_child_rows(runtime: Runtime, connect: Con
         child = await sessions.create_session(tx, "default", parent_id=current.id, title="child")
         stranger = await sessions.create_session(tx, "default", title="stranger")
     for record in (parent, sibling, child, stranger):
-        await seed(runtime, record.id, "user.define_outcome", {"title": f"ship {MARKER}", "successCriteria": []})
+        async with runtime.db.write() as tx:
+            wake = await sessions.open_wake(tx, record.id, transport="stdio", setup_fingerprint="0" * 64)
+        await seed(
+            runtime, record.id, "user.define_outcome", {"title": f"ship {MARKER}", "successCriteria": []}, wake.id
+        )
     expected = {
         "parent": {parent.id},
         "children": {child.id},
@@ -149,14 +155,14 @@ async def test_lineage_over_parent_and_child_rows(runtime: Runtime, connect: Con
             args: dict[str, Any] = {"query": MARKER, "limit": 20}
             if lineage is not None:
                 args["lineage"] = lineage
-            found = data(await client.call_tool("session_search_context", args))
-            assert hit_sessions(found) == wanted, lineage
+            for tool in SEARCHES:
+                found = data(await client.call_tool(tool, args))
+                assert hit_sessions(found) == wanted, (tool, lineage)
         ranked = data(await client.call_tool("session_search_context", {"query": MARKER}))
     relations = [h["sessionRelation"] for h in ranked["hits"]]
     assert relations[:3] == ["parent", "child", "sibling"] or set(relations[:2]) == {"parent", "child"}
     assert relations[-1] is None  # the unrelated session: no relation boost, last
-    assert ranked["hits"][0]["expansion"]["tool"] == "session_get_events"  # no wake: the events around it
-    assert ranked["hits"][0]["expansion"]["args"]["aroundEventId"] == ranked["hits"][0]["eventId"]
+    assert {h["expansion"]["tool"] for h in ranked["hits"]} == {"agent_compare_setup"}  # all under another setup
 
 
 async def test_types_filter(runtime: Runtime, connect: Connect) -> None:
@@ -171,6 +177,10 @@ async def test_types_filter(runtime: Runtime, connect: Connect) -> None:
     assert {h["source"] for h in every["hits"]} == {"permission.decided", "user.define_outcome"}
     assert [h["source"] for h in only["hits"]] == ["permission.decided"]
     assert none["count"] == 0
+    hit = only["hits"][0]  # an event outside any wake: read the events around it
+    assert hit["expansion"]["tool"] == "session_get_events" and hit["setupMatch"] is None
+    around = {"sessionId": other.id, "aroundEventId": hit["eventId"], "beforeLimit": 2, "afterLimit": 2}
+    assert hit["expansion"]["args"] == around
 
 
 async def test_ranking_follows_the_reference(runtime: Runtime, connect: Connect) -> None:
