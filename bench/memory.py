@@ -53,8 +53,8 @@ from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
 from managed_tools.tools.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.executor import execute
-from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search, search_parts
-from managed_tools.tools.retrieval import STOPWORDS, build_query
+from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search
+from managed_tools.tools.retrieval import STOPWORDS, build_query, search_parts
 
 TARGET_P95_MS = 5.0
 TARGET_SIZE = 100_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,13 +14,18 @@ from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
 
-class EventRecord(BaseModel):
+class EventHead(BaseModel):
+    """Where an event sits: its order, ids, wake, type and time."""
+
     seq: int
     id: str
     session_id: str
     wake_id: str | None
     type: str
     created_at: str
+
+
+class EventRecord(EventHead):
     processed: bool
     summary: str | None
     payload: dict[str, Any]
@@ -144,13 +149,25 @@ async def window_events(
 
 async def list_traces(tx: Tx, session_id: str, limit: int) -> list[TraceSummary]:
     """One summary per wake of the session, the most recently active wake first."""
+    return await _traces(tx, "session_id = ?", [session_id], limit)
+
+
+async def traces_of(tx: Tx, wake_ids: Collection[str]) -> dict[str, TraceSummary]:
+    """The summary of each named wake that has events."""
+    if not wake_ids:
+        return {}
+    marks = ",".join("?" * len(wake_ids))
+    return {t.wake_id: t for t in await _traces(tx, f"wake_id IN ({marks})", list(wake_ids), len(wake_ids))}
+
+
+async def _traces(tx: Tx, where: str, params: list[Any], limit: int) -> list[TraceSummary]:
     rows = await tx.fetchall(
         "SELECT wake_id, MIN(created_at) AS started_at, MAX(created_at) AS updated_at, COUNT(*) AS event_count, "
         "MAX(seq) AS last_seq, (SELECT e2.summary FROM events e2 WHERE e2.wake_id = e.wake_id "
         "AND e2.summary IS NOT NULL ORDER BY e2.seq DESC LIMIT 1) AS latest_summary "
-        "FROM events e WHERE session_id = ? AND wake_id IS NOT NULL GROUP BY wake_id "
+        f"FROM events e WHERE {where} AND wake_id IS NOT NULL GROUP BY wake_id "
         "ORDER BY last_seq DESC LIMIT ?",
-        (session_id, limit),
+        [*params, limit],
     )
     traces: list[TraceSummary] = []
     for row in rows:

@@ -274,4 +274,34 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "WHERE type = 'span.completed'",
         ),
     ),
+    (
+        8,
+        "the full-text index of events",
+        (
+            # What is searchable in an event: its summary and the string leaves of its payload (tool names, the
+            # argument previews, errors, bounded result summaries, outcome titles and criteria, decision notes),
+            # without ids and digests that would only bloat the index. The agent, session and type are indexed as
+            # hex tokens so a search filters on them inside the index. A search tool's own spans are left out:
+            # a query is not evidence of work, and would outrank the work it looks for.
+            """CREATE VIEW event_search_docs AS SELECT e.seq AS seq, hex(s.agent_id) AS agent,
+                hex(e.session_id) AS session, hex(e.type) AS type,
+                trim(coalesce(e.summary, '') || ' ' || coalesce((SELECT group_concat(j.value, ' ')
+                    FROM json_tree(e.payload) AS j WHERE j.type = 'text'
+                    AND j.key NOT IN ('spanId', 'spanKind', 'argsDigest', 'requestId')), '')) AS body
+                FROM events e JOIN sessions s ON s.id = e.session_id
+                WHERE NOT (e.type IN ('span.started', 'span.completed') AND json_extract(e.payload, '$.toolName')
+                    IN ('session_search_context', 'session_search_traces', 'retrieval_search', 'memory_search'))""",
+            # External content: the text lives once, in events; the index holds only the tokens. Events are
+            # append-only, so an insert trigger keeps it current in the appending transaction.
+            "CREATE VIRTUAL TABLE events_fts USING fts5(agent, session, type, body, content='event_search_docs', "
+            "content_rowid='seq')",
+            """CREATE TRIGGER events_fts_ai AFTER INSERT ON events BEGIN
+                INSERT INTO events_fts(rowid, agent, session, type, body)
+                SELECT seq, agent, session, type, body FROM event_search_docs WHERE seq = NEW.seq;
+            END""",
+            # Databases from before this migration: index the events they already hold.
+            "INSERT INTO events_fts(rowid, agent, session, type, body) "
+            "SELECT seq, agent, session, type, body FROM event_search_docs",
+        ),
+    ),
 )

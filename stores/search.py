@@ -42,6 +42,16 @@ def match_any(terms: list[str], phrases: list[str]) -> str:
     return " OR ".join(_quote(part) for part in [*phrases, *terms])
 
 
+def passes(terms: list[str], phrases: list[str], fallback_words: Sequence[str]) -> list[str]:
+    """The queries a search runs in turn: every term and phrase, then (when that differs) any term, phrase or
+    fallback word."""
+    found = [match_all(terms, phrases)]
+    wider = [*terms, *(w for w in fallback_words if w not in terms)]
+    if len(terms) + len(phrases) > 1 or len(wider) > len(terms):
+        found.append(match_any(wider, phrases))
+    return found
+
+
 def make_snippet(body: str, needles: list[str], width: int = SNIPPET_CHARS) -> str:
     """About `width` characters around the first needle found (or the start), whitespace collapsed."""
     lower = body.lower()
@@ -115,13 +125,9 @@ async def search(
     needles = [*phrases, *terms]
     if not needles:
         return []
-    passes = [match_all(terms, phrases)]
-    wider = [*terms, *(w for w in fallback_words if w not in terms)]
-    if len(needles) > 1 or len(wider) > len(terms):
-        passes.append(match_any(wider, phrases))
     found: list[SearchRow] = []
     seen: set[str] = set()
-    for query in passes:
+    for query in passes(terms, phrases, fallback_words):
         wanted = limit - len(found)
         if wanted <= 0:
             break

@@ -18,6 +18,7 @@ SEAMS = {
     f"{PACKAGE}.shell.posture": "live shells and the shell posture every family reports",
     f"{PACKAGE}.shell.rewrites": "the read-first rewrites of a shell command that permissions_check offers",
     f"{PACKAGE}.environment.setup": "the mounted resources and the setup fingerprints",
+    f"{PACKAGE}.memory.search": "memory_search, one of the backends retrieval_search merges",
 }
 # sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers (docs/decisions.md).
 ROUTES = {

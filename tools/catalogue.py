@@ -13,6 +13,7 @@ from managed_tools.tools.memory import tools as memory_tools
 from managed_tools.tools.outcomes import tools as outcome_tools
 from managed_tools.tools.permissions import tools as permissions
 from managed_tools.tools.planning import tools as planning
+from managed_tools.tools.recall import tools as recall
 from managed_tools.tools.registry import Registry
 from managed_tools.tools.sandbox import tools as sandbox
 from managed_tools.tools.sessions import tools as session_tools
@@ -25,6 +26,7 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     outcome_tools.DEFINITIONS,
     memory_tools.DEFINITIONS,
     memory_search.DEFINITIONS,
+    recall.DEFINITIONS,
     planning.DEFINITIONS,
     file_tools.DEFINITIONS,
     sandbox.DEFINITIONS,

@@ -45,6 +45,7 @@ ErrorKind = Literal[
     "internal",
 ]
 PREVIEW_CHARS = 200
+RESULT_SUMMARY_CHARS = 300
 CONSENT_ARGS_CHARS = 2000
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
@@ -95,6 +96,9 @@ class _Span:
     span_id: str = field(default_factory=uuid7)
     started: float = field(default_factory=time.perf_counter)
     completed: bool = False
+    # A writing tool's result is new evidence (what changed, what a command printed): its completion keeps a
+    # bounded summary, which the event search indexes. A reading tool's result only restates recorded state.
+    summarize_result: bool = False
 
     def completed_payload(self, result: CallResult) -> tuple[dict[str, Any], str]:
         duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
@@ -109,6 +113,8 @@ class _Span:
         if result.is_error:
             payload["errorKind"] = result.error_kind
             payload["error"] = _clip(result.text, 400)
+        elif self.summarize_result:
+            payload["resultSummary"] = _clip(result.text, RESULT_SUMMARY_CHARS)
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
         return payload, summary
 
@@ -142,6 +148,7 @@ async def execute(
             args, canonical, digest = parse_call(definition, arguments)
         except ArgumentError as exc:
             raise _Refusal("invalid_arguments", str(exc)) from None
+        span.summarize_result = not definition.read_only and not definition.hidden_args
     except _Refusal as refusal:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
         return await _record_refusal(span, result, arguments)

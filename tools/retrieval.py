@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from managed_tools.stores.outcomes import Outcome
+
 STOPWORDS = frozenset(
     [
         "a",
@@ -92,3 +94,25 @@ def score_text(text: str, query: Query) -> tuple[int, list[str]]:
             score += weight * hits
             reasons.append(f"{label}:{hits}")
     return score, reasons
+
+
+def outcome_affinity(current: Outcome | None, other: Outcome | None) -> int:
+    """How close another session's outcome is to the current one: +3 for the same title, +1 per shared
+    criteria word (longer than two letters), at most +2."""
+    if current is None or other is None:
+        return 0
+    boost = 3 if current.title.strip().lower() == other.title.strip().lower() else 0
+
+    def words(outcome: Outcome) -> set[str]:
+        return {w for c in outcome.success_criteria for w in c.lower().split() if len(w) > 2}
+
+    return boost + min(2, len(words(current) & words(other)))
+
+
+def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
+    """(terms, phrases, fallback words) for the index. A path or identifier must match as one phrase; its
+    pieces only count in the any-word fallback (so `body:canary` still finds "canary")."""
+    structured = [*query.identifiers, *query.path_terms]
+    pieces = {w for token in structured for w in re.findall(r"\w+", token.lower())}
+    words = [t for t in query.terms if t not in pieces]
+    return [*words, *structured], query.phrases, sorted(pieces)

@@ -27,3 +27,16 @@ def relation(current: SessionRecord, other: SessionRecord) -> Relation | None:
     if current.parent_id is not None and other.parent_id == current.parent_id:
         return "sibling"
     return None
+
+
+LINEAGE_RELATIONS: dict[Lineage, frozenset[Relation]] = {
+    "related": frozenset({"parent", "child", "sibling"}),
+    "parent": frozenset({"parent"}),
+    "children": frozenset({"child"}),
+    "siblings": frozenset({"sibling"}),
+}
+
+
+def in_lineage(lineage: Lineage | None, rel: Relation | None) -> bool:
+    """Does a session related to the current one as `rel` pass a `lineage` filter (None passes all)?"""
+    return lineage is None or rel in LINEAGE_RELATIONS[lineage]

@@ -7,20 +7,18 @@ setup match, relation, recency and key, so results are deterministic.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from managed_tools.stores import outcomes, search, sessions
-from managed_tools.stores.outcomes import Outcome
 from managed_tools.stores.search import SearchRow
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
-from managed_tools.tools.retrieval import Query, build_query, score_text
+from managed_tools.tools.retrieval import build_query, outcome_affinity, score_text, search_parts
 from managed_tools.tools.scope import Lineage, relation
 
 SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
@@ -82,26 +80,6 @@ def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
     return NextTool(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
 
 
-def _affinity(current: Outcome | None, other: Outcome | None) -> int:
-    if current is None or other is None:
-        return 0
-    boost = 3 if current.title.strip().lower() == other.title.strip().lower() else 0
-
-    def words(outcome: Outcome) -> set[str]:
-        return {w for c in outcome.success_criteria for w in c.lower().split() if len(w) > 2}
-
-    return boost + min(2, len(words(current) & words(other)))
-
-
-def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
-    """(terms, phrases, fallback words) for the index. A path or identifier must match as one phrase; its
-    pieces only count in the any-word fallback (so `body:canary` still finds "canary")."""
-    structured = [*query.identifiers, *query.path_terms]
-    pieces = {w for token in structured for w in re.findall(r"\w+", token.lower())}
-    words = [t for t in query.terms if t not in pieces]
-    return [*words, *structured], query.phrases, sorted(pieces)
-
-
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     query = build_query(args.query)
     if query.empty:
@@ -135,7 +113,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
             for label, value in (
                 ("relation", {"parent": 2, "child": 2, "sibling": 1}.get(rel or "", 0)),
                 ("setup-match", 2 if same_setup else 0),
-                ("outcome-affinity", _affinity(outcome_of.get(ctx.session_id), outcome_of.get(row.session_id))),
+                ("outcome-affinity", outcome_affinity(outcome_of.get(ctx.session_id), outcome_of.get(row.session_id))),
             ):
                 if value:
                     boost += value
