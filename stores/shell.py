@@ -153,3 +153,31 @@ async def recent_commands(tx: Tx, session_id: str, limit: int) -> list[CommandRe
         "SELECT * FROM shell_commands WHERE session_id = ? ORDER BY seq DESC LIMIT ?", (session_id, limit)
     )
     return [_record(r) for r in rows]
+
+
+async def recent_commands_of(tx: Tx, session_ids: list[str], per_session: int) -> dict[str, list[CommandRecord]]:
+    """The newest `per_session` commands of each session, newest first."""
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    rows = await tx.fetchall(
+        f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY seq DESC) AS nth "
+        f"FROM shell_commands WHERE session_id IN ({marks})) WHERE nth <= ? ORDER BY session_id, seq DESC",
+        [*session_ids, per_session],
+    )
+    found: dict[str, list[CommandRecord]] = {}
+    for row in rows:
+        found.setdefault(row["session_id"], []).append(_record(row))
+    return found
+
+
+async def states_of(tx: Tx, session_ids: list[str]) -> dict[str, ShellState]:
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    rows = await tx.fetchall(
+        f"SELECT session_id, cwd, env, updated_at FROM shell_states WHERE session_id IN ({marks})", session_ids
+    )
+    return {
+        r["session_id"]: ShellState(cwd=r["cwd"], env=json.loads(r["env"]), updated_at=r["updated_at"]) for r in rows
+    }
