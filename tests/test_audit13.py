@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import Connect, data, error_text
+from conftest import Connect, data
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
@@ -14,7 +14,7 @@ from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
-BAD_NAME_MODULE = '''
+BAD_NAME_MODULE = """
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.models import Arguments, WireModel
 
@@ -37,7 +37,7 @@ TOOLS = (
         input_model=Args, output_model=Out, handler=echo,
     ),
 )
-'''
+"""
 
 
 async def test_a_user_tool_with_an_off_pattern_name_only_warns(
@@ -99,3 +99,27 @@ async def test_memory_search_finds_another_sessions_shell_commands_and_checkpoin
         "args": {"target": "shell_state", "sessionId": mine},
         "rationale": "Read the whole store this snippet comes from.",
     }
+
+
+# ---- glob -------------------------------------------------------------------------------------------------
+
+
+async def test_glob_lists_empty_directories_but_not_ignored_ones(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    (workspace / ".gitignore").write_text("build/\n")
+    (workspace / "build" / "cache").mkdir(parents=True)
+    (workspace / "build" / "out.o").write_text("x")
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.py").write_text("x")
+    (workspace / "src" / "empty").mkdir()
+    async with connect(runtime) as client:
+        data(await client.call_tool("sandbox_execute", {"name": "mkdir", "input": {"path": "d1/d2"}}))
+        d2 = data(await client.call_tool("glob", {"pattern": "d2", "kind": "directory"}))
+        every = data(await client.call_tool("glob", {"pattern": "**", "kind": "directory"}))
+        both = data(await client.call_tool("glob", {"pattern": "*"}))
+        only_files = data(await client.call_tool("glob", {"pattern": "**", "kind": "file"}))
+    assert d2["matches"] == ["/workspace/d1/d2"]
+    assert every["matches"] == ["/workspace/d1", "/workspace/d1/d2", "/workspace/src", "/workspace/src/empty"]
+    assert "/workspace/d1" in both["matches"] and "/workspace/.gitignore" in both["matches"]
+    assert only_files["matches"] == ["/workspace/.gitignore", "/workspace/src/a.py"]
