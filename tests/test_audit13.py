@@ -10,6 +10,7 @@ from conftest import Connect, data
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
+from managed_tools.stores.mounts import substrate_dir
 from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -123,3 +124,22 @@ async def test_glob_lists_empty_directories_but_not_ignored_ones(
     assert every["matches"] == ["/workspace/d1", "/workspace/d1/d2", "/workspace/src", "/workspace/src/empty"]
     assert "/workspace/d1" in both["matches"] and "/workspace/.gitignore" in both["matches"]
     assert only_files["matches"] == ["/workspace/.gitignore", "/workspace/src/a.py"]
+
+
+# ---- resources_compare_with_substrate -------------------------------------------------------------------------
+
+
+async def test_a_one_line_diff_preview_shows_a_change(
+    runtime: Runtime, connect: Connect, config: ServeConfig, workspace: Path
+) -> None:
+    (substrate_dir(config.data_dir, config.agent) / "SOUL.md").write_text("# Soul\nbe kind\nbe brave\n")
+    async with connect(runtime) as client:
+        data(await client.call_tool("resources_stage_from_substrate", {"sourcePath": "SOUL.md"}))
+        (workspace / "SOUL.md").write_text("# Soul\nbe kind and brief\nbe brave\n")
+        one = data(
+            await client.call_tool("resources_compare_with_substrate", {"sessionPath": "SOUL.md", "maxPreviewLines": 1})
+        )
+        whole = data(await client.call_tool("resources_compare_with_substrate", {"sessionPath": "SOUL.md"}))
+    assert one["preview"] == ["--- /workspace/agent/SOUL.md", "+++ /workspace/SOUL.md", "@@ -2 +2 @@", "-be kind"]
+    assert one["previewTruncated"] and not whole["previewTruncated"]
+    assert whole["preview"][3:] == [" # Soul", "-be kind", "+be kind and brief", " be brave"]
