@@ -189,7 +189,19 @@ async def shell_restart(ctx: ToolContext, args: RestartInput) -> core.ShellPostu
     return await _posture(ctx)
 
 
+def _not_running(ctx: ToolContext) -> None:
+    """Closing is not a way to stop a command by accident: shell_restart is the explicit one."""
+    shell = core.live_shell(ctx.runtime, ctx.session_id)
+    if shell is not None and shell.busy and shell.current is not None and shell.current.id != core.INTERNAL_JOB:
+        raise ToolError(
+            f"The persistent shell is running command {shell.current.id} ({shell.current.command[:80]!r}); "
+            f'closing it would kill the command. Next: shell_wait {{"commandId": "{shell.current.id}"}}, or '
+            "shell_restart to kill it on purpose."
+        )
+
+
 async def shell_close(ctx: ToolContext, _: NoArguments) -> core.ShellPosture:
+    _not_running(ctx)
     shell = core.live_shell(ctx.runtime, ctx.session_id)
     if shell is not None:
         await shell.close()
@@ -307,7 +319,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_restart",
         title="Restart the persistent shell",
-        description="Kill the session's persistent shell (and anything it runs) and start a fresh one.",
+        description="Kill the session's persistent shell (a running command is recorded as killed) and start a "
+        "fresh one.",
         input_model=RestartInput,
         output_model=core.ShellPosture,
         handler=shell_restart,
@@ -318,7 +331,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_close",
         title="Close the persistent shell",
-        description="Close the session's persistent shell, killing its process group.",
+        description="Close the session's persistent shell and its process group; refused while a command runs "
+        "(shell_restart kills it).",
         input_model=NoArguments,
         output_model=core.ShellPosture,
         handler=shell_close,

@@ -352,6 +352,9 @@ class PersistentShell:
         await _safely(on_done, job)
 
     async def close(self) -> None:
+        """Kill the shell and its group: a command running in it is recorded as `killed`."""
+        if self.current is not None:
+            self.current.cancelled = True
         self.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
