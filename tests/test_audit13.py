@@ -187,3 +187,29 @@ async def test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running(
     assert started["status"] == "running" and started["nextStep"]["tool"] == "shell_wait"  # a handle, not a kill
     assert answer_["state"] == "running" and answer_["command"]["commandId"] == started["commandId"]
     assert finished["state"] == "completed" and finished["command"]["stdout"] == "done\n"
+
+
+# ---- outcome_evaluate ------------------------------------------------------------------------------------------
+
+
+async def test_an_early_stumble_does_not_fail_the_whole_connection(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("old\n")
+    async with connect(runtime) as client:
+        await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes rewritten"]})
+        assert (await client.call_tool("read", {"path": "nope.txt"})).is_error
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes rewritten"}))
+        after_stumble = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        data(await client.call_tool("glob", {"pattern": "*.md"}))  # newer work on the workspace
+        moved_on = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        assert (await client.call_tool("edit", {"path": "gone.md", "oldText": "a", "newText": "b"})).is_error
+        data(await client.call_tool("grep", {"query": "old"}))  # a read does not make up for a failed write
+        write_open = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        data(await client.call_tool("write", {"path": "notes.md", "content": "new\n"}))
+        written = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+    assert after_stumble["status"] == "fail"  # nothing was done on the workspace since
+    assert "read" in after_stumble["summary"]
+    assert moved_on["status"] == "pass" and moved_on["promotionReady"] is True
+    assert write_open["status"] == "fail" and "edit" in write_open["summary"]
+    assert written["status"] == "pass"
