@@ -278,3 +278,42 @@ def test_a_mount_whose_real_path_a_shell_would_misread_is_refused(tmp_path: Path
     with pytest.raises(ToolError, match="cannot be mapped into the command text"):
         map_virtual_paths(_guard(root), "ls /workspace")
     assert map_virtual_paths(_guard(root), "ls docs") == "ls docs"  # nothing to map: runs as written
+
+
+# ---- session_list --------------------------------------------------------------------------------------------
+
+
+async def test_session_list_filters_and_sorts_by_outcome(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as passed:
+        await passed.call_tool("outcome_define", {"title": "Ship", "successCriteria": ["kestrel landed"]})
+        await passed.call_tool("memory_write", {"target": "session_state", "content": "kestrel landed"})
+        a = data(await passed.call_tool("outcome_evaluate", {}))["sessionId"]
+    async with connect(runtime) as other:
+        await other.call_tool("outcome_define", {"title": "Other", "successCriteria": ["x"]})
+        b = data(await other.call_tool("outcome_evaluate", {}))["sessionId"]
+    async with connect(runtime) as plain:
+        c = data(await plain.call_tool("session_get_snapshot", {}))["sessionId"]
+    async with connect(runtime) as client:
+        await client.call_tool("outcome_define", {"title": "ship", "successCriteria": ["y"]})
+
+        async def listed(**filters: object) -> list[str]:
+            found = data(await client.call_tool("session_list", {"includeCurrent": False, **filters}))
+            return [s["sessionId"] for s in found["sessions"]]
+
+        everything = data(await client.call_tool("session_list", {"includeCurrent": False}))
+        with_outcome = await listed(hasOutcome=True)
+        without = await listed(hasOutcome=False)
+        ready = await listed(promotionReady=True)
+        not_ready = await listed(outcomeStatus="not_ready")
+        first = await listed(outcomeTrend="first_iteration")
+        recent = await listed(activeMinutes=5)
+    by_id = {s["sessionId"]: s for s in everything["sessions"]}
+    assert by_id[a]["activeOutcomeTitle"] == "Ship" and by_id[a]["outcomeStatus"] == "pass"
+    assert by_id[a]["promotionReady"] is True and by_id[a]["outcomeMatchesCurrent"] is True
+    assert by_id[a]["outcomeEvaluatedAt"] is not None
+    assert by_id[b]["outcomeStatus"] == "not_ready" and by_id[b]["outcomeMatchesCurrent"] is False
+    assert by_id[c]["activeOutcomeTitle"] is None and by_id[c]["promotionReady"] is False
+    assert everything["sessions"][0]["sessionId"] == a  # the same outcome as the current one first
+    assert sorted(with_outcome) == sorted([a, b]) and without == [c]
+    assert ready == [a] and not_ready == [b] and sorted(first) == sorted([a, b])
+    assert sorted(recent) == sorted([a, b, c])
