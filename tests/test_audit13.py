@@ -14,6 +14,7 @@ from test_permissions import answer
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import outcomes, sessions
 from managed_tools.stores.mounts import Mount, substrate_dir
 from managed_tools.stores.paths import PathGuard
 from managed_tools.tools.context import Runtime
@@ -317,3 +318,29 @@ async def test_session_list_filters_and_sorts_by_outcome(runtime: Runtime, conne
     assert sorted(with_outcome) == sorted([a, b]) and without == [c]
     assert ready == [a] and not_ready == [b] and sorted(first) == sorted([a, b])
     assert sorted(recent) == sorted([a, b, c])
+
+
+# ---- outcome_define ---------------------------------------------------------------------------------------------
+
+
+async def test_outcome_define_takes_a_session_of_the_same_agent(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as client:
+        current = data(await client.call_tool("session_get_snapshot", {}))["sessionId"]
+        async with runtime.db.write() as tx:
+            child = await sessions.create_session(tx, "default", parent_id=current)
+            stranger = await sessions.create_session(tx, "beta")
+        defined = data(
+            await client.call_tool(
+                "outcome_define", {"sessionId": child.id, "title": "Child work", "successCriteria": ["done"]}
+            )
+        )
+        read = data(await client.call_tool("outcome_read", {"sessionId": child.id}))
+        mine = data(await client.call_tool("outcome_read", {}))
+        events = data(await client.call_tool("session_get_events", {"sessionId": child.id}))
+        refused = await client.call_tool("outcome_define", {"sessionId": stranger.id, "title": "Not mine"})
+    assert defined["sessionId"] == child.id and read["activeOutcome"]["title"] == "Child work"
+    assert mine["activeOutcome"] is None
+    assert [(e["type"], e["wakeId"]) for e in events["events"]] == [("user.define_outcome", None)]
+    assert "not available" in error_text(refused)
+    async with runtime.db.read() as tx:
+        assert await outcomes.active(tx, stranger.id) is None
