@@ -1,6 +1,6 @@
-"""`memory_search`: FTS5/bm25 over the agent's memory, learnings and outcomes, plus the live views of its recent
-sessions (checkpoint summary, shell state), re-ranked with the reference's boosts (reference §3 "memory_search
-ranking") and explained hit by hit.
+"""`memory_search`: FTS5/bm25 over the agent's memory, learnings, outcomes and shell states (cwd, env keys, the
+last commands and their output, indexed as each command ends), plus the checkpoint summaries of its recent
+sessions, re-ranked with the reference's boosts (reference §3 "memory_search ranking") and explained hit by hit.
 
 score = lexical score (tools.retrieval) + source boost + session boosts + bm25 relevance. A text whose lexical
 score is 0 (the index matched it on a folded form, such as "cafe" for "café") names no query word and is dropped.
@@ -14,10 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.stores import events, outcomes, search, sessions, shell
+from managed_tools.stores import events, outcomes, search, sessions
 from managed_tools.stores.outcomes import Outcome
 from managed_tools.stores.search import SearchRow, make_snippet
-from managed_tools.stores.sessions import SessionRecord
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
@@ -42,8 +41,7 @@ LINEAGE_RELATIONS = {
 }
 CANDIDATES = 24  # re-ranked in Python; three times the default limit
 SNIPPET_CHARS = 180
-LIVE_SESSIONS = 50  # the agent's most recently active sessions whose live views are searched
-LIVE_COMMANDS = 5  # per session, as many as the reference's shell state keeps
+LIVE_SESSIONS = 50  # the agent's most recently active sessions whose checkpoint summaries are searched
 
 
 class Hit(WireModel):
@@ -114,38 +112,27 @@ def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
     return [*words, *structured], query.phrases, sorted(pieces)
 
 
-def _shell_text(state: shell.ShellState | None, commands: list[shell.CommandRecord]) -> str:
-    """The shell state as the reference searches it: cwd, env keys (never values), the last commands and output."""
-    state = state or shell.ShellState()
-    lines = [f"cwd {state.cwd}", "env " + " ".join(sorted(state.env)) if state.env else ""]
-    for record in commands:
-        lines += [f"$ {' '.join([record.command, *record.args])}", record.stdout, record.stderr]
-    return "\n".join(line for line in lines if line.strip())
-
-
-def _live_row(source: str, record: SessionRecord, body: str, needles: list[str]) -> SearchRow:
-    return SearchRow(
-        key=f"{source}:{record.id}", source=source, session_id=record.id, title=source,
-        created_at=record.last_activity_at, body=body, snippet=make_snippet(body, needles), bm25=0.0,
-    )  # fmt: skip
-
-
-async def live_rows(ctx: ToolContext, needles: list[str]) -> list[SearchRow]:
-    """The views that change with every call, so are read rather than indexed: each recent session's checkpoint
-    summary and shell state. They carry no bm25; the lexical score alone keeps or drops them."""
+async def checkpoint_rows(ctx: ToolContext, needles: list[str]) -> list[SearchRow]:
+    """Each recent session's checkpoint summary: it changes with every call, so it is read, not indexed (the
+    shell state is indexed when a command ends). No bm25; the lexical score alone keeps or drops it."""
     recent = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, limit=LIVE_SESSIONS)
-    ids = [record.id for record in recent]
-    summaries = await events.latest_summaries(ctx.tx, ids)
-    states = await shell.states_of(ctx.tx, ids)
-    commands = await shell.recent_commands_of(ctx.tx, ids, LIVE_COMMANDS)
+    summaries = await events.latest_summaries(ctx.tx, [record.id for record in recent])
     rows: list[SearchRow] = []
     for record in recent:
         if record.id in summaries:
             body = f"status {record.status}\n{summaries[record.id]}"
-            rows.append(_live_row("checkpoint", record, body, needles))
-        if record.id in commands or record.id in states:
-            body = _shell_text(states.get(record.id), commands.get(record.id, []))
-            rows.append(_live_row("shell_state", record, body, needles))
+            rows.append(
+                SearchRow(
+                    key=f"checkpoint:{record.id}",
+                    source="checkpoint",
+                    session_id=record.id,
+                    title="checkpoint",
+                    created_at=record.last_activity_at,
+                    body=body,
+                    snippet=make_snippet(body, needles),
+                    bm25=0.0,
+                )
+            )
     return rows
 
 
@@ -157,7 +144,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     rows = await search.search(
         ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), fallback_words=fallback
     )
-    rows += await live_rows(ctx, [*phrases, *terms])
+    rows += await checkpoint_rows(ctx, [*phrases, *terms])
     session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
     known = await sessions.get_many(ctx.tx, session_ids)
     current = known[ctx.session_id][0]
