@@ -605,7 +605,7 @@ async def breakdown(tree: Path, data_dir: Path, times: int) -> dict[str, float |
     )
 
     files = [x.removeprefix("./") for x in run_rg(files_argv(sort=True), tree).decode().splitlines() if x]
-    directories = _directories(files)
+    directories = sorted(_directories(files))
     out[f"glob ({len(files)} files, {len(directories)} directories)"] = None  # a heading
     out["  rg --files CLI (subprocess.run)"] = _repeat(lambda: run_rg(files_argv(sort=True), tree), times)
     out["  rg --files via ripgrep._lines"] = await _repeat_async(lambda: _drain(files_argv(sort=True), tree), times)

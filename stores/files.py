@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from managed_tools.stores import fsaccess
 from managed_tools.stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
-from managed_tools.stores.paths import Resolved
+from managed_tools.stores.paths import Resolved, inside
 
 BINARY_SNIFF_BYTES = 8192
 CHUNK = 1 << 20
@@ -120,6 +120,41 @@ def list_dir(resolved: Resolved) -> list[tuple[str, os.stat_result]]:
                 except FileNotFoundError:  # removed while we looked
                     continue
         return found
+
+
+def empty_directories(resolved: Resolved, holding: set[str], excluded: list[str], limit: int) -> tuple[list[str], bool]:
+    """Directories under `resolved` (relative, as `holding` is) whose whole subtree holds no entry but
+    directories: those a file listing cannot show. `holding` are the directories that hold a listed file. A
+    directory with any other entry whose files were all left out (ignored) is not reported, nor is anything
+    under it, nor `.git` or an `excluded` real path. Walked through descriptors, following no symlink; whether
+    more than `limit` entries had to be looked at (then the answer is partial)."""
+    found: list[str] = []
+    blocked: set[str] = set()
+    seen = 0
+    with refusing(resolved), opened(open_beneath(resolved.root, resolved.real, LIST_FLAGS)) as fd:
+        for top, dirnames, filenames, _ in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            seen += len(dirnames) + len(filenames)
+            if seen > limit:
+                return [], True
+            here = "" if top == "." else top.removeprefix("./")
+            dirnames[:] = [
+                d for d in dirnames
+                if d != ".git" and not any(inside(posixpath.join(resolved.root, resolved.real, here, d), x)
+                                           for x in excluded)
+            ]  # fmt: skip
+            if here and here not in holding:
+                if filenames:  # something is here, all of it left out: neither this nor what it holds is empty
+                    dirnames[:] = []
+                    blocked.update(_ancestors(here))
+                    continue
+                found.append(here)
+    return sorted(d for d in found if d not in blocked), False
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    while path:
+        yield path
+        path = posixpath.dirname(path)
 
 
 def make_dirs(resolved: Resolved) -> bool:

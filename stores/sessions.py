@@ -82,14 +82,16 @@ async def get_agent_session(tx: Tx, session_id: str, agent_id: str) -> SessionRe
     return _session(row)
 
 
-async def list_agent_sessions(tx: Tx, agent_id: str, *, active_since: str | None = None) -> list[SessionRecord]:
-    """Every session of the agent, most recently active first."""
+async def list_agent_sessions(
+    tx: Tx, agent_id: str, *, active_since: str | None = None, limit: int = -1
+) -> list[SessionRecord]:
+    """The agent's sessions (all, or the `limit` latest), most recently active first."""
     sql = "SELECT * FROM sessions WHERE agent_id = ?"
-    params: list[str] = [agent_id]
+    params: list[str | int] = [agent_id]
     if active_since is not None:
         sql += " AND last_activity_at >= ?"
         params.append(active_since)
-    rows = await tx.fetchall(sql + " ORDER BY last_activity_at DESC, id DESC", params)
+    rows = await tx.fetchall(sql + " ORDER BY last_activity_at DESC, id DESC LIMIT ?", [*params, limit])
     return [_session(row) for row in rows]
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from managed_tools.stores import search
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import canonical_json, sha256_hex, utc_now
 
@@ -21,6 +22,7 @@ CommandKind = Literal["bash", "shell", "persistent-shell"]
 CommandStatus = Literal["running", "completed", "timed_out", "killed", "lost"]
 DEFAULT_CWD = "/workspace"
 KEEP_COMMANDS = 200  # per session; older rows are dropped so history stays bounded
+SEARCHED_COMMANDS = 5  # the newest commands of a session that memory_search sees, as the reference's shell state
 
 
 class ShellState(BaseModel):
@@ -83,6 +85,7 @@ async def put_state(tx: Tx, session_id: str, state: ShellState) -> ShellState:
             now,
         ),
     )
+    await _index(tx, session_id)
     return state.model_copy(update={"updated_at": now})
 
 
@@ -120,6 +123,25 @@ async def finish_command(
         "truncated = ?, updated_at = ? WHERE session_id = ? AND id = ?",
         (status, exit_code, duration_ms, stdout, stderr, int(truncated), utc_now(), session_id, cid),
     )
+    await _index(tx, session_id)
+
+
+async def _index(tx: Tx, session_id: str) -> None:
+    """The session's shell state as memory_search finds it (reference §3: cwd, env keys, the last commands with
+    their output), rewritten when a command ends or the state changes; never an env value."""
+    agent_id = await tx.scalar("SELECT agent_id FROM sessions WHERE id = ?", (session_id,))
+    if agent_id is None:
+        return
+    state = await get_state(tx, session_id)
+    lines = [f"cwd {state.cwd}", "env " + " ".join(sorted(state.env)) if state.env else ""]
+    for record in await recent_commands(tx, session_id, SEARCHED_COMMANDS):
+        if record.status != "running":
+            lines += [f"$ {' '.join([record.command, *record.args])}", record.stdout, record.stderr]
+    body = "\n".join(line for line in lines if line.strip())
+    await search.upsert(
+        tx, key=f"shell_state:{session_id}", source="shell_state", agent_id=str(agent_id), session_id=session_id,
+        title="shell_state", body=body,
+    )  # fmt: skip
 
 
 def _record(row: sqlite3.Row) -> CommandRecord:

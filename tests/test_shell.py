@@ -360,7 +360,8 @@ async def test_permissions_posture_for_shell_commands(rt: Runtime, connect: Conn
         "args": {"command": "ls", "args": ["-1"], "cwd": "/workspace"},
         "rationale": plain["readOnlyAlternative"]["rationale"],
     }
-    assert piped["readOnlyAlternative"] is None and piped["shellReadFirstAlternatives"] == []
+    assert piped["readOnlyAlternative"] is None
+    assert [s["tool"] for s in piped["shellReadFirstAlternatives"]] == ["shell_describe", "bash"]
     assert piped["nextStep"]["tool"] == "shell_describe"
     assert exec_["nextStep"]["tool"] == "shell_open"  # no shell yet: the recovery plan comes first
     assert other["shellMutationPosture"] is None

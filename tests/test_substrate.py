@@ -165,7 +165,8 @@ def test_the_diff_matches_lines_not_positions() -> None:
     assert no_newline.lines[-3:] == ["-b", "+b", "\\ No newline at end of file"]
     assert line_diff(old, old, "old", "new", 100).lines == []
     far_apart = line_diff(old, old.replace("line 2\n", "two\n").replace("line 28\n", "x" * 500 + "\n"), "o", "n", 9)
-    assert far_apart.differing == 2 and len(far_apart.lines) == 9 and far_apart.total_lines == 14  # two hunks of 6
+    # two hunks of 5 diff lines; 9 of them shown, under their file and hunk headers
+    assert far_apart.differing == 2 and len(far_apart.lines) == 13 and far_apart.hidden == 1
     assert max(len(line) for line in far_apart.lines) <= 200
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.environment import tools as environment
@@ -44,11 +44,14 @@ def build_registry(
     `policy` is the user's per-tool override of permissionPolicy; naming a tool that does not exist is an error,
     so a typo never silently leaves a tool ungated.
     """
-    definitions = [definition for family in FAMILIES for definition in family] + list(extra)
+    managed = [definition for family in FAMILIES for definition in family]
     overrides = dict(policy or {})
-    unknown = sorted(set(overrides) - {d.name for d in definitions})
+    unknown = sorted(set(overrides) - {d.name for d in [*managed, *extra]})
     if unknown:
         raise RegistryError(f"The permission policy names tools that do not exist: {', '.join(unknown)}.")
-    return Registry(
-        d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d for d in definitions
-    )
+
+    def applied(definitions: Iterable[ToolDefinition]) -> list[ToolDefinition]:
+        return [d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d
+                for d in definitions]  # fmt: skip
+
+    return Registry(applied(managed), user=applied(extra))

@@ -240,19 +240,24 @@ async def _run(call: _Call) -> CallResult:
     except TimeoutError:
         result = CallResult(
             "error",
-            f"{definition.name} did not finish within {call.timeout:g} s and was stopped; nothing it started was kept.",
+            f"{definition.name} did not finish within {call.timeout:g} s and was stopped; {_undone(definition)}.",
             error_kind="timeout",
         )
     except Exception as exc:
         log.exception("tool %s failed", definition.name)
         result = CallResult(
             "error",
-            f"{definition.name} failed unexpectedly ({type(exc).__name__}); nothing it started was kept. "
+            f"{definition.name} failed unexpectedly ({type(exc).__name__}); {_undone(definition)}. "
             "The server log has the details.",
             error_kind="internal",
         )
     await _write_completed(span, result)
     return result
+
+
+def _undone(definition: ToolDefinition) -> str:
+    """What a stopped call leaves: one transaction is undone whole, a tool with its own commits as it went."""
+    return "what it had already recorded stays" if definition.own_transactions else "nothing it started was kept"
 
 
 def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolContext:

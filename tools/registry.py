@@ -39,15 +39,18 @@ log = logging.getLogger(__name__)
 class Registry:
     """An ordered, validated set of tool definitions."""
 
-    def __init__(self, definitions: Iterable[ToolDefinition] = ()) -> None:
+    def __init__(self, definitions: Iterable[ToolDefinition] = (), *, user: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
         for definition in definitions:
             self.add(definition)
+        for definition in user:
+            self.add(definition, user=True)
 
-    def add(self, definition: ToolDefinition) -> None:
+    def add(self, definition: ToolDefinition, *, user: bool = False) -> None:
+        """`user`: the tool comes from the user (a --tools-module or config), whatever ownership it declares."""
         if definition.name in self._tools:
             raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
-        check_definition(definition)
+        check_definition(definition, user=user)
         self._tools[definition.name] = definition
 
     def get(self, name: str) -> ToolDefinition | None:
@@ -66,15 +69,16 @@ class Registry:
         return len(self._tools)
 
 
-def check_definition(definition: ToolDefinition) -> None:
+def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
     """Apply every registry rule; raise RegistryError naming the tool and the broken rule."""
     name = definition.name
     if not NAME_PATTERN.fullmatch(name):
         message = f"Tool name {name!r} must match {NAME_PATTERN.pattern}."
-        if definition.ownership == "managed":
+        if definition.ownership == "managed" and not user:
             raise RegistryError(message)
-        # Names of user-supplied tools are the user's to choose (seed 001): warn, don't refuse.
-        log.warning("%s It is published anyway because it is a %s tool.", message, definition.ownership)
+        # Names of user-supplied tools are the user's to choose (seed 001 §8.3): warn, don't refuse.
+        kind = "user" if user else definition.ownership
+        log.warning("%s It is published anyway because it is a %s tool.", message, kind)
     description = definition.description.strip()
     if not description:
         raise RegistryError(f"Tool {name!r} has no description; a model cannot choose a tool it cannot read about.")

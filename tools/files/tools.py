@@ -349,8 +349,8 @@ class GlobOutput(WireModel):
 MAX_SCAN = 2_000_000
 
 
-def _directories(files: list[str]) -> list[str]:
-    """Every directory that holds a listed file (empty or fully ignored directories do not show).
+def _directories(files: list[str]) -> set[str]:
+    """Every directory that holds a listed file.
 
     rg lists files in path order, so a directory's ancestors only need walking when the parent changes.
     """
@@ -364,7 +364,7 @@ def _directories(files: list[str]) -> list[str]:
         while parent and parent not in found:
             found.add(parent)
             parent = parent.rpartition("/")[0]
-    return sorted(found)
+    return found
 
 
 async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
@@ -379,7 +379,14 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     if args.kind == "file":
         entries = found
     else:
-        directories = _directories(found)
+        holding = _directories(found)
+        # A file listing cannot show an empty directory: walk for those (fully ignored ones stay hidden).
+        empty, cut = await anyio.to_thread.run_sync(
+            files.empty_directories, resolved, holding, [str(p) for p in ctx.runtime.guard.private], MAX_SCAN
+        )
+        if cut:
+            raise ToolError(f"{resolved.virtual} holds over {MAX_SCAN} entries; glob a smaller directory.")
+        directories = sorted(holding.union(empty))
         entries = directories if args.kind == "directory" else sorted(found + directories)
     matcher = glob_regex(args.pattern)
     by_name = "/" not in args.pattern
@@ -486,7 +493,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="glob",
         title="Find files",
-        description="List files or directories matching a glob (`*`, `**`, `?`), sorted, honouring .gitignore.",
+        description="List files or directories (empty ones too) matching a glob (`*`, `**`, `?`), sorted, "
+        "honouring .gitignore.",
         input_model=GlobArgs,
         output_model=GlobOutput,
         handler=glob,

@@ -1,8 +1,10 @@
-"""`memory_search`: FTS5/bm25 over the agent's memory, learnings and outcomes, re-ranked with the reference's
-boosts (reference §3 "memory_search ranking") and explained hit by hit.
+"""`memory_search`: FTS5/bm25 over the agent's memory, learnings, outcomes and shell states (cwd, env keys, the
+last commands and their output, indexed as each command ends), plus the checkpoint summaries of its recent
+sessions, re-ranked with the reference's boosts (reference §3 "memory_search ranking") and explained hit by hit.
 
-score = lexical score (tools.retrieval) + source boost + session boosts + bm25 relevance. Ties break on
-setup match, relation, recency and key, so results are deterministic.
+score = lexical score (tools.retrieval) + source boost + session boosts + bm25 relevance. A text whose lexical
+score is 0 (the index matched it on a folded form, such as "cafe" for "café") names no query word and is dropped.
+Ties break on setup match, relation, recency and key, so results are deterministic.
 """
 
 from __future__ import annotations
@@ -11,17 +13,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.stores import outcomes, search, sessions
-from managed_tools.stores.search import SearchRow
+from managed_tools.stores import events, outcomes, search, sessions
+from managed_tools.stores.search import SearchRow, make_snippet
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
+from managed_tools.tools.outcomes.gate import Evaluation
 from managed_tools.tools.retrieval import build_query, outcome_affinity, score_text, search_parts
 from managed_tools.tools.scope import Lineage, relation
 
-SOURCE_BOOST = {"learning": 5, "workspace_memory_notes": 4, "session_evaluation": 3, "session_outcome": 2}
+SOURCE_BOOST = {
+    "learning": 5,
+    "workspace_memory_notes": 4,
+    "session_evaluation": 3,
+    "session_outcome": 2,
+    "checkpoint": 1,
+}
 LINEAGE_RELATIONS = {
     "related": {"parent", "child", "sibling"},
     "parent": {"parent"},
@@ -30,6 +39,7 @@ LINEAGE_RELATIONS = {
 }
 CANDIDATES = 24  # re-ranked in Python; three times the default limit
 SNIPPET_CHARS = 180
+LIVE_SESSIONS = 50  # the agent's most recently active sessions whose checkpoint summaries are searched
 
 
 class Hit(WireModel):
@@ -80,6 +90,30 @@ def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
     return NextTool(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
 
 
+async def checkpoint_rows(ctx: ToolContext, needles: list[str]) -> list[SearchRow]:
+    """Each recent session's checkpoint summary: it changes with every call, so it is read, not indexed (the
+    shell state is indexed when a command ends). No bm25; the lexical score alone keeps or drops it."""
+    recent = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, limit=LIVE_SESSIONS)
+    summaries = await events.latest_summaries(ctx.tx, [record.id for record in recent])
+    rows: list[SearchRow] = []
+    for record in recent:
+        if record.id in summaries:
+            body = f"status {record.status}\n{summaries[record.id]}"
+            rows.append(
+                SearchRow(
+                    key=f"checkpoint:{record.id}",
+                    source="checkpoint",
+                    session_id=record.id,
+                    title="checkpoint",
+                    created_at=record.last_activity_at,
+                    body=body,
+                    snippet=make_snippet(body, needles),
+                    bm25=0.0,
+                )
+            )
+    return rows
+
+
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     query = build_query(args.query)
     if query.empty:
@@ -88,6 +122,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     rows = await search.search(
         ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), fallback_words=fallback
     )
+    rows += await checkpoint_rows(ctx, [*phrases, *terms])
     session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
     known = await sessions.get_many(ctx.tx, session_ids)
     current = known[ctx.session_id][0]
@@ -97,13 +132,15 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     ranked: list[tuple[tuple[Any, ...], Hit]] = []
     for row in rows:
         lexical, reasons = score_text(f"{row.title}\n{row.body}", query)
+        if not lexical:
+            continue
         score = float(lexical)
         boost = SOURCE_BOOST.get(row.source, 0)
         if boost:
             reasons.append(f"source:{row.source}+{boost}")
         rel = None
         same_setup = True
-        evaluation = None
+        evaluation: Evaluation | None = None
         if row.session_id is not None and row.session_id in known:
             record, fingerprint = known[row.session_id]
             rel = relation(current, record)
@@ -118,10 +155,11 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
                 if value:
                     boost += value
                     reasons.append(f"{label}+{value}")
-            evaluation = evaluations.get(row.session_id)
+            if row.session_id in evaluations:
+                evaluation = Evaluation.model_validate(evaluations[row.session_id].evaluation)
         elif args.lineage is not None:
             continue  # agent-wide texts belong to no lineage
-        relevance = round(-row.bm25, 3)
+        relevance = round(-row.bm25, 3) or 0.0  # never "-0.0"
         reasons.append(f"bm25:{relevance}")
         score = round(score + boost + relevance, 3)
         hit = Hit(
@@ -132,9 +170,9 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
             snippet=row.snippet[:SNIPPET_CHARS],
             score=score,
             reasons=reasons,
-            outcome_status=None if evaluation is None else evaluation.evaluation.get("status"),
-            promotion_ready=None if evaluation is None else evaluation.evaluation.get("promotion_ready"),
-            outcome_trend=None if evaluation is None else evaluation.evaluation.get("trend"),
+            outcome_status=None if evaluation is None else evaluation.status,
+            promotion_ready=None if evaluation is None else evaluation.promotion_ready,
+            outcome_trend=None if evaluation is None else evaluation.trend,
             requires_action=row.session_id is not None
             and row.session_id in known
             and known[row.session_id][0].status == "requires_action",
@@ -155,8 +193,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_search",
         title="Search memory",
-        description="Search this agent's memory, learnings and outcomes (full text, bm25 plus boosts); each hit "
-        "says why it matched and what to read next.",
+        description="Search this agent's memory, learnings, outcomes, checkpoint summaries and shell commands "
+        "(full text plus boosts); each hit says why it matched and what to read next.",
         input_model=SearchArgs,
         output_model=SearchOutput,
         handler=memory_search,

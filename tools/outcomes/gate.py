@@ -161,11 +161,26 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> G
     )
 
 
-async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
-    """(wake id, successful tool calls, tools whose latest call failed) of the session's latest wake.
+WORKSPACE_EFFECTS = frozenset({"resource_read", "resource_write", "sandbox_execute"})
 
-    A failure redone successfully later in the wake no longer counts, and neither do calls refused before they
-    ran (bad arguments, unknown tools, refusals by a person): those are not failed work.
+
+def _kind_of(ctx: ToolContext, tool: str) -> tuple[bool, bool]:
+    """(works on the workspace, only reads) for a tool; a tool no longer published counts as a writing one."""
+    definition = ctx.runtime.registry.get(tool)
+    if definition is None:
+        return False, False
+    return bool(WORKSPACE_EFFECTS.intersection(definition.effects)), definition.read_only
+
+
+async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
+    """(wake id, successful tool calls, tools with a failure still open) of the session's latest wake.
+
+    Our wake is the whole connection, far longer than the reference's, so a failure is judged against the work
+    done after it, not for ever: it is closed by a later success of the same tool, or of newer work on the
+    workspace of at least its kind (any file read, write or command closes a failed read; only a write or a
+    command closes a failed write). Navigation and bookkeeping (sessions, outcomes, memory, plans, permissions)
+    close nothing but their own failures. Calls refused before they ran (bad arguments, unknown tools, a passed
+    deadline) were not work and never count.
     """
     wake = await sessions.latest_wake(ctx.tx, session_id)
     if wake is None:
@@ -176,13 +191,22 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
         "AND json_extract(payload, '$.spanKind') = 'tool' ORDER BY seq",
         (wake.id,),
     )
-    latest: dict[str, tuple[str, str | None]] = {}
+    open_failures: dict[str, bool] = {}  # tool -> whether it only reads
+    ok = 0
     for row in rows:
-        if row["result"] == "error" and row["kind"] in NOT_WORK:
+        tool = row["tool"]
+        workspace, reads = _kind_of(ctx, tool)
+        if row["result"] == "error":
+            if row["kind"] not in NOT_WORK:
+                open_failures[tool] = reads
             continue
-        latest[row["tool"]] = (row["result"], row["kind"])
-    ok = sum(1 for r in rows if r["result"] == "success")
-    return wake.id, ok, sorted(tool for tool, (result, _) in latest.items() if result == "error")
+        if row["result"] != "success":
+            continue
+        ok += 1
+        open_failures.pop(tool, None)
+        if workspace:
+            open_failures = {t: r for t, r in open_failures.items() if not (r or not reads)}
+    return wake.id, ok, sorted(open_failures)
 
 
 def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tuple[Trend, str]:
@@ -215,7 +239,7 @@ async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, G
         wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)
         if failed:
             status, confidence = "fail", "high"
-            summary = f"In the latest wake the last call of {', '.join(failed)} failed."
+            summary = f"In the latest wake a call of {', '.join(failed)} failed and no later work made up for it."
             evidence.append(summary)
             next_tool = NextTool(
                 tool="session_get_trace",

@@ -42,6 +42,7 @@ async def outcome_read(ctx: ToolContext, args: SessionArgs) -> ReadOutput:
 
 
 class DefineArgs(Arguments):
+    session_id: SessionId | None = Field(default=None, description="Another session of this agent (a child's).")
     title: Annotated[NonEmptyStr, Field(max_length=200, description="What done means, in one line.")]
     detail: Annotated[str | None, Field(max_length=2000)] = None
     success_criteria: Annotated[
@@ -57,21 +58,20 @@ class DefineOutput(WireModel):
 
 
 async def outcome_define(ctx: ToolContext, args: DefineArgs) -> DefineOutput:
+    session = await scoped_session(ctx, args.session_id)
     criteria = list(dict.fromkeys(c.strip() for c in args.success_criteria if c.strip()))
     detail = args.detail.strip() if args.detail and args.detail.strip() else None
     outcome = await outcomes.define(
-        ctx.tx, session_id=ctx.session_id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
+        ctx.tx, session_id=session.id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
     )
-    event = await _event(ctx, "user.define_outcome", {"title": outcome.title, "successCriteria": criteria})
-    ctx.touched.update({evaluation_uri(ctx.session_id), memory_uri("checkpoint", ctx.session_id)})
+    # Another session's log gets the event outside any wake of its own, as an evaluation of it is recorded.
+    wake_id = ctx.wake_id if session.id == ctx.session_id else None
+    payload: dict[str, Any] = {"title": outcome.title, "successCriteria": criteria}
+    event = await events.append_event(ctx.tx, session.id, wake_id, "user.define_outcome", payload)
+    ctx.touched.update({evaluation_uri(session.id), memory_uri("checkpoint", session.id)})
     view = outcome_view(outcome)
     assert view is not None
-    return DefineOutput(session_id=ctx.session_id, active_outcome=view, event_id=event)
-
-
-async def _event(ctx: ToolContext, kind: str, payload: dict[str, Any]) -> str:
-    record = await events.append_event(ctx.tx, ctx.session_id, ctx.wake_id, kind, payload)
-    return record.id
+    return DefineOutput(session_id=session.id, active_outcome=view, event_id=event.id)
 
 
 class GradeOutput(WireModel):
@@ -149,8 +149,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_define",
         title="Define the outcome",
-        description="Define what done means for this session: a title, optional detail and success criteria to "
-        "grade against.",
+        description="Define what done means for this session (or another of this agent's): a title, optional "
+        "detail and success criteria to grade against.",
         input_model=DefineArgs,
         output_model=DefineOutput,
         handler=outcome_define,

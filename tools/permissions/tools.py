@@ -21,7 +21,7 @@ from managed_tools.tools.executor import ArgumentError, approval_digest, parse_c
 from managed_tools.tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
-from managed_tools.tools.shell.rewrites import alternatives, first_class, read_only_bash
+from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash
 
 # The tools whose effect on shared state needs a passing outcome evaluation (reference §5, "Outcome gate").
 OUTCOME_GATED = frozenset({"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version"})
@@ -127,7 +127,7 @@ async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutp
         next_outcome_step=outcome.next_outcome_step,
         shell_mutation_posture=_mutation_posture(shell),
         read_only_alternative=bash_step,
-        shell_read_first_alternatives=steps,
+        shell_read_first_alternatives=read_first_menu(shell),
         next_shell_step=shell.next_step or (steps[0] if steps else None),
         session_id=ctx.session_id,
         pending_tool_confirmation_request=_oldest(records, "tool_confirmation"),
@@ -231,7 +231,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         next_outcome_step=None if outcome is None else outcome.next_outcome_step,
         shell_mutation_posture=None if shell is None else _mutation_posture(shell),
         read_only_alternative=bash_step,
-        shell_read_first_alternatives=[step for step in (rewrite, bash_step) if step is not None],
+        shell_read_first_alternatives=[] if shell is None else read_first_menu(shell, rewrite),
         tool_name=definition.name,
         exists=True,
         allowed=True,

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from managed_tools.stores import approvals, events, sessions
+from managed_tools.stores import approvals, events, outcomes, sessions
 from managed_tools.stores.events import EventFilter, EventRecord
+from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.outcomes.gate import OutcomePosture, posture
+from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.scope import Lineage, Relation, relation, scoped_session
 from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
@@ -48,6 +50,13 @@ class SessionSummary(WireModel):
     relation_to_current: Relation | None
     child_count: int
     setup_matches_current: bool
+    # The outcome as last evaluated (outcome_evaluate records each verdict); a snapshot shows it live instead.
+    active_outcome_title: str | None
+    outcome_status: EvalStatus | None
+    outcome_trend: Trend | None
+    promotion_ready: bool
+    outcome_evaluated_at: str | None
+    outcome_matches_current: bool
 
 
 class SessionSnapshot(SessionSummary, OutcomePosture):
@@ -64,9 +73,52 @@ class SessionSnapshot(SessionSummary, OutcomePosture):
     shell_state: dict[str, Any] | None
 
 
-def _summary_fields(
-    record: SessionRecord, current: SessionRecord, children: dict[str, int], setups: dict[str, str], setup: str
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Known:
+    """What every summary of the agent's sessions is compared with, read once per call."""
+
+    current: SessionRecord
+    children: dict[str, int]
+    setups: dict[str, str]
+    setup: str
+    outcome_of: dict[str, Outcome]
+    evaluations: dict[str, EvaluationRecord]
+
+    @classmethod
+    async def read(cls, ctx: ToolContext, current: SessionRecord, session_ids: list[str]) -> Known:
+        ids = {*session_ids, current.id}
+        return cls(
+            current,
+            await sessions.child_counts(ctx.tx, ctx.agent_id),
+            await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id),
+            setup_fingerprint(ctx.runtime),
+            await outcomes.active_many(ctx.tx, ids),
+            await outcomes.latest_evaluations(ctx.tx, ids),
+        )
+
+
+def _outcome_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
+    outcome = known.outcome_of.get(record.id)
+    mine = known.outcome_of.get(known.current.id)
+    recorded = known.evaluations.get(record.id)
+    # Only a verdict on the outcome active now counts: one on an outcome since redefined says nothing of it.
+    evaluation = None
+    if outcome is not None and recorded is not None and recorded.outcome_fingerprint == outcome.fingerprint:
+        evaluation = Evaluation.model_validate(recorded.evaluation)
+    return {
+        "active_outcome_title": None if outcome is None else outcome.title,
+        "outcome_status": None if evaluation is None else evaluation.status,
+        "outcome_trend": None if evaluation is None else evaluation.trend,
+        "promotion_ready": evaluation is not None and evaluation.promotion_ready,
+        "outcome_evaluated_at": None if evaluation is None or recorded is None else recorded.evaluated_at,
+        "outcome_matches_current": outcome is not None
+        and mine is not None
+        and outcome.title.strip().lower() == mine.title.strip().lower(),
+    }
+
+
+def _summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
+    current = known.current
     return {
         "session_id": record.id,
         "agent_id": record.agent_id,
@@ -80,8 +132,9 @@ def _summary_fields(
         "requires_action": record.status == "requires_action",
         "is_current": record.id == current.id,
         "relation_to_current": relation(current, record),
-        "child_count": children.get(record.id, 0),
-        "setup_matches_current": setups.get(record.id) == setup,
+        "child_count": known.children.get(record.id, 0),
+        "setup_matches_current": known.setups.get(record.id) == known.setup,
+        **_outcome_fields(record, known),
     }
 
 
@@ -94,6 +147,10 @@ class SessionListInput(Arguments):
     active_minutes: Annotated[int | None, Field(ge=1, description="Only sessions active in the last N minutes.")] = None
     lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
     status: SessionStatus | None = None
+    has_outcome: bool | None = Field(default=None, description="Only sessions with (or without) an outcome.")
+    outcome_status: EvalStatus | None = Field(default=None, description="Only sessions last evaluated so.")
+    promotion_ready: bool | None = Field(default=None, description="Only sessions last evaluated ready (or not).")
+    outcome_trend: Trend | None = Field(default=None, description="Only sessions whose last evaluation trends so.")
 
 
 class SessionListOutput(WireModel):
@@ -111,31 +168,51 @@ _LINEAGE: dict[Lineage, set[Relation]] = {
 }
 
 
+TREND_RANK = {"improving": 3, "first_iteration": 2, "stable": 1, "regressing": 0}
+RELATION_RANK = {"parent": 2, "child": 2, "sibling": 1}
+
+
+def _wanted(summary: SessionSummary, args: SessionListInput) -> bool:
+    checks = (
+        (args.status, summary.status),
+        (args.has_outcome, summary.active_outcome_title is not None),
+        (args.outcome_status, summary.outcome_status),
+        (args.promotion_ready, summary.promotion_ready),
+        (args.outcome_trend, summary.outcome_trend),
+    )
+    if any(wanted is not None and wanted != value for wanted, value in checks):
+        return False
+    return args.lineage is None or summary.relation_to_current in _LINEAGE[args.lineage]
+
+
+def sort_sessions(summaries: list[SessionSummary]) -> None:
+    """The reference's order: same setup, same outcome, waiting on a person, trend, relation, latest activity."""
+    summaries.sort(key=lambda s: s.last_activity_at, reverse=True)  # stable sorts: least significant key first
+    summaries.sort(
+        key=lambda s: (
+            s.setup_matches_current,
+            s.outcome_matches_current,
+            s.requires_action,
+            TREND_RANK.get(s.outcome_trend or "", -1),
+            RELATION_RANK.get(s.relation_to_current or "", 0),
+        ),
+        reverse=True,
+    )
+
+
 async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListOutput:
     current = await scoped_session(ctx, None)
     since = None
     if args.active_minutes is not None:
         since = (datetime.now(UTC) - timedelta(minutes=args.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, active_since=since)
-    children = await sessions.child_counts(ctx.tx, ctx.agent_id)
-    setups = await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id)
-    setup = setup_fingerprint(ctx.runtime)
-    summaries: list[SessionSummary] = []
-    for record in records:
-        if record.id == current.id and not args.include_current:
-            continue
-        if args.status is not None and record.status != args.status:
-            continue
-        summary = SessionSummary(**_summary_fields(record, current, children, setups, setup))
-        if args.lineage is not None and summary.relation_to_current not in _LINEAGE[args.lineage]:
-            continue
-        summaries.append(summary)
-    rank = {"parent": 2, "child": 2, "sibling": 1}
-    # Stable sorts, least significant key first: activity, relation, requires-action, same setup.
-    summaries.sort(key=lambda s: s.last_activity_at, reverse=True)
-    summaries.sort(key=lambda s: rank.get(s.relation_to_current or "", 0), reverse=True)
-    summaries.sort(key=lambda s: s.requires_action, reverse=True)
-    summaries.sort(key=lambda s: s.setup_matches_current, reverse=True)
+    known = await Known.read(ctx, current, [r.id for r in records])
+    summaries = [
+        summary
+        for summary in (SessionSummary(**_summary_fields(r, known)) for r in records)
+        if (args.include_current or not summary.is_current) and _wanted(summary, args)
+    ]
+    sort_sessions(summaries)
     shown = summaries[: args.limit]
     return SessionListOutput(agent_id=ctx.agent_id, count=len(shown), total=len(summaries), sessions=shown)
 
@@ -150,13 +227,15 @@ class SessionScopedInput(Arguments):
 async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> SessionSnapshot:
     current = await scoped_session(ctx, None)
     record = await scoped_session(ctx, args.session_id)
-    children = await sessions.child_counts(ctx.tx, ctx.agent_id)
-    setups = await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id)
+    known = await Known.read(ctx, current, [record.id])
     count, pending, last_id = await events.session_event_stats(ctx.tx, record.id)
     wake = await sessions.latest_wake(ctx.tx, record.id)
     waiting = [r for r in await approvals.list_open(ctx.tx, record.id) if r.status == "pending"]
+    live = (await posture(ctx, record.id)).model_dump(
+        by_alias=False
+    )  # a snapshot judges the outcome now, not as last recorded
     return SessionSnapshot(
-        **_summary_fields(record, current, children, setups, setup_fingerprint(ctx.runtime)),
+        **{**_summary_fields(record, known), **live},
         environment_id=f"local:{ctx.agent_id}",
         pending_action_kind=waiting[0].kind if waiting else None,
         pending_action_tool_name=waiting[0].tool_name if waiting else None,
@@ -168,7 +247,6 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
-        **(await posture(ctx, record.id)).model_dump(),
     )
 
 
@@ -296,8 +374,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list",
         title="List sessions",
-        description="List this agent's sessions (current, parent, children, siblings, recent) with status and "
-        "relation to the current session.",
+        description="List this agent's sessions with status, relation and outcome posture; filter by lineage, "
+        "activity, status or outcome (hasOutcome, outcomeStatus, promotionReady, outcomeTrend).",
         input_model=SessionListInput,
         output_model=SessionListOutput,
         handler=session_list,

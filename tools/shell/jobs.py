@@ -23,6 +23,7 @@ from managed_tools.tools.shell.runner import Job, OnDone, Output
 from managed_tools.tools.what_runs import WhatRuns
 
 HANDLE_AFTER_MS = 45_000  # a call never holds the client much longer than this: it returns a handle instead
+ANSWER_MARGIN_S = 0.5  # of a call's deadline, kept for shaping and sending the answer
 
 
 # ---- results -------------------------------------------------------------------------------------------------
@@ -141,8 +142,9 @@ def recorder(runtime: Runtime, after: After | None = None) -> OnDone:
 
 async def follow(ctx: ToolContext, job: Job, wait_seconds: float, *, kill_on_cancel: bool) -> None:
     """Wait for the job up to `wait_seconds`, reporting progress each second (a no-op without a progress token).
-    A cancelled call kills the job's process group when `kill_on_cancel`."""
-    deadline = anyio.current_time() + wait_seconds
+    A cancelled call kills the job's process group when `kill_on_cancel`. The wait never outlasts the call's
+    deadline (a client may shorten it): the call answers with the job still running, never stopped mid-wait."""
+    deadline = min(anyio.current_time() + wait_seconds, ctx.deadline - ANSWER_MARGIN_S)
     try:
         while not job.done.is_set():
             remaining = deadline - anyio.current_time()

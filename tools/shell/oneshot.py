@@ -28,6 +28,7 @@ from managed_tools.tools.shell.jobs import (
     writable_dir,
 )
 from managed_tools.tools.shell.runner import Job, shell_argv, start_process
+from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 from managed_tools.tools.what_runs import WhatRuns
 
 MAX_COMMAND_CHARS = 20_000
@@ -104,6 +105,7 @@ class RunInput(Arguments):
 
 
 async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
+    map_virtual_paths(ctx.runtime.guard, args.command)  # a path it would refuse is refused before anyone is asked
     state = await shell_state(ctx)
     where = writable_dir(ctx, args.cwd if args.cwd is not None else state.cwd)
     runner = f"once by {shell_argv()[0]} in a new process"
@@ -115,7 +117,7 @@ async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
     where = writable_dir(ctx, what.cwd)
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, what.env)
     job = await new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
-    argv = [*shell_argv(), "-c", args.command]
+    argv = [*shell_argv(), "-c", map_virtual_paths(ctx.runtime.guard, args.command)]
     await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
                   confine=ctx.runtime.confinement.shell)  # fmt: skip
     await follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
@@ -141,8 +143,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_run",
         title="Run a shell command",
-        description="Run a shell command once (`$SHELL -lc`) in a writable mount, after a person approves the "
-        "exact command and cwd. Long commands return a handle for shell_wait.",
+        description="Run a shell command once in a writable mount, after a person approves the exact command and "
+        "cwd. Virtual paths (/workspace/...) in it are mapped. Long commands return a handle for shell_wait.",
         input_model=RunInput,
         output_model=CommandResult,
         handler=shell_run,

@@ -34,6 +34,7 @@ from managed_tools.tools.shell.jobs import (
 )
 from managed_tools.tools.shell.oneshot import CommandText, RunInput
 from managed_tools.tools.shell.runner import TRANSIENT_KEYS, Job, Output, PersistentShell, shell_argv
+from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 from managed_tools.tools.what_runs import WhatRuns
 
 
@@ -124,7 +125,8 @@ async def shell_exec(ctx: ToolContext, args: ExecInput) -> CommandResult:
     cwd = cd_to.virtual if cd_to is not None else meta.get("cwd", "/workspace")
     job = await new_job(ctx, "persistent-shell", args.command, args=[], cwd=cwd, cap=args.max_output_chars)
     record = recorder(ctx.runtime, _after_exec(ctx.runtime, shell))
-    await shell.start(job, args.timeout_ms / 1000, record, None if cd_to is None else str(cd_to.host))
+    text = map_virtual_paths(ctx.runtime.guard, args.command)
+    await shell.start(job, args.timeout_ms / 1000, record, None if cd_to is None else str(cd_to.host), text=text)
     await follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
     return command_result(ctx.runtime, job)
 
@@ -132,6 +134,7 @@ async def shell_exec(ctx: ToolContext, args: ExecInput) -> CommandResult:
 async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
     """The persistent shell's command: its cwd, the session env, and the names the live shell exported itself
     (a restart starts clean)."""
+    map_virtual_paths(ctx.runtime.guard, args.command)  # a path it would refuse is refused before anyone is asked
     live = core.live_shell(ctx.runtime, ctx.session_id)
     meta = core.shell_meta(ctx.runtime, ctx.session_id) if live is not None and not args.restart else None
     state = await shell_state(ctx)
@@ -189,7 +192,19 @@ async def shell_restart(ctx: ToolContext, args: RestartInput) -> core.ShellPostu
     return await _posture(ctx)
 
 
+def _not_running(ctx: ToolContext) -> None:
+    """Closing is not a way to stop a command by accident: shell_restart is the explicit one."""
+    shell = core.live_shell(ctx.runtime, ctx.session_id)
+    if shell is not None and shell.busy and shell.current is not None and shell.current.id != core.INTERNAL_JOB:
+        raise ToolError(
+            f"The persistent shell is running command {shell.current.id} ({shell.current.command[:80]!r}); "
+            f'closing it would kill the command. Next: shell_wait {{"commandId": "{shell.current.id}"}}, or '
+            "shell_restart to kill it on purpose."
+        )
+
+
 async def shell_close(ctx: ToolContext, _: NoArguments) -> core.ShellPosture:
+    _not_running(ctx)
     shell = core.live_shell(ctx.runtime, ctx.session_id)
     if shell is not None:
         await shell.close()
@@ -276,8 +291,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_exec",
         title="Run in the persistent shell",
-        description="Run a command in the session's persistent shell (cwd and exported env persist), after a "
-        "person approves the exact command and cwd. Long commands return a handle.",
+        description="Run a command in the session's persistent shell (cwd and exported env persist) once a person "
+        "approves the exact command and cwd; /workspace/... paths are mapped. Long ones return a handle.",
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,
@@ -307,7 +322,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_restart",
         title="Restart the persistent shell",
-        description="Kill the session's persistent shell (and anything it runs) and start a fresh one.",
+        description="Kill the session's persistent shell (a running command is recorded as killed) and start a "
+        "fresh one.",
         input_model=RestartInput,
         output_model=core.ShellPosture,
         handler=shell_restart,
@@ -318,7 +334,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_close",
         title="Close the persistent shell",
-        description="Close the session's persistent shell, killing its process group.",
+        description="Close the session's persistent shell and its process group; refused while a command runs "
+        "(shell_restart kills it).",
         input_model=NoArguments,
         output_model=core.ShellPosture,
         handler=shell_close,

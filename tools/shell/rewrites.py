@@ -13,6 +13,7 @@ from typing import Any
 
 from managed_tools.tools.models import NextTool
 from managed_tools.tools.shell.argv import flags_allowed
+from managed_tools.tools.shell.posture import ShellPosture
 
 SHELL_SYNTAX = re.compile(r"[|&;<>$`\n(){}\\]")
 LS_FLAGS = re.compile(r"^-[Aal1hF]+$")
@@ -132,3 +133,27 @@ def read_only_bash(command: str, cwd: str) -> NextTool | None:
 def alternatives(command: str, cwd: str) -> list[NextTool]:
     found = [first_class(command, cwd), read_only_bash(command, cwd)]
     return [step for step in found if step is not None]
+
+
+def read_first_menu(shell: ShellPosture, preferred: NextTool | None = None) -> list[NextTool]:
+    """The reference's short menu of safer moves before changing the shell: the first-class rewrite of the planned
+    command (when there is one), the shell's posture, `bash pwd` in its cwd, and its last output when it has one
+    (or a command is running)."""
+    menu = [] if preferred is None else [preferred]
+    menu += [
+        NextTool(tool="shell_describe", args={}, rationale="See the shell's cwd, env and last commands first."),
+        NextTool(
+            tool="bash",
+            args={"command": "pwd", "cwd": shell.cwd},
+            rationale="Confirm the working directory with the read-only hand, no approval needed.",
+        ),
+    ]
+    if shell.last_command is not None or shell.busy_plan is not None:
+        menu.append(
+            NextTool(
+                tool="shell_read_last_output",
+                args={},
+                rationale="Read the last command's output before deciding another shell change is needed.",
+            )
+        )
+    return menu

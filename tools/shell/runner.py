@@ -310,14 +310,17 @@ class PersistentShell:
         self.killed = True
         kill_group(self.proc.pid)
 
-    async def start(self, job: Job, limit_s: float, on_done: OnDone, cd_to: str | None = None) -> None:
-        """Send `job.command` to the shell; the pump waits for its markers, or kills the shell on timeout."""
+    async def start(
+        self, job: Job, limit_s: float, on_done: OnDone, cd_to: str | None = None, *, text: str | None = None
+    ) -> None:
+        """Send `text` (default `job.command`) to the shell; the pump waits for its markers, or kills the shell on
+        timeout."""
         assert self.proc.stdin is not None
         token = "__MT_" + secrets.token_hex(8)
         self.current = job
         job.pid = self.proc.pid
         try:
-            self.proc.stdin.write(_script(job.command, token, cd_to))
+            self.proc.stdin.write(_script(job.command if text is None else text, token, cd_to))
             await self.proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             self.killed = True
@@ -352,6 +355,9 @@ class PersistentShell:
         await _safely(on_done, job)
 
     async def close(self) -> None:
+        """Kill the shell and its group: a command running in it is recorded as `killed`."""
+        if self.current is not None:
+            self.current.cancelled = True
         self.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)

@@ -15,7 +15,7 @@ class Diff:
     added: int
     removed: int
     lines: list[str]  # unified diff, every line clipped
-    total_lines: int
+    hidden: int  # diff lines (changed or context) left out by `max_lines`
 
 
 def _show(line: str) -> list[str]:
@@ -25,7 +25,10 @@ def _show(line: str) -> list[str]:
 
 
 def line_diff(old: str, new: str, old_name: str, new_name: str, max_lines: int) -> Diff:
-    """A real line diff (difflib's longest matching blocks, not positions), as unified hunks from old to new."""
+    """A real line diff (difflib's longest matching blocks, not positions), as unified hunks from old to new.
+
+    `max_lines` counts the lines of the diff itself (changed and context); the file and hunk headers they need
+    come on top, and the context shrinks to fit, so a preview of one line still shows a change."""
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
     matcher = difflib.SequenceMatcher(None, a, b)
     differing = added = removed = 0
@@ -34,17 +37,26 @@ def line_diff(old: str, new: str, old_name: str, new_name: str, max_lines: int) 
             differing += max(i2 - i1, j2 - j1)
             removed += i2 - i1
             added += j2 - j1
-    lines: list[str] = [f"--- {old_name}", f"+++ {new_name}"] if differing else []
-    for group in matcher.get_grouped_opcodes(DIFF_CONTEXT):
+    hunks: list[tuple[str, list[str]]] = []
+    for group in matcher.get_grouped_opcodes(min(DIFF_CONTEXT, (max_lines - 1) // 2)):
         first, last = group[0], group[-1]
-        lines.append(f"@@ -{_span(first[1], last[2])} +{_span(first[3], last[4])} @@")
+        body: list[str] = []
         for kind, i1, i2, j1, j2 in group:
             if kind == "equal":
-                lines += [s for line in a[i1:i2] for s in _show(" " + line)]
+                body += [s for line in a[i1:i2] for s in _show(" " + line)]
                 continue
-            lines += [s for line in a[i1:i2] for s in _show("-" + line)]
-            lines += [s for line in b[j1:j2] for s in _show("+" + line)]
-    return Diff(differing, added, removed, lines[:max_lines], len(lines))
+            body += [s for line in a[i1:i2] for s in _show("-" + line)]
+            body += [s for line in b[j1:j2] for s in _show("+" + line)]
+        hunks.append((f"@@ -{_span(first[1], last[2])} +{_span(first[3], last[4])} @@", body))
+    lines: list[str] = [f"--- {old_name}", f"+++ {new_name}"] if differing else []
+    budget = max_lines
+    for header, body in hunks:
+        if budget <= 0:
+            break
+        lines += [header, *body[:budget]]
+        budget -= len(body)
+    total = sum(len(body) for _, body in hunks)
+    return Diff(differing, added, removed, lines, max(0, total - max_lines))
 
 
 def _span(start: int, stop: int) -> str:

@@ -101,7 +101,7 @@ async def _consent_text(plan: _Plan, headline: str, new_name: str) -> str:
     latest = "no version recorded yet" if plan.latest is None else f"latest version {plan.latest.id}"
     diff = await diff_bytes(plan.live, plan.content, plan.target.virtual, new_name, CONSENT_DIFF_LINES)
     shown = "\n".join(diff.lines) or "(no line changes)"
-    more = f"\n… {diff.total_lines - len(diff.lines)} more diff lines" if diff.total_lines > len(diff.lines) else ""
+    more = f"\n… {diff.hidden} more diff lines" if diff.hidden else ""
     return (
         f"{headline}\nTarget: {plan.target.virtual} ({size}; writes {len(plan.content)} bytes; {latest}). Every "
         f"session of this agent reads the substrate. +{diff.added} -{diff.removed} lines:\n{shown}{more}"

@@ -175,7 +175,7 @@ class CompareArgs(Arguments):
     substrate_path: SubstratePath | None = Field(
         default=None, description="Default: the file the draft was staged from, else the same path."
     )
-    max_preview_lines: Annotated[int, Field(ge=1, le=200, description="Lines of unified diff to show.")] = 12
+    max_preview_lines: Annotated[int, Field(ge=1, le=200, description="Diff lines to show (headers come on top).")] = 12
 
 
 class PromotePrecondition(WireModel):
@@ -251,7 +251,7 @@ async def resources_compare_with_substrate(ctx: ToolContext, args: CompareArgs) 
         added_line_count=diff.added,
         removed_line_count=diff.removed,
         preview=diff.lines,
-        preview_truncated=diff.total_lines > len(diff.lines),
+        preview_truncated=diff.hidden > 0,
         latest_version_id=precondition.expected_version_id,
         latest_version_created_at=None if latest is None else latest.created_at,
         latest_version_content_hash=None if latest is None else latest.content_hash,
