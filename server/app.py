@@ -68,8 +68,9 @@ class InFlight:
         with anyio.CancelScope() as call:
             if self._stopping:
                 call.cancel()
+            if not self._running:
+                self._idle = anyio.Event()
             self._running.add(call)
-            self._idle = anyio.Event() if self._idle.is_set() else self._idle
             try:
                 yield call
             finally:

@@ -6,6 +6,7 @@ Kept apart from the parser so that `--version`, `--help` and usage errors answer
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from managed_tools.server.http import announce, bind, build_app, http_server, se
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.runtime import StartupError, open_runtime, startup_extensions
 from managed_tools.server.stdio import serve_stdio
-from managed_tools.server.stopping import Stopping, until_signalled
+from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.context import Runtime
 
@@ -136,6 +137,7 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
 
 def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
     logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    atexit.register(exiting)
     try:
         if http is None:
             return anyio.run(until_signalled, partial(_serve_stdio, config))
