@@ -54,6 +54,7 @@ MESSAGES_PATH = "/messages/"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 KNOWN_SESSIONS_CAP = 4096
 LISTEN_BACKLOG = 2048  # uvicorn's own default, which it sets again when it starts serving
+ANSWERS_WITHIN_SECONDS = 1.0  # at a stop, for the answers of ended calls to reach their clients
 
 
 def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extensions: Extensions | None = None) -> McpApp:
@@ -96,8 +97,8 @@ def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extension
 
 class Sessions:
     """The Streamable HTTP sessions (none with `--transport sse`), run so that a stop can end them before the
-    HTTP server stops: the SDK then answers each call in flight ("Connection closed") and closes each stream
-    itself, while the connections are still open to carry that."""
+    HTTP server stops: the SDK then closes their streams itself, and their wakes close, while the connections
+    are still open."""
 
     def __init__(self, manager: StreamableHTTPSessionManager | None) -> None:
         self._manager = manager
@@ -356,7 +357,7 @@ class HttpServer(uvicorn.Server):
         SSE streams) is ended; then uvicorn closes the connections, now idle, and its lifespan (the wakes)."""
         self._requests.refuse_new()
         await self._app.calls.end_all()
-        await self._requests.answered(within=1.0)
+        await self._requests.answered(within=ANSWERS_WITHIN_SECONDS)
         await self._app.mcp_sessions.end()
         self._requests.end_all()
         self.should_exit = True
