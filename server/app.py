@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -23,7 +23,7 @@ from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.watch import watch_when_asked
 from managed_tools.tools.context import Runtime
-from managed_tools.tools.executor import execute
+from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
 INSTRUCTIONS = (
@@ -34,6 +34,12 @@ INSTRUCTIONS = (
 
 
 TIMEOUT_META_KEY = "managed-tools/timeoutMs"
+STOPPED = CallResult(
+    "cancelled",
+    "The server is stopping: this call was cancelled (a command it started was killed). Call it again once the "
+    "server is back.",
+    error_kind="internal",
+)
 
 
 def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
@@ -45,6 +51,41 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 
 
 AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
+END_CALLS_WITHIN_SECONDS = 2.0
+
+
+class InFlight:
+    """The tool calls running now, so that a stop ends each with an answer the transport can still carry (an
+    error result saying the server stopped) instead of cutting it off mid-call."""
+
+    def __init__(self) -> None:
+        self._running: set[anyio.CancelScope] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._stopping = False
+
+    @contextmanager
+    def running(self) -> Iterator[anyio.CancelScope]:
+        with anyio.CancelScope() as call:
+            if self._stopping:
+                call.cancel()
+            if not self._running:
+                self._idle = anyio.Event()
+            self._running.add(call)
+            try:
+                yield call
+            finally:
+                self._running.discard(call)
+                if not self._running:
+                    self._idle.set()
+
+    async def end_all(self) -> None:
+        """Cancel every call (a command one started is killed) and wait, bounded, for their answers."""
+        self._stopping = True
+        for call in self._running:
+            call.cancel()
+        with anyio.move_on_after(END_CALLS_WITHIN_SECONDS):
+            await self._idle.wait()
 
 
 def build_server(
@@ -55,6 +96,7 @@ def build_server(
     approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT_SECONDS,
     attachments: AttachmentsFactory | None = None,
     extensions: Extensions | None = None,
+    calls: InFlight | None = None,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -65,9 +107,11 @@ def build_server(
 
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
     lifetime of a sealed `requestState` (2026-07-28). The built-in resources (memory stores, evaluations,
-    files) are always served, with the resources and prompts of `extensions` beside them.
+    files) are always served, with the resources and prompts of `extensions` beside them. A transport that
+    stops on a signal passes `calls`, to end the calls in flight first.
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+    in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions())
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
@@ -96,14 +140,17 @@ def build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds)
-        result = await execute(
-            runtime,
-            attachment,
-            ports_for(ctx, consent),
-            params.name,
-            params.arguments,
-            timeout_seconds=requested_timeout(params.meta),
-        )
+        with in_flight.running() as call:
+            result = await execute(
+                runtime,
+                attachment,
+                ports_for(ctx, consent),
+                params.name,
+                params.arguments,
+                timeout_seconds=requested_timeout(params.meta),
+            )
+        if call.cancelled_caught:
+            return to_call_result(STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required" and consent.input_required is not None:
             return consent.input_required

@@ -6,24 +6,27 @@ Kept apart from the parser so that `--version`, `--help` and usage errors answer
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
-from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 from managed_tools.server import human
-from managed_tools.server.app import build_server
+from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
-from managed_tools.server.http import announce, bind, build_app, http_server
+from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
+from managed_tools.server.stdio import serve_stdio
+from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.registry import Registry
 
@@ -148,33 +151,33 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
 
 def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
     logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    atexit.register(exiting)
     try:
         if http is None:
-            anyio.run(_serve_stdio, config)
-        else:
-            anyio.run(_serve_remote, config, http, log_level)
-    except KeyboardInterrupt:
+            return anyio.run(until_signalled, partial(_serve_stdio, config))
+        return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level))
+    except KeyboardInterrupt:  # before or after the event loop listens for signals
         return 130
-    return 0
 
 
-async def _serve_stdio(config: ServeConfig) -> None:
+async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
         _announce_confinement(runtime)
+        calls = InFlight()
         server = build_server(
             runtime,
             transport="stdio",
             session_id=config.session,
             approval_wait_seconds=config.approval_wait_seconds,
             extensions=extensions,
+            calls=calls,
         )
         log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        await serve_stdio(server, calls, stopping)
 
 
-async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -> None:
+async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str, stopping: Stopping) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:
         app = build_app(runtime, config, http, extensions)
@@ -186,7 +189,7 @@ async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str) -
             announce(http, sock)  # first on stderr: scripts read the address from its first line
             _announce_confinement(runtime)
             log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
-            await http_server(app, http, log_level).serve(sockets=[sock])
+            await serve_http(http_server(app, http, log_level), sock, stopping)
 
 
 def _announce_confinement(runtime: Runtime) -> None:

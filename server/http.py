@@ -14,11 +14,14 @@ import hmac
 import re
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 import mcp_types as types
 import uvicorn
+from anyio.abc import TaskStatus
 from mcp.server import Server
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.sse import SseServerTransport
@@ -30,15 +33,16 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from managed_tools.server.app import build_server
+from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.attach import Attachments
 from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
+from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
 from managed_tools.tools.context import Runtime
@@ -49,17 +53,19 @@ SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 KNOWN_SESSIONS_CAP = 4096
+LISTEN_BACKLOG = 2048  # uvicorn's own default, which it sets again when it starts serving
+ANSWERS_WITHIN_SECONDS = 1.0  # at a stop, for the answers of ended calls to reach their clients
 
 
-def build_app(
-    runtime: Runtime, config: ServeConfig, http: HttpConfig, extensions: Extensions | None = None
-) -> Starlette:
+def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extensions: Extensions | None = None) -> McpApp:
+    calls = InFlight()
     server = build_server(
         runtime,
         transport="http",
         approval_wait_seconds=config.approval_wait_seconds,
         attachments=lambda: contextlib.aclosing(HttpAttachments(runtime, config.session)),
         extensions=extensions,
+        calls=calls,
     )
     # The Guard checks Host and Origin exactly before any transport sees a request; the SDK's own check
     # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.
@@ -82,18 +88,57 @@ def build_app(
         Mount(MESSAGES_PATH, app=sse.handle_post_message),
     ]
 
-    @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        if manager is None:
-            yield
-            return
-        async with manager.run():  # enters the server's lifespan: the HTTP attachments
-            yield
-
+    mcp_sessions = Sessions(manager)
     token = http.token.get_secret_value() if http.token is not None else None
     allowlist = Allowlist(http.allowed_hosts, http.allowed_origins)
     guard = Middleware(Guard, allowlist=allowlist, token=token, runtime=runtime)
-    return Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
+    return McpApp(calls, mcp_sessions, routes=routes, middleware=[guard], lifespan=lambda _: mcp_sessions.running())
+
+
+class Sessions:
+    """The Streamable HTTP sessions (none with `--transport sse`), run so that a stop can end them before the
+    HTTP server stops: the SDK then closes their streams itself, and their wakes close, while the connections
+    are still open."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager | None) -> None:
+        self._manager = manager
+        self._end = anyio.Event()
+        self._ended = anyio.Event()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The app's lifespan: the manager, and through it the server's lifespan (the HTTP attachments)."""
+        if self._manager is None:
+            yield
+            return
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(self._run, self._manager)
+            try:
+                yield
+            finally:
+                self._end.set()
+
+    async def _run(self, manager: StreamableHTTPSessionManager, *, task_status: TaskStatus[None]) -> None:
+        try:
+            async with manager.run():
+                task_status.started()
+                await self._end.wait()
+        finally:
+            self._ended.set()
+
+    async def end(self) -> None:
+        if self._manager is not None:
+            self._end.set()
+            await self._ended.wait()
+
+
+class McpApp(Starlette):
+    """The app, with what a stop must end before the HTTP server stops."""
+
+    def __init__(self, calls: InFlight, mcp_sessions: Sessions, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls = calls
+        self.mcp_sessions = mcp_sessions
 
 
 async def _health(request: Request) -> Response:
@@ -209,12 +254,14 @@ class SseEndpoint:
 
 def bind(http: HttpConfig) -> socket.socket:
     """The listening socket, bound before serving so that a taken port is a clear start-up error and
-    `--port 0` can report the port it got."""
+    `--port 0` can report the port it got. It listens at once: a client that read the announced address and
+    connects right away is queued until uvicorn accepts, never refused."""
     host = http.host.strip("[]")
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, http.port))
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise
@@ -238,17 +285,96 @@ def announce(http: HttpConfig, sock: socket.socket) -> None:
         )
 
 
-def http_server(app: Starlette, http: HttpConfig, log_level: str) -> uvicorn.Server:
-    # Our logging setup, not uvicorn's; no access log (URLs carry SSE session ids). Open streams get a few
-    # seconds to finish on shutdown instead of holding it forever. HTTP/1.1 only, with our deadlines and
+class OpenRequests:
+    """Every request in progress, so that a stop ends them at once, streams included, and cleanly: one cancelled
+    mid-response gets its final empty chunk (uvicorn logs an ERROR for a response left unfinished), one not yet
+    answered (or arriving once stopping) gets 503. Left alone, an open stream would hold the stop for uvicorn's
+    whole grace period and then be cut off with ERROR lines."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+        self._open: dict[anyio.CancelScope, anyio.Event | None] = {}  # each request's scope: a POST's end
+        self._stopping = False
+
+    def refuse_new(self) -> None:
+        self._stopping = True
+
+    async def answered(self, within: float) -> None:
+        """Wait, bounded, for the POSTs in progress to be answered (a GET is a stream: it never ends itself)."""
+        with anyio.move_on_after(within):
+            for done in [done for done in self._open.values() if done is not None]:
+                await done.wait()
+
+    def end_all(self) -> None:
+        self._stopping = True
+        for request in self._open:
+            request.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = completed = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, completed
+            started = started or message["type"] == "http.response.start"
+            completed = message["type"] == "http.response.body" and not message.get("more_body", False)
+            await send(message)
+
+        with anyio.CancelScope() as request:
+            if self._stopping:
+                request.cancel()
+            done = anyio.Event() if scope["method"] == "POST" else None
+            self._open[request] = done
+            try:
+                await self._app(scope, receive, tracked)
+            finally:
+                del self._open[request]
+                if done is not None:
+                    done.set()
+        if request.cancelled_caught and not completed:
+            if started:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await _error(503, "The server is stopping.")(scope, receive, send)
+
+
+class HttpServer(uvicorn.Server):
+    """uvicorn stopped by `stop()`; the signals are server/stopping.py's, so uvicorn installs no handlers."""
+
+    def __init__(self, config: uvicorn.Config, app: McpApp, requests: OpenRequests) -> None:
+        super().__init__(config)
+        self._app = app
+        self._requests = requests
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def stop(self) -> None:
+        """New requests get 503; calls in flight are answered; MCP sessions end; whatever is still open (legacy
+        SSE streams) is ended; then uvicorn closes the connections, now idle, and its lifespan (the wakes)."""
+        self._requests.refuse_new()
+        await self._app.calls.end_all()
+        await self._requests.answered(within=ANSWERS_WITHIN_SECONDS)
+        await self._app.mcp_sessions.end()
+        self._requests.end_all()
+        self.should_exit = True
+
+
+def http_server(app: McpApp, http: HttpConfig, log_level: str) -> HttpServer:
+    # Our logging setup, not uvicorn's; no access log (URLs carry SSE session ids). A stop ends open streams
+    # at once (OpenRequests); the grace period only bounds what is left. HTTP/1.1 only, with our deadlines and
     # connection bound (server/http_limits.py); no WebSocket upgrades, which nothing here serves.
     limits = ConnectionLimits(
         header_timeout_seconds=http.header_timeout_seconds,
         body_timeout_seconds=http.body_timeout_seconds,
         max_connections=http.max_connections,
     )
+    requests = OpenRequests(app)
     config = uvicorn.Config(
-        app,
+        requests,
         http=limited_protocol(limits),
         ws="none",
         log_config=None,
@@ -256,4 +382,9 @@ def http_server(app: Starlette, http: HttpConfig, log_level: str) -> uvicorn.Ser
         access_log=False,
         timeout_graceful_shutdown=3,
     )
-    return uvicorn.Server(config)
+    return HttpServer(config, app, requests)
+
+
+async def serve_http(server: HttpServer, sock: socket.socket, stopping: Stopping) -> None:
+    stopping.on_stop(server.stop)
+    await server.serve(sockets=[sock])

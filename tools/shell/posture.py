@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
 from managed_tools.stores import shell as store
@@ -36,6 +37,7 @@ AVOID_WHILE_BUSY = ["shell_run", "shell_exec", "shell_restart", "shell_close"]
 # The id of a control command (cd, export, unset) sent through the live shell: never shown, as an export
 # carries a shell_set_env value.
 INTERNAL_JOB = "internal"
+CLOSE_WAIT_SECONDS = 4.0  # a killed command's pump drains for at most DRAIN_AFTER_EXIT, then records its end
 
 
 # ---- this process's live shells and commands -----------------------------------------------------------------
@@ -85,7 +87,8 @@ def running_jobs(runtime: Runtime, session_id: str) -> list[Job]:
 
 
 async def close_all(runtime: Runtime) -> None:
-    """At shutdown: every shell and command of this runtime is killed, and recorded as such by its pump."""
+    """At shutdown: every shell and command of this runtime is killed, and recorded as such by its pump before
+    the database closes (a job cancelled before it started has no pump: the wait is bounded)."""
     db = str(runtime.db.path)
     for (d, _, _), job in list(_JOBS.items()):
         if d == db:
@@ -94,9 +97,10 @@ async def close_all(runtime: Runtime) -> None:
         if key[0] == db:
             await shell.close()
             _SHELLS.pop(key, None)
-    for (d, _, _), job in list(_JOBS.items()):
-        if d == db:
-            await job.done.wait()
+    with anyio.move_on_after(CLOSE_WAIT_SECONDS):
+        for (d, _, _), job in list(_JOBS.items()):
+            if d == db:
+                await job.recorded.wait()
 
 
 # ---- paths and env -------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from managed_tools.stores.shell import CommandKind, CommandStatus
 from managed_tools.stores.spawn import Domain, spawn
 
@@ -132,19 +134,24 @@ async def start_process(
     confine: Domain | None,
 ) -> None:
     """Start a one-shot process for `job`, confined to `confine` before the program runs (None: argv-only); its
-    pump enforces the timeout and calls `on_done` at the end."""
-    proc = await spawn(
-        argv,
-        domain=confine,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        new_session=True,
-    )
-    job.pid = proc.pid
-    _spawn_task(_pump_process(job, proc, limit_s, on_done))
+    pump enforces the timeout and calls `on_done` at the end.
+
+    Shielded: a call cancelled mid-spawn (a stop, a client's cancel) would leave a process that has already
+    started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
+    pid and its pump, and a kill reaches it."""
+    with anyio.CancelScope(shield=True):
+        proc = await spawn(
+            argv,
+            domain=confine,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            new_session=True,
+        )
+        job.pid = proc.pid
+        _spawn_task(_pump_process(job, proc, limit_s, on_done))
 
 
 async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
