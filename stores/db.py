@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 import anyio
@@ -26,6 +26,11 @@ Params = Sequence[Any] | dict[str, Any]
 
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 DEFAULT_READERS = 2
+
+Synchronous = Literal["NORMAL", "FULL"]
+# A write transaction (memory, substrate versions, approvals, ...) is on disk before its caller hears it
+# committed: WAL at NORMAL would lose the last commits to a power cut (docs/decisions.md has the figures).
+DURABLE: Synchronous = "FULL"
 
 
 LOCKED = "The state database is locked by another process; try again in a moment."
@@ -56,6 +61,7 @@ class Tx:
         self._depth = 0
         self._writing = writing
         self._undo: list[Undo] = []
+        self._after_commit: list[Undo] = []
 
     def on_rollback(self, undo: Undo) -> None:
         """Run `undo` if this write transaction rolls back: the inverse of an effect outside the database (a
@@ -64,6 +70,12 @@ class Tx:
         if not self._writing:
             raise RuntimeError("on_rollback needs a write transaction (Database.write).")
         self._undo.append(undo)
+
+    def on_commit(self, step: Undo) -> None:
+        """Run `step` once this write transaction has committed (a note that only mattered until then)."""
+        if not self._writing:
+            raise RuntimeError("on_commit needs a write transaction (Database.write).")
+        self._after_commit.append(step)
 
     def _run_undo(self, keep: int = 0) -> None:
         """Newest first; a failing undo is logged and the rest still run."""
@@ -154,9 +166,16 @@ class NoTransaction(Tx):
 class Database:
     """The state file. Open it with `Database.open(path)`; it applies pending migrations first."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        appender: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
+    ) -> None:
         self.path = path
         self._writer = writer
+        self._appender = appender
         self._write_lock = anyio.Lock()
         self._readers = readers
         self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
@@ -170,20 +189,23 @@ class Database:
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         readers: int = DEFAULT_READERS,
+        synchronous: Synchronous = DURABLE,
     ) -> Database:
+        """`synchronous` applies to `write()` transactions (FULL unless a benchmark compares it with NORMAL)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await _connect(path, busy_timeout_ms)
+        writer = await _connect(path, busy_timeout_ms, synchronous)
         try:
             await _prepare(writer, busy_timeout_ms)
-            pool = [await _connect(path, busy_timeout_ms) for _ in range(max(1, readers))]
+            appender = await _connect(path, busy_timeout_ms, "NORMAL")
+            pool = [await _connect(path, busy_timeout_ms, "NORMAL") for _ in range(max(1, readers))]
         except BaseException:
             await writer.close()
             raise
-        return cls(path, writer, pool)
+        return cls(path, writer, appender, pool)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            for conn in [self._writer, *self._readers]:
+            for conn in [self._writer, self._appender, *self._readers]:
                 await conn.close()
             self._reader_send.close()
             self._reader_recv.close()
@@ -213,16 +235,23 @@ class Database:
                         await self._writer.rollback()
                         raise
                 tx._undo.clear()
+                for step in tx._after_commit:
+                    try:
+                        step()
+                    except Exception:
+                        log.exception("a step after a commit failed; the commit itself stands")
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[Tx]:
         """The writer outside any transaction: each statement commits on its own, atomically.
 
-        For single-statement writes (an event append), which then cost one hop instead of three.
+        For single-statement writes (an event append), which then cost one hop instead of three. Its own
+        connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
+        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions.md).
         """
         async with self._write_lock:
             with _busy_is_an_error():
-                yield Tx(self._writer)
+                yield Tx(self._appender)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -239,12 +268,12 @@ class Database:
             self._reader_send.send_nowait(conn)
 
 
-async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(str(path), isolation_level=None)
     conn.row_factory = sqlite3.Row
     await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     await conn.execute("PRAGMA foreign_keys=ON")
-    await conn.execute("PRAGMA synchronous=NORMAL")
+    await conn.execute(f"PRAGMA synchronous={synchronous}")
     return conn
 
 
