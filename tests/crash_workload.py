@@ -118,9 +118,11 @@ class Crashes:
         read = _data(await client.call_tool("memory_read", {"target": "working_buffer"}))
         head: str | None = read.get("versionId")
         step = 0
+        approved = False  # one approval a round: each runs the `managed-tools approve` CLI, a whole process
         while True:
             step += 1
-            kind = self.rng.choice(("memory", "memory", "promote", "shell", "approve"))
+            kind = self.rng.choice(("memory", "memory", "promote", "shell") + (() if approved else ("approve",)))
+            approved = approved or kind == "approve"
             if kind == "memory":
                 head = await self._memory(client, head, step)
             elif kind == "promote":

@@ -9,6 +9,7 @@ real (`os._exit` at an exact point, inside the promotion, or SIGKILL of the proc
 from __future__ import annotations
 
 import os
+import random
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -18,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import data
+from crash_workload import Crashes, dump
 from mcp import Client, StdioServerParameters
 
 from managed_tools.server.config import ServeConfig
@@ -124,3 +126,21 @@ async def test_write_transactions_reach_the_disk_before_they_are_acknowledged(ru
         assert await tx.scalar("PRAGMA synchronous") == full
     async with runtime.db.autocommit() as tx:
         assert await tx.scalar("PRAGMA synchronous") == normal
+
+
+KILLS = 5
+
+
+async def test_kill_9_at_random_moments_loses_nothing_acknowledged(workspace: Path, tmp_path: Path) -> None:
+    seed = int(os.environ.get("CRASH_SEED") or random.randrange(2**32))
+    print(f"crash seed {seed} (CRASH_SEED={seed} repeats this run)")
+    crashes = Crashes(workspace, tmp_path / "data", random.Random(seed))
+    found: list[str] = []
+    for _ in range(KILLS):
+        _, problems = await crashes.round(max_delay=1.5)
+        found += problems
+    found += await crashes.last_check()
+    assert found == [], f"seed {seed}: {found}"
+    assert sum(crashes.ledger.acknowledged.values()) > 0, (
+        f"seed {seed}: nothing was acknowledged; {dump(crashes.ledger)}"
+    )
