@@ -118,6 +118,30 @@ async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runt
     assert list((runtime.environment.data_dir / store.PENDING_DIR).iterdir()) == []
 
 
+async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runtime: Runtime) -> None:
+    """The dead process's version never committed, but another process promoted the same bytes since: the file
+    already agrees with the head of its history, so start-up leaves it."""
+    target = runtime.guard.resolve("/workspace/agent/SOUL.md")
+    fields: dict[str, Any] = {
+        "agent_id": runtime.environment.agent_id,
+        "session_id": None,
+        "wake_id": None,
+        "source_path": "/workspace/draft.md",
+        "target_path": target.virtual,
+        "content": EDITED,
+    }
+    with suppress(RuntimeError):
+        async with runtime.db.write() as tx:
+            dead = await store.record_version(tx, **fields)
+            store.note_pending(runtime.db, dead, target, SOUL.encode())
+            raise RuntimeError("rolled back, as a killed process's transaction is")
+    async with runtime.db.write() as tx:
+        await store.record_version(tx, **fields)
+    atomic_write(target, EDITED.encode())
+    assert await store.heal_interrupted(runtime.db) == []
+    assert target.host.read_text() == EDITED
+
+
 async def test_write_transactions_reach_the_disk_before_they_are_acknowledged(runtime: Runtime) -> None:
     """WAL at synchronous=NORMAL can lose the last commits to a power cut: write transactions (memory, substrate
     versions, approvals) commit at FULL; single-statement event appends stay at NORMAL (docs/decisions.md)."""
