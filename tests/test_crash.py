@@ -46,10 +46,14 @@ async def die_during_promotion(workspace: Path, die: str, target: str) -> None:
     """One call of the real promotion with the server killed at `die`; the client sees its server go."""
     (workspace / "draft.md").write_text(EDITED)
     args = {"sourcePath": "draft.md", "targetPath": target, "overwrite": True, "die": die}
-    with anyio.fail_after(60), suppress(Exception):
-        async with serve(workspace) as client:
-            await client.call_tool("probe_promote_then_die", args)
-            raise AssertionError("the server survived")
+    died = False
+    with anyio.fail_after(60):
+        try:
+            async with serve(workspace) as client:
+                await client.call_tool("probe_promote_then_die", args)
+        except Exception:
+            died = True
+    assert died, "the server survived its promotion"
 
 
 async def history(workspace: Path, target: str) -> list[dict[str, Any]]:
