@@ -5,9 +5,9 @@ or a power cut. FULL syncs the WAL at every commit. One fresh state file per set
 migrations and all); the two settings' samples are interleaved, so a busy machine slows both alike. Each sample is
 a whole write transaction, commit included, of the real store functions: a memory write (`stores.memory.write`,
 replace, ~500 chars), a substrate version commit (`stores.substrate.record_version`, ~2 KB) and an approval
-(`stores.approvals.create` then `decide`, two transactions as in the server). The baseline is an event append on
-the autocommit connection (always NORMAL). Prints median and p95 per series and the FULL/NORMAL ratio. A
-benchmark: it exits 0 whatever the figures are.
+(`stores.approvals.create` then `decide`, two transactions as in the server). Baselines: a bare one-row commit
+(what the sync itself costs) and an event append on the autocommit connection (always NORMAL). Prints median and
+p95 per series and the FULL/NORMAL ratio. A benchmark: it exits 0 whatever the figures are.
 
     python bench/durability.py [--writes 300] [--warmup 30] [--dir PATH] [--json]
 """
@@ -81,7 +81,14 @@ async def event_append(db: Database, session_id: str, n: int) -> None:
         await events.append_event(tx, session_id, None, "span.started", {"tool": "bench", "n": n})
 
 
+async def bare_commit(db: Database, session_id: str, n: int) -> None:
+    async with db.write() as tx:
+        await tx.execute("CREATE TABLE IF NOT EXISTS bench_rows (n INTEGER, body TEXT)")
+        await tx.execute("INSERT INTO bench_rows VALUES (?, ?)", (n, "x" * 200))
+
+
 SERIES: dict[str, Op] = {
+    "bare commit (one row)": bare_commit,
     "memory write": memory_write,
     "substrate version": substrate_version,
     "approval (create+decide)": approval,

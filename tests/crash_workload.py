@@ -166,8 +166,9 @@ class Crashes:
         blocked = await client.call_tool("shell_run", args)
         request = (blocked.meta or {})["managed-tools/requiresAction"]["requestId"]
         approve = [sys.executable, "-m", "managed_tools.server", "approve", request, "--data-dir", str(self.data_dir)]
-        if (await anyio.run_process(approve, check=False)).returncode != 0:
-            return
+        with anyio.CancelScope(shield=True):  # a person's answer does not die with the server: it is its own process
+            if (await anyio.run_process(approve, check=False)).returncode != 0:
+                return
         self.ledger.approvals.add(request)
         self.ledger.acknowledged["approval"] += 1
         ran = _data(await client.call_tool("shell_run", args))
