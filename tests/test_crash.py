@@ -168,6 +168,7 @@ async def test_kill_9_at_random_moments_loses_nothing_acknowledged(workspace: Pa
         _, problems = await crashes.round(max_delay=1.5)
         found += problems
     found += await crashes.last_check()
+    print(f"crash seed {seed}: acknowledged {dump(crashes.ledger)}")
     assert found == [], f"seed {seed}: {found}"
     assert sum(crashes.ledger.acknowledged.values()) > 0, (
         f"seed {seed}: nothing was acknowledged; {dump(crashes.ledger)}"
