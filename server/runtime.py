@@ -9,7 +9,7 @@ from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
-from managed_tools.stores import sessions
+from managed_tools.stores import sessions, substrate
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
@@ -66,6 +66,7 @@ async def open_runtime(
     except DatabaseOpenError as exc:
         raise StartupError(str(exc)) from exc
     try:
+        await substrate.heal_interrupted(db)
         if config.session is not None:
             async with db.read() as tx:
                 try:

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 import anyio
@@ -27,6 +27,11 @@ Params = Sequence[Any] | dict[str, Any]
 
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 DEFAULT_READERS = 2
+
+Synchronous = Literal["NORMAL", "FULL"]
+# A write transaction (memory, substrate versions, approvals, ...) is on disk before its caller hears it
+# committed: WAL at NORMAL would lose the last commits to a power cut (docs/decisions.md has the figures).
+DURABLE: Synchronous = "FULL"
 
 
 LOCKED = "The state database is locked by another process; try again in a moment."
@@ -57,6 +62,7 @@ class Tx:
         self._depth = 0
         self._writing = writing
         self._undo: list[Undo] = []
+        self._after_commit: list[Undo] = []
 
     def on_rollback(self, undo: Undo) -> None:
         """Run `undo` if this write transaction rolls back: the inverse of an effect outside the database (a
@@ -65,6 +71,12 @@ class Tx:
         if not self._writing:
             raise RuntimeError("on_rollback needs a write transaction (Database.write).")
         self._undo.append(undo)
+
+    def on_commit(self, step: Undo) -> None:
+        """Run `step` once this write transaction has committed (a note that only mattered until then)."""
+        if not self._writing:
+            raise RuntimeError("on_commit needs a write transaction (Database.write).")
+        self._after_commit.append(step)
 
     def _run_undo(self, keep: int = 0) -> None:
         """Newest first; a failing undo is logged and the rest still run."""
@@ -155,9 +167,16 @@ class NoTransaction(Tx):
 class Database:
     """The state file. Open it with `Database.open(path)`; it applies pending migrations first."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        appender: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
+    ) -> None:
         self.path = path
         self._writer = writer
+        self._appender = appender
         self._write_lock = anyio.Lock()
         self._readers = readers
         self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
@@ -171,17 +190,20 @@ class Database:
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         readers: int = DEFAULT_READERS,
+        synchronous: Synchronous = DURABLE,
     ) -> Database:
-        """Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open
-        closes every connection it made, so no database thread outlives it (they would keep the process alive)."""
+        """`synchronous` applies to `write()` transactions (FULL unless a benchmark compares it with NORMAL).
+
+        Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open closes
+        every connection it made, so no database thread outlives it (they would keep the process alive)."""
         opened: list[aiosqlite.Connection] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _refuse_unusable_file(path)
-            opened.append(await _connect(path, busy_timeout_ms))
+            opened.append(await _connect(path, busy_timeout_ms, synchronous))
             await _prepare(opened[0], busy_timeout_ms)
-            for _ in range(max(1, readers)):
-                opened.append(await _connect(path, busy_timeout_ms))
+            for _ in range(1 + max(1, readers)):  # the appender, then the readers
+                opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 for conn in opened:
@@ -189,11 +211,11 @@ class Database:
             if isinstance(exc, sqlite3.Error | OSError):
                 raise DatabaseOpenError(_unusable(path, exc)) from exc
             raise
-        return cls(path, opened[0], opened[1:])
+        return cls(path, opened[0], opened[1], opened[2:])
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            for conn in [self._writer, *self._readers]:
+            for conn in [self._writer, self._appender, *self._readers]:
                 await conn.close()
             self._reader_send.close()
             self._reader_recv.close()
@@ -223,16 +245,23 @@ class Database:
                         await self._writer.rollback()
                         raise
                 tx._undo.clear()
+                for step in tx._after_commit:
+                    try:
+                        step()
+                    except Exception:
+                        log.exception("a step after a commit failed; the commit itself stands")
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[Tx]:
         """The writer outside any transaction: each statement commits on its own, atomically.
 
-        For single-statement writes (an event append), which then cost one hop instead of three.
+        For single-statement writes (an event append), which then cost one hop instead of three. Its own
+        connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
+        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions.md).
         """
         async with self._write_lock:
             with _busy_is_an_error():
-                yield Tx(self._writer)
+                yield Tx(self._appender)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -262,7 +291,7 @@ def _refuse_unusable_file(path: Path) -> None:
             )
 
 
-async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> aiosqlite.Connection:
     conn = aiosqlite.connect(str(path), isolation_level=None)
     try:
         await conn
@@ -275,7 +304,7 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
         conn.row_factory = sqlite3.Row
         await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute(f"PRAGMA synchronous={synchronous}")
     except BaseException:
         with anyio.CancelScope(shield=True):
             await conn.close()

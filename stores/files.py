@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import os
 import posixpath
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from managed_tools.stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError
 from managed_tools.stores.paths import Resolved, inside
 
 BINARY_SNIFF_BYTES = 8192
+TEMP_TOKEN_BYTES = 6  # a write's temporary file: `.<name>.<12 hex digits>.tmp`
 CHUNK = 1 << 20
 
 
@@ -170,18 +172,35 @@ def replace_file(resolved: Resolved, data: bytes, previous: bytes | None) -> Cal
     """`atomic_write`, returning its undo: put `previous` back, or, when there was no file (`previous` is None),
     remove the new one and the directories this write created. The caller read `previous` (so bounded it)."""
     created = atomic_write(resolved, data)
+    return lambda: put_back(resolved, previous, created)
 
-    def undo() -> None:
-        if previous is not None:
-            atomic_write(resolved, previous)
+
+def put_back(resolved: Resolved, previous: bytes | None, created: list[str]) -> None:
+    """Undo a write: `previous` back in place, or, when there was no file, no file (and none of the directories
+    in `created`, deepest first, the write made for it)."""
+    if previous is not None:
+        atomic_write(resolved, previous)
+        return
+    parent, name = posixpath.split(resolved.real)
+    with refusing(resolved):
+        with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd, suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=fd)
+        _remove_empty(resolved.root, created)
+
+
+def remove_stale_temps(resolved: Resolved) -> None:
+    """Remove the temporary files that writes killed before their rename left beside `resolved`."""
+    parent, name = posixpath.split(resolved.real)
+    temp = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}\.tmp")
+    with refusing(resolved):
+        try:
+            with opened(open_beneath(resolved.root, parent, LIST_FLAGS)) as fd:
+                for entry in os.listdir(fd):
+                    if temp.fullmatch(entry):
+                        with suppress(FileNotFoundError):
+                            os.unlink(entry, dir_fd=fd)
+        except FileNotFoundError:
             return
-        parent, name = posixpath.split(resolved.real)
-        with refusing(resolved):
-            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd, suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=fd)
-            _remove_empty(resolved.root, created)
-
-    return undo
 
 
 def _remove_empty(root: str, directories: list[str]) -> None:
@@ -220,7 +239,7 @@ def _write_in(dir_fd: int, name: str, data: bytes, virtual: str) -> None:
         if stat.S_ISDIR(info.st_mode):
             raise FileAccessError(f"{virtual} is a directory; a file cannot be written there.")
         mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else 0o644
-    temp = f".{name}.{secrets.token_hex(6)}.tmp"
+    temp = f".{name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temp, flags, mode & 0o777, dir_fd=dir_fd)
     try:
@@ -229,6 +248,9 @@ def _write_in(dir_fd: int, name: str, data: bytes, virtual: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        # The rename itself survives a power cut, as the commit that follows it does.
+        with opened(os.open(".", LIST_FLAGS, dir_fd=dir_fd)) as listing:
+            os.fsync(listing)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=dir_fd)

@@ -3,18 +3,34 @@
 Paths are virtual paths the path guard has already resolved (`/workspace/agent/SOUL.md`, `/workspace/SOUL.md`).
 A promotion checks its preconditions, records its version and writes the file inside one `BEGIN IMMEDIATE`
 transaction, which SQLite serialises across processes: of two promotions racing on one version, one wins.
+
+The file is renamed into place before that transaction commits, so a process killed in between would leave a file
+its history does not know. Each such write is therefore noted first (a pending-write note in the data dir, synced
+before the rename, removed when the transaction ends), and start-up heals what a dead process left: a note whose
+version never committed puts the old bytes back (`heal_interrupted`).
 """
 
 from __future__ import annotations
 
+import base64
+import logging
+import os
 import sqlite3
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from managed_tools.stores.db import Tx
-from managed_tools.stores.errors import NotFoundError, PreconditionError
+from managed_tools.stores import files
+from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.memory import preview
+from managed_tools.stores.mounts import Mount
+from managed_tools.stores.paths import Resolved
+
+log = logging.getLogger("managed_tools.substrate")
 
 
 class SubstrateVersion(BaseModel):
@@ -190,3 +206,112 @@ def staged_now(session_path: str, source_path: str, source_hash: str, target_has
         target_content_hash=target_hash,
         staged_at=utc_now(),
     )
+
+
+# ---- pending writes: the file renamed, the version not yet committed ------------------------------------------
+
+PENDING_DIR = "substrate-pending"
+
+
+class PendingWrite(BaseModel):
+    """A substrate file about to be replaced by a transaction that has not committed `version_id` yet."""
+
+    version_id: str
+    agent_id: str
+    target_path: str
+    root: str  # the substrate mount's real root and the path under it (private: the data dir is in no mount)
+    real: str
+    content_hash: str
+    previous: str | None  # base64 of the bytes replaced; None when there was no file
+
+
+def note_pending(
+    db: Database, version: SubstrateVersion, target: Resolved, previous: bytes | None
+) -> Callable[[], None]:
+    """Write (and sync) the note before the file is renamed; returns what removes it once the transaction ends."""
+    pending = PendingWrite(
+        version_id=version.id,
+        agent_id=version.agent_id,
+        target_path=version.target_path,
+        root=target.root,
+        real=target.real,
+        content_hash=version.content_hash,
+        previous=None if previous is None else base64.b64encode(previous).decode("ascii"),
+    )
+    folder = db.path.parent / PENDING_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    note = folder / f"{version.id}.json"
+    temp = folder / f".{version.id}.tmp"
+    with open(temp, "wb") as handle:
+        handle.write(pending.model_dump_json().encode())
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, note)
+    _sync_dir(folder)
+
+    def forget() -> None:
+        with suppress(FileNotFoundError):
+            note.unlink()
+
+    return forget
+
+
+def _sync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def heal_interrupted(db: Database) -> list[str]:
+    """At start-up: put back every substrate file that a dead process replaced without committing its version.
+
+    Runs under the write lock, so no live process is between its rename and its commit (each holds that lock
+    throughout). Returns the virtual paths put back."""
+    folder = db.path.parent / PENDING_DIR
+    if not folder.is_dir():
+        return []
+    healed: list[str] = []
+    async with db.write() as tx:
+        for entry in sorted(folder.iterdir()):
+            if not entry.name.endswith(".json"):
+                entry.unlink(missing_ok=True)  # a note cut short before its rename: its file was not touched yet
+                continue
+            try:
+                pending = PendingWrite.model_validate_json(entry.read_bytes())
+                if await _put_back(tx, pending):
+                    healed.append(pending.target_path)
+            except (ValidationError, StoreError, OSError) as exc:
+                # Kept for the next start-up; the server still starts.
+                log.warning("could not settle the pending substrate write %s: %s", entry.name, exc)
+                continue
+            entry.unlink()
+    for path in healed:
+        log.warning("put back %s: the process that replaced it died before recording its version", path)
+    return healed
+
+
+async def _put_back(tx: Tx, pending: PendingWrite) -> bool:
+    """Undo the write if its version never committed and the file still holds what it wrote (unless that is
+    also what the history's head says, as after a later promotion of the same bytes)."""
+    if await tx.scalar("SELECT 1 FROM substrate_versions WHERE id = ?", (pending.version_id,)) is not None:
+        return False
+    mount = Mount(
+        kind="agent_substrate",
+        mount_path="/workspace/agent",
+        root=Path(pending.root),
+        access="read_only",
+        scope="agent",
+        prompt="",
+    )
+    target = Resolved(mount, pending.target_path, pending.real, pending.root, pending.real, exists=True)
+    files.remove_stale_temps(target)
+    if files.lstat(target) is None or files.sha256_file(target) != pending.content_hash:
+        return False
+    latest = await latest_version(tx, pending.agent_id, pending.target_path)
+    if latest is not None and latest.content_hash == pending.content_hash:
+        return False
+    previous = None if pending.previous is None else base64.b64decode(pending.previous)
+    files.put_back(target, previous, [])
+    return True

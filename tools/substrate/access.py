@@ -14,6 +14,7 @@ from managed_tools.stores import substrate
 from managed_tools.stores.files import read_limited, read_text, replace_file
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.paths import Resolved
+from managed_tools.stores.substrate import SubstrateVersion
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import NonEmptyStr
@@ -81,11 +82,18 @@ def sha256_or_none(data: bytes | None) -> str | None:
     return None if data is None else sha256_hex(data)
 
 
-def write_in_tx(ctx: ToolContext, resolved: Resolved, data: bytes, previous: bytes | None) -> None:
+def write_in_tx(
+    ctx: ToolContext, resolved: Resolved, data: bytes, previous: bytes | None, version: SubstrateVersion | None = None
+) -> None:
     """The last step of a handler: write the file and tie it to the transaction (undone if it rolls back).
 
-    Synchronous on purpose (at most a mebibyte): in a worker thread the write could finish after a cancellation
-    had already unwound the handler, with no undo registered."""
+    A substrate write (with its `version`) is noted first, so that if the process dies before the commit, the next
+    start-up puts the old bytes back (stores/substrate.py). Synchronous on purpose (at most a mebibyte): in a worker
+    thread the write could finish after a cancellation had already unwound the handler, with no undo registered."""
+    if version is not None:
+        forget = substrate.note_pending(ctx.runtime.db, version, resolved, previous)
+        ctx.tx.on_rollback(forget)  # undo runs newest first: the file is put back, then the note goes
+        ctx.tx.on_commit(forget)
     ctx.tx.on_rollback(replace_file(resolved, data, previous))
     if resolved.mount.kind == "agent_substrate":
         ctx.touched.add(substrate_uri(resolved.relative))

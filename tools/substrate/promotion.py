@@ -81,7 +81,8 @@ async def _checked(
 
 
 async def _apply(ctx: ToolContext, plan: _Plan, restored_from: str | None = None) -> SubstrateVersion:
-    """Record the version, then write the file as the last step (undone if the transaction rolls back)."""
+    """Record the version, then write the file as the last step (undone if the transaction rolls back, or at the
+    next start-up if the process dies first)."""
     version = await substrate.record_version(
         ctx.tx,
         agent_id=ctx.agent_id,
@@ -92,7 +93,7 @@ async def _apply(ctx: ToolContext, plan: _Plan, restored_from: str | None = None
         content=plan.content.decode("utf-8"),
         restored_from_version_id=restored_from,
     )
-    write_in_tx(ctx, plan.target, plan.content, plan.live)
+    write_in_tx(ctx, plan.target, plan.content, plan.live, version)
     return version
 
 

@@ -1,0 +1,224 @@
+"""The crash suite's driver, shared by tests/test_crash.py (a few kills) and bench/crash.py (a hundred).
+
+A real `managed-tools serve` over stdio, spoken to by `mcp.Client`, runs a mixed workload (memory writes with
+compare-and-swap, substrate promotions, a permission approved with the `managed-tools approve` CLI, shell commands)
+until it is killed with SIGKILL at a random moment, process group and all. Every result the client saw succeed
+goes into a ledger; after each restart, `check` holds the data dir to it: every SQLite file passes
+`PRAGMA integrity_check`, every acknowledged write is there with its content, every granted approval is still
+granted, and the substrate file agrees with the head of its version history (no pending write left to heal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+PROMOTE = "resources_promote_to_substrate"
+TARGET = "SOUL.md"
+# Runs the server with its pid written down first (exec keeps the pid; the SDK already gave it its own process
+# group), so the driver can kill it as `kill -9 -PGID` would.
+LAUNCH = (
+    "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'managed_tools.server', 'serve', *sys.argv[2:]])"
+)
+
+
+@dataclass
+class Ledger:
+    """What the client saw acknowledged, across every run of the server."""
+
+    session_id: str | None = None
+    memory: dict[str, str] = field(default_factory=dict)  # version id -> content
+    promotions: dict[str, str] = field(default_factory=dict)  # version id -> content hash
+    approvals: set[str] = field(default_factory=set)  # request ids `managed-tools approve` confirmed
+    commands: set[str] = field(default_factory=set)  # shell command ids that completed
+    acknowledged: Counter[str] = field(default_factory=Counter)
+    notes_left: int = 0  # kills that left a pending substrate write for start-up to settle
+
+
+@dataclass
+class Crashes:
+    workspace: Path
+    data_dir: Path
+    rng: random.Random
+    ledger: Ledger = field(default_factory=Ledger)
+
+    @property
+    def substrate(self) -> Path:
+        return self.data_dir / "agents" / "default" / "substrate"
+
+    @property
+    def log(self) -> Path:
+        """The servers' stderr, all runs."""
+        return self.data_dir.parent / "server.log"
+
+    @property
+    def pending(self) -> Path:
+        return self.data_dir / "substrate-pending"
+
+    @asynccontextmanager
+    async def server(self) -> AsyncIterator[tuple[Client, int]]:
+        """A fresh server process (resuming the first run's session) and its pid."""
+        pid_file = self.data_dir.parent / "server.pid"
+        pid_file.unlink(missing_ok=True)
+        args = ["-c", LAUNCH, str(pid_file), "--workspace", str(self.workspace), "--data-dir", str(self.data_dir)]
+        args += ["--allow", PROMOTE]
+        if self.ledger.session_id is not None:
+            args += ["--session", self.ledger.session_id]
+        params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+        with self.log.open("a") as log:
+            async with Client(stdio_client(params, errlog=log)) as client:
+                if self.ledger.session_id is None:
+                    snapshot = await client.call_tool("session_get_snapshot", {})
+                    self.ledger.session_id = _data(snapshot)["sessionId"]
+                yield client, int(pid_file.read_text())
+
+    async def round(self, max_delay: float) -> tuple[float, list[str]]:
+        """Start (healing what the last kill left), check, work until a SIGKILL at a random moment; returns how
+        long start-up took and what the check found."""
+        started = time.perf_counter()
+        killed = False
+        problems: list[str] = []
+        try:
+            async with self.server() as (client, pid):
+                startup = time.perf_counter() - started
+                problems = self.check()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._work, client)
+                    await anyio.sleep(self.rng.uniform(0.0, max_delay))
+                    os.killpg(pid, signal.SIGKILL)
+                    killed = True
+                    tg.cancel_scope.cancel()
+        except Exception:
+            if not killed:  # a failure of the workload itself, not the transport breaking under the kill
+                raise
+        if any(self.pending.glob("*.json")):
+            self.ledger.notes_left += 1
+        return startup, problems
+
+    async def last_check(self) -> list[str]:
+        async with self.server():
+            return self.check()
+
+    async def _work(self, client: Client) -> None:
+        read = _data(await client.call_tool("memory_read", {"target": "working_buffer"}))
+        head: str | None = read.get("versionId")
+        step = 0
+        approved = False  # one approval a round: each runs the `managed-tools approve` CLI, a whole process
+        while True:
+            step += 1
+            kind = self.rng.choice(("memory", "memory", "promote", "shell") + (() if approved else ("approve",)))
+            approved = approved or kind == "approve"
+            if kind == "memory":
+                head = await self._memory(client, head, step)
+            elif kind == "promote":
+                await self._promote(client, step)
+            elif kind == "shell":
+                await self._shell(client)
+            else:
+                await self._approve_and_run(client, step)
+
+    async def _memory(self, client: Client, head: str | None, step: int) -> str | None:
+        content = f"write {step} {self.rng.random()}\n"  # as stored: one final newline
+        args: dict[str, Any] = {"target": "working_buffer", "content": content}
+        if head is not None:
+            args["expectedVersionId"] = head
+        result = await client.call_tool("memory_write", args)
+        if result.is_error:
+            raise AssertionError(f"memory_write failed: {result.content}")
+        version = str(_data(result)["versionId"])
+        self.ledger.memory[version] = content
+        self.ledger.acknowledged["memory"] += 1
+        return version
+
+    async def _promote(self, client: Client, step: int) -> None:
+        text = f"# Soul\nstep {step} {self.rng.random()}\n"
+        (self.workspace / "draft.md").write_text(text)
+        args = {"sourcePath": "draft.md", "targetPath": TARGET, "overwrite": True}
+        promoted = _data(await client.call_tool(PROMOTE, args))
+        self.ledger.promotions[promoted["versionId"]] = promoted["contentHash"]
+        self.ledger.acknowledged["promotion"] += 1
+
+    async def _shell(self, client: Client) -> None:
+        ran = _data(await client.call_tool("bash", {"command": "ls", "args": ["-a"]}))
+        if ran["status"] == "completed":
+            self.ledger.commands.add(ran["commandId"])
+            self.ledger.acknowledged["shell"] += 1
+
+    async def _approve_and_run(self, client: Client, step: int) -> None:
+        args = {"command": f"echo approved {step} {self.rng.randrange(10**9)}"}
+        blocked = await client.call_tool("shell_run", args)
+        request = (blocked.meta or {})["managed-tools/requiresAction"]["requestId"]
+        approve = [sys.executable, "-m", "managed_tools.server", "approve", request, "--data-dir", str(self.data_dir)]
+        with anyio.CancelScope(shield=True):  # a person's answer does not die with the server: it is its own process
+            if (await anyio.run_process(approve, check=False)).returncode != 0:
+                return
+        self.ledger.approvals.add(request)
+        self.ledger.acknowledged["approval"] += 1
+        ran = _data(await client.call_tool("shell_run", args))
+        if ran["status"] == "completed":
+            self.ledger.commands.add(ran["commandId"])
+            self.ledger.acknowledged["shell"] += 1
+
+    def check(self) -> list[str]:
+        """What the data dir, now that a server started on it, does not keep of what was acknowledged."""
+        problems = [
+            f"{db.name}: integrity_check says {verdict}"
+            for db in sorted(self.data_dir.rglob("*.db"))
+            if (verdict := _integrity(db)) != "ok"
+        ]
+        with closing(sqlite3.connect(f"file:{self.data_dir / 'state.db'}?mode=ro", uri=True)) as db:
+            memory = dict(db.execute("SELECT id, content FROM memory_versions").fetchall())
+            versions = dict(db.execute("SELECT id, content_hash FROM substrate_versions").fetchall())
+            head = db.execute(
+                "SELECT content_hash FROM substrate_versions WHERE target_path = ? ORDER BY seq DESC LIMIT 1",
+                (f"/workspace/agent/{TARGET}",),
+            ).fetchone()
+            granted = {r for (r,) in db.execute("SELECT id FROM approvals WHERE status IN ('approved', 'consumed')")}
+            commands = {c for (c,) in db.execute("SELECT id FROM shell_commands WHERE status = 'completed'")}
+        ledger = self.ledger
+        problems += [f"memory version {v} lost or changed" for v, c in ledger.memory.items() if memory.get(v) != c]
+        problems += [f"substrate version {v} lost" for v, h in ledger.promotions.items() if versions.get(v) != h]
+        problems += [f"approval {a} no longer granted" for a in sorted(ledger.approvals - granted)]
+        problems += [f"shell command {c} lost" for c in sorted(ledger.commands - commands)]
+        file = self.substrate / TARGET
+        on_disk = hashlib.sha256(file.read_bytes()).hexdigest() if file.exists() else None
+        if on_disk != (None if head is None else head[0]):
+            problems.append(f"{TARGET} on disk ({on_disk}) is not the head of its history ({head})")
+        if self.pending.is_dir() and any(self.pending.iterdir()):
+            problems.append("a pending substrate write was left after start-up")
+        if strays := [p.name for p in self.substrate.glob(".*.tmp")]:
+            problems.append(f"temporary files left in the substrate: {strays}")
+        return problems
+
+
+def _integrity(path: Path) -> str:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return ", ".join(str(row[0]) for row in db.execute("PRAGMA integrity_check").fetchall())
+
+
+def _data(result: Any) -> dict[str, Any]:
+    if result.is_error:
+        raise AssertionError(f"the call failed: {result.content}")
+    structured: dict[str, Any] = result.structured_content
+    return structured
+
+
+def dump(ledger: Ledger) -> str:
+    return json.dumps({**ledger.acknowledged, "notesLeft": ledger.notes_left}, sort_keys=True)
