@@ -17,7 +17,7 @@ from collections import deque
 from typing import Annotated, BinaryIO, Literal
 
 import anyio
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from managed_tools.stores import files, ripgrep
 from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
@@ -391,12 +391,21 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     )
 
 
+def _no_nul(text: str | None) -> str | None:
+    if text is not None and "\x00" in text:
+        raise ValueError("holds a NUL byte, which no program argument can carry")
+    return text
+
+
 class GrepArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000)]
+    # Both become ripgrep arguments, and an argv cannot carry a NUL byte.
+    query: Annotated[NonEmptyStr, Field(max_length=1000), AfterValidator(_no_nul)]
     path: PathArg = "/workspace"
     regex: bool = False
     case_sensitive: bool = False
-    glob: Annotated[str | None, Field(max_length=500, description="Only files matching this glob.")] = None
+    glob: Annotated[
+        str | None, Field(max_length=500, description="Only files matching this glob."), AfterValidator(_no_nul)
+    ] = None
     max_per_file: Annotated[int, Field(ge=1, le=100)] = 1
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
 
