@@ -268,8 +268,10 @@ def outcome(body: str) -> str:
 class StdioServer:
     """`managed-tools serve` on stdio; a thread reads its stdout so neither side's pipe ever fills."""
 
-    def __init__(self, workspace: Path, data_dir: Path, stderr: Path) -> None:
-        with stderr.open("wb") as errors:
+    def __init__(self, workspace: Path, data_dir: Path, era: Era) -> None:
+        self.stderr = data_dir.parent / f"stdio-{era}.log"
+        self.secrets = [str(workspace), str(data_dir)]
+        with self.stderr.open("wb") as errors:
             self.proc = subprocess.Popen(
                 [*SERVE, "--workspace", str(workspace), "--data-dir", str(data_dir)],
                 stdin=subprocess.PIPE,
@@ -278,6 +280,10 @@ class StdioServer:
             )
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+        if era == "handshake":
+            self.send(_dump(_request(era, "initialize", INITIALIZE, "init")))
+            self.until("init")
+            self.send(_dump({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -302,20 +308,21 @@ class StdioServer:
             if not line:
                 break
             text = line.decode("utf-8", "replace")
-            with_id = _reply_id(text)
-            if with_id == ident:
+            if _reply_id(text) == ident:
                 return json.loads(text), seen
             seen.append(text)
         return None, seen
 
-    def close(self) -> int:
+    def stop(self) -> list[str]:
+        """Close stdin as a client does when it is done; what went wrong, if anything."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
-            return self.proc.wait(timeout=15)
+            code = self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait()
+            code = self.proc.wait()
+        return ([] if code == 0 else [f"exit status {code} after stdin closed"]) + _tracebacks(self.stderr)
 
 
 def _reply_id(text: str) -> Any:
@@ -326,52 +333,38 @@ def _reply_id(text: str) -> Any:
     return reply.get("id") if isinstance(reply, dict) else None
 
 
-def _probe_ok(era: Era, reply: dict[str, Any] | None) -> bool:
+def _probe_ok(reply: dict[str, Any] | None) -> bool:
     result = (reply or {}).get("result")
     return isinstance(result, dict) and len(result.get("tools", [])) > 10
 
 
-def fuzz_stdio(era: Era, frames: int, seed: int, workspace: Path, data_dir: Path, batch: int = 25) -> Tally:
+def fuzz_stdio(server: StdioServer, era: Era, frames: int, seed: int, batch: int = 25) -> Tally:
     """Send `frames` malformed frames on one stdio connection; after each `batch`, tools/list must answer."""
     tally = Tally()
-    secrets = [str(workspace), str(data_dir)]
-    stderr = data_dir.parent / f"stdio-{era}.log"
-    server = StdioServer(workspace, data_dir, stderr)
-    try:
-        if era == "handshake":
-            server.send(_dump(_request(era, "initialize", INITIALIZE, "init")))
-            server.until("init")
-            server.send(_dump({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        maker = FrameMaker(seed, era)
-        sent: list[tuple[str, bytes]] = []
-        for index, (category, frame) in enumerate(maker.frames(frames)):
-            server.send(frame)
-            sent.append((category, frame))
-            tally.frames += 1
-            tally.categories[category] += 1
-            if len(sent) < batch and index < frames - 1:
-                continue
-            probe = f"probe-{tally.probes}"
-            server.send(_dump(_request(era, "tools/list", {}, probe)))
-            tally.probes += 1
-            reply, seen = server.until(probe)
-            for line in seen:
-                tally.answers[outcome(line)] += 1
-                if (why := check_reply(line, secrets)) is not None:
-                    tally.failures.append((f"stdio/{era} batch ending at frame {index}", b"", why))
-            if not _probe_ok(era, reply):
-                alive = server.proc.poll() is None
-                why = f"tools/list got {reply!r:.200}" + ("" if alive else f"; exited {server.proc.returncode}")
-                tally.failures.append((f"stdio/{era} batch ending at frame {index}", b"", why))
-                for category, frame in sent:  # the batch that broke it, for the report
-                    tally.failures.append((f"stdio/{era} in that batch: {category}", frame[:200], "suspect"))
-                break
-            sent = []
-    finally:
-        code = server.close()
-    if code != 0:
-        tally.failures.append((f"stdio/{era}", b"", f"exit status {code} after stdin closed"))
-    tally.failures.extend((f"stdio/{era}", b"", why) for why in _tracebacks(stderr))
+    sent: list[tuple[str, bytes]] = []
+    for index, (category, frame) in enumerate(FrameMaker(seed, era).frames(frames)):
+        server.send(frame)
+        sent.append((category, frame))
+        tally.frames += 1
+        tally.categories[category] += 1
+        if len(sent) < batch and index < frames - 1:
+            continue
+        probe = f"probe-{tally.probes}"
+        server.send(_dump(_request(era, "tools/list", {}, probe)))
+        tally.probes += 1
+        reply, seen = server.until(probe)
+        where = f"stdio/{era} batch ending at frame {index}"
+        for line in seen:
+            tally.answers[outcome(line)] += 1
+            if (why := check_reply(line, server.secrets)) is not None:
+                tally.failures.append((where, b"", why))
+        if not _probe_ok(reply):
+            exited = "" if server.proc.poll() is None else f"; exited {server.proc.returncode}"
+            tally.failures.append((where, b"", f"tools/list got {reply!r:.200}{exited}"))
+            # The batch that broke it, for the report.
+            tally.failures.extend((f"{where}: {kind}", suspect[:200], "suspect") for kind, suspect in sent)
+            break
+        sent = []
     return tally
 
 
@@ -418,7 +411,8 @@ POST = {"content-type": "application/json", "accept": "application/json, text/ev
 def _bodies(response: httpx2.Response) -> list[str]:
     """The JSON-RPC messages in a response: its JSON body, or each SSE `data:` line."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        data = (line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:"))
+        return [line for line in data if line]
     return [response.text] if response.text.strip() else []
 
 
@@ -469,7 +463,7 @@ def fuzz_http(server: HttpServer, era: Era, frames: int, seed: int, batch: int =
                 continue
             tally.probes += 1
             probe = post(_dump(_request(era, "tools/list", {}, "probe")))
-            if not any(_probe_ok(era, json.loads(body)) for body in _bodies(probe)):
+            if not any(_probe_ok(json.loads(body)) for body in _bodies(probe)):
                 tally.failures.append((f"http/{era} probe after frame {index}", b"", probe.text[:300]))
                 break
     return tally
