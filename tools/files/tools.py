@@ -397,9 +397,15 @@ def _no_nul(text: str | None) -> str | None:
     return text
 
 
+def _one_line(text: str) -> str:
+    if "\n" in text:  # rg refuses it, and a refusal on rg's stderr would read as "no matches"
+        raise ValueError("holds a line break; grep matches within one line, so search for one line of it")
+    return text
+
+
 class GrepArgs(Arguments):
     # Both become ripgrep arguments, and an argv cannot carry a NUL byte.
-    query: Annotated[NonEmptyStr, Field(max_length=1000), AfterValidator(_no_nul)]
+    query: Annotated[NonEmptyStr, Field(max_length=1000), AfterValidator(_no_nul), AfterValidator(_one_line)]
     path: PathArg = "/workspace"
     regex: bool = False
     case_sensitive: bool = False
