@@ -103,6 +103,13 @@ async def test_a_nul_byte_in_a_grep_query_or_glob_is_invalid_not_internal(connec
         assert "NUL byte" in text
 
 
+async def test_a_nul_byte_in_a_shell_command_is_invalid_not_internal(connect: Connect, allowed: Runtime) -> None:
+    for tool in ("shell_run", "shell_exec"):
+        kind, text = await refusal(connect, allowed, tool, {"command": "echo a\x00b"})
+        assert kind == "invalid_arguments"
+        assert "NUL byte" in text
+
+
 async def test_a_line_break_in_a_grep_query_is_invalid_not_no_matches(connect: Connect, allowed: Runtime) -> None:
     # rg refuses a literal line break on its stderr and exits 2: grep used to answer "no matches".
     kind, text = await refusal(connect, allowed, "grep", {"query": "# notes\nhello"})

@@ -27,7 +27,7 @@ from managed_tools.tools.content import ImageBlock
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.models import Arguments, NonEmptyStr, NoNul, WireModel
 from managed_tools.tools.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
@@ -391,12 +391,6 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     )
 
 
-def _no_nul(text: str | None) -> str | None:
-    if text is not None and "\x00" in text:
-        raise ValueError("holds a NUL byte, which no program argument can carry")
-    return text
-
-
 def _one_line(text: str) -> str:
     if "\n" in text:  # rg refuses it, and a refusal on rg's stderr would read as "no matches"
         raise ValueError("holds a line break; grep matches within one line, so search for one line of it")
@@ -404,14 +398,11 @@ def _one_line(text: str) -> str:
 
 
 class GrepArgs(Arguments):
-    # Both become ripgrep arguments, and an argv cannot carry a NUL byte.
-    query: Annotated[NonEmptyStr, Field(max_length=1000), AfterValidator(_no_nul), AfterValidator(_one_line)]
+    query: Annotated[NonEmptyStr, Field(max_length=1000), NoNul, AfterValidator(_one_line)]
     path: PathArg = "/workspace"
     regex: bool = False
     case_sensitive: bool = False
-    glob: Annotated[
-        str | None, Field(max_length=500, description="Only files matching this glob."), AfterValidator(_no_nul)
-    ] = None
+    glob: Annotated[str | None, Field(max_length=500, description="Only files matching this glob."), NoNul] = None
     max_per_file: Annotated[int, Field(ge=1, le=100)] = 1
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
 
