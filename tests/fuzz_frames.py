@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import httpx2
 
+from managed_tools.server.publish import ERROR_META_KEY
+
 Era = Literal["modern", "handshake"]
 ERAS: tuple[Era, ...] = ("modern", "handshake")
 MODERN = "2026-07-28"
@@ -234,7 +236,8 @@ class Tally:
 
 
 def check_reply(body: str, secrets: list[str]) -> str | None:
-    """Why a reply breaks the rules, or None; also counts nothing, see `outcome`."""
+    """Why a reply breaks the rules, or None: a JSON-RPC response whose error has a clear code and whose tool
+    result is no internal error, with no traceback and no host path anywhere."""
     if "Traceback" in body:
         return f"a traceback: {body[:300]!r}"
     for secret in secrets:
@@ -247,8 +250,11 @@ def check_reply(body: str, secrets: list[str]) -> str | None:
     for reply in replies if isinstance(replies, list) else [replies]:
         if not isinstance(reply, dict) or reply.get("jsonrpc") != "2.0" or ("result" in reply) == ("error" in reply):
             return f"not a JSON-RPC response: {body[:200]!r}"
-        if "error" in reply and reply["error"].get("code") not in CLEAR_CODES:
-            return f"an unclear error: {json.dumps(reply['error'])[:300]}"
+        error, result = reply.get("error"), reply.get("result")
+        if "error" in reply and (not isinstance(error, dict) or error.get("code") not in CLEAR_CODES):
+            return f"an unclear error: {json.dumps(error)[:300]}"
+        if isinstance(result, dict) and (result.get("_meta") or {}).get(ERROR_META_KEY, {}).get("kind") == "internal":
+            return f"a tool's internal error: {body[:300]!r}"
     return None
 
 
