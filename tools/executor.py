@@ -436,7 +436,13 @@ def parse_call(definition: ToolDefinition, arguments: Any) -> tuple[Arguments, d
         arguments = {}
     if not isinstance(arguments, dict):
         raise ArgumentError(f"Arguments for {definition.name} must be a JSON object.")
-    size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    try:
+        size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    except UnicodeEncodeError:  # JSON may spell a lone surrogate ("\\ud800"), which no UTF-8 text can hold
+        raise ArgumentError(
+            f"Arguments for {definition.name} hold a lone surrogate (such as \\ud800), which is not valid "
+            "Unicode; send the text as UTF-8."
+        ) from None
     if size > definition.max_argument_bytes:
         raise ArgumentError(
             f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}."

@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 
@@ -30,6 +30,16 @@ class NoArguments(Arguments):
 
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+def _refuse_nul(text: str | None) -> str | None:
+    if text is not None and "\x00" in text:
+        raise ValueError("holds a NUL byte, which no program argument can carry")
+    return text
+
+
+# Text that becomes a program's argument (a shell command, an rg pattern): an argv cannot carry a NUL byte.
+NoNul = AfterValidator(_refuse_nul)
 SessionId = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=64),

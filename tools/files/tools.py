@@ -17,7 +17,7 @@ from collections import deque
 from typing import Annotated, BinaryIO, Literal
 
 import anyio
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from managed_tools.stores import files, ripgrep
 from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
@@ -27,7 +27,7 @@ from managed_tools.tools.content import ImageBlock
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.models import Arguments, NonEmptyStr, NoNul, WireModel
 from managed_tools.tools.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
@@ -398,12 +398,18 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> GlobOutput:
     )
 
 
+def _one_line(text: str) -> str:
+    if "\n" in text:  # rg refuses it, and a refusal on rg's stderr would read as "no matches"
+        raise ValueError("holds a line break; grep matches within one line, so search for one line of it")
+    return text
+
+
 class GrepArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000)]
+    query: Annotated[NonEmptyStr, Field(max_length=1000), NoNul, AfterValidator(_one_line)]
     path: PathArg = "/workspace"
     regex: bool = False
     case_sensitive: bool = False
-    glob: Annotated[str | None, Field(max_length=500, description="Only files matching this glob.")] = None
+    glob: Annotated[str | None, Field(max_length=500, description="Only files matching this glob."), NoNul] = None
     max_per_file: Annotated[int, Field(ge=1, le=100)] = 1
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
 

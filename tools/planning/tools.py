@@ -19,6 +19,8 @@ from managed_tools.tools.models import Arguments, NoArguments, WireModel
 Title = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
 StepStatus = Literal["pending", "in_progress", "done"]
 
+MAX_STEP_ID = 2**53 - 1  # step ids are SQLite integers; past this no JSON reader holds one exactly
+
 
 class StepView(WireModel):
     step_id: int
@@ -76,7 +78,7 @@ async def planning_add_step(ctx: ToolContext, args: AddArgs) -> PlanOutput:
 
 
 class UpdateArgs(Arguments):
-    step_id: Annotated[int, Field(ge=1)]
+    step_id: Annotated[int, Field(ge=1, le=MAX_STEP_ID)]
     title: Title | None = None
     status: StepStatus | None = None
 

@@ -23,6 +23,7 @@ from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
 
 MAX_EVENT_LIMIT = 200
+MAX_ACTIVE_MINUTES = 10 * 366 * 24 * 60  # ten years; far beyond it a datetime cannot go back
 EventTypes = Annotated[list[NonEmptyStr], Field(max_length=32, description="Only events of these types.")]
 Limit = Annotated[int, Field(ge=1, le=MAX_EVENT_LIMIT)]
 
@@ -144,7 +145,9 @@ def _summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
 class SessionListInput(Arguments):
     include_current: bool = Field(default=True, description="Include the current session.")
     limit: Annotated[int, Field(ge=1, le=100)] = 10
-    active_minutes: Annotated[int | None, Field(ge=1, description="Only sessions active in the last N minutes.")] = None
+    active_minutes: Annotated[
+        int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Only sessions active in the last N minutes.")
+    ] = None
     lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
     status: SessionStatus | None = None
     has_outcome: bool | None = Field(default=None, description="Only sessions with (or without) an outcome.")

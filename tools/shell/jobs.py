@@ -176,7 +176,11 @@ def writable_dir(ctx: ToolContext, path: str) -> Resolved:
         where = ctx.runtime.guard.resolve(path, "write")
     except PathError as exc:
         raise ToolError(f"cwd: {exc} Shell commands run only in a writable mount (/workspace).") from None
-    if not where.host.is_dir():
+    try:
+        is_dir = where.host.is_dir()
+    except OSError as exc:  # a name too long for the filesystem, say
+        raise ToolError(f"cwd {where.virtual} cannot be used: {exc.strerror}.") from None
+    if not is_dir:
         raise ToolError(f"cwd {where.virtual} is not a directory.")
     return where
 

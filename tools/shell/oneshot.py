@@ -12,7 +12,7 @@ from pydantic import Field
 from managed_tools.stores.spawn import Domain
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.models import Arguments
+from managed_tools.tools.models import Arguments, NoNul
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.argv import FIXED_ENV
 from managed_tools.tools.shell.argv import plan as bash_plan
@@ -38,7 +38,7 @@ BashTimeoutMs = Annotated[int, Field(ge=100, le=60_000, description="Kill the pr
 MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Keep at most this many characters of each stream.")]
 WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="Return a running handle (the command id) if the "
                               "command is still running after this long; follow it with shell_wait.")]  # fmt: skip
-CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)]
+CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), NoNul]
 
 
 # ---- bash ----------------------------------------------------------------------------------------------------
