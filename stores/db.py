@@ -54,6 +54,13 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
 Undo = Callable[[], None]
 
 
+def _stale_schema(exc: sqlite3.OperationalError) -> bool:
+    """SQLite 3.40 (Debian 12's) fails the first write into `events` after another connection changed the schema
+    (a migration in another process, a test's table) with "no such table: events": compiling the FTS trigger on
+    a stale schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
+    return str(exc).startswith("no such table: ")
+
+
 class Tx:
     """One open transaction. Savepoints nest inside it; nothing is visible to others until it commits."""
 
@@ -89,14 +96,24 @@ class Tx:
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        cursor = await self._conn.execute(sql, params)
+        try:
+            cursor = await self._conn.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _stale_schema(exc):
+                raise
+            cursor = await self._conn.execute(sql, params)
         count = cursor.rowcount
         await cursor.close()
         return count
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run an INSERT; returns the new rowid. One hop to the database thread."""
-        row = await self._conn.execute_insert(sql, params)
+        try:
+            row = await self._conn.execute_insert(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _stale_schema(exc):
+                raise
+            row = await self._conn.execute_insert(sql, params)
         return 0 if row is None else int(row[0])
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:

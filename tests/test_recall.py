@@ -305,3 +305,17 @@ async def test_the_migration_indexes_an_existing_database(
     assert [h["sessionId"] for h in found["hits"]] == [record.id]
     assert found["hits"][0]["wakeId"] == wake.id
     assert found["hits"][0]["expansion"]["tool"] == "agent_compare_setup"  # it ran under another setup
+
+
+async def test_an_append_after_another_connections_schema_change_is_indexed(runtime: Runtime) -> None:
+    """SQLite 3.40 fails the first append after another connection's schema change ("no such table: events",
+    compiling the index's trigger on a stale schema); the statement is run once more."""
+    async with runtime.db.write() as tx:
+        record = await sessions.create_session(tx, "default")
+    async with runtime.db.write() as tx:  # another connection changes the schema
+        await tx.execute("CREATE TABLE unrelated (id INTEGER PRIMARY KEY)")
+    async with runtime.db.autocommit() as tx:
+        await events.append_event(tx, record.id, None, "user.note", {"text": f"after {MARKER}"})
+    await integrity(runtime)
+    async with runtime.db.read() as tx:
+        assert await tx.scalar("SELECT count(*) FROM events_fts WHERE events_fts MATCH ?", (f'"{MARKER}"',)) == 1
