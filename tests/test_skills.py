@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
 from conftest import ERAS, Connect, data, error_text
+from mcp import MCPError
 
 from managed_tools.server.config import CONFIG_FILE, ServeConfig
 from managed_tools.server.runtime import open_runtime, user_skills_dir
@@ -132,3 +137,70 @@ async def test_bad_frontmatter_is_skipped(workspace: Path, connect: Connect) -> 
     async with open_runtime(default(workspace)) as runtime, connect(runtime) as client:
         listed = data(await client.call_tool("skills_list", {}))["skills"]
     assert [(s["name"], s["description"]) for s in listed] == [("ok", "Do it well.")]
+
+
+async def test_skills_are_resources_with_their_sha256(workspace: Path, connect: Connect) -> None:
+    path = write_skill(workspace / ".agents/skills", "a", "alpha", "here")
+    async with open_runtime(default(workspace)) as runtime, connect(runtime, "legacy") as client:
+        listed = {r.uri: r for r in (await client.list_resources()).resources}
+        read = await client.read_resource("skill://alpha/SKILL.md")
+        with pytest.raises(MCPError, match="Unknown skill: nobody"):
+            await client.read_resource("skill://nobody/SKILL.md")
+    resource = listed["skill://alpha/SKILL.md"]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert resource.meta == {"sha256": digest} and resource.description == "here"
+    content = read.contents[0]
+    assert isinstance(content, types.TextResourceContents)
+    assert content.text == path.read_text() and content.meta == {"sha256": digest}
+
+
+async def test_hot_reload_notifies_handshake_listers(workspace: Path, connect: Connect) -> None:
+    skills = workspace / ".agents/skills"
+    write_skill(skills, "a", "alpha", "first")
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceListChangedNotification):
+            changed.set()
+
+    config = default(workspace)
+    async with open_runtime(config) as runtime, connect(runtime, "legacy", message_handler=on_message) as client:
+        await client.list_resources()
+        await anyio.sleep(0.5)  # the watcher is up
+        write_skill(skills, "b", "beta", "added while serving")
+        with anyio.fail_after(5):
+            await changed.wait()
+        uris = [r.uri for r in (await client.list_resources()).resources]
+    assert "skill://beta/SKILL.md" in uris
+
+
+async def test_hot_reload_notifies_modern_listeners(workspace: Path, connect: Connect) -> None:
+    skills = workspace / ".agents/skills"
+    path = write_skill(skills, "a", "alpha", "first")
+    async with open_runtime(default(workspace)) as runtime, connect(runtime) as client:
+        async with client.listen(resources_list_changed=True, resource_subscriptions=["skill://alpha/SKILL.md"]) as sub:
+            await anyio.sleep(0.5)
+            path.write_text("---\nname: alpha\ndescription: second\n---\n", encoding="utf-8")
+            events: list[Any] = []
+            with anyio.fail_after(5):
+                async for event in sub:
+                    events.append(event)
+                    if len(events) == 2:
+                        break
+        listed = data(await client.call_tool("skills_list", {}))["skills"]
+    assert {type(e).__name__ for e in events} == {"ResourcesListChanged", "ResourceUpdated"}
+    assert listed[0]["description"] == "second"
+
+
+async def test_setup_contract_shows_skill_drift(workspace: Path, connect: Connect) -> None:
+    path = write_skill(workspace / ".agents/skills", "a", "alpha", "first")
+    async with open_runtime(default(workspace)) as runtime:
+        async with connect(runtime) as client:
+            first = data(await client.call_tool("agent_describe_setup", {}))
+        path.write_text("---\nname: alpha\ndescription: changed\n---\n", encoding="utf-8")
+        async with connect(runtime) as client:
+            compared = data(await client.call_tool("agent_compare_setup", {"sessionId": first["sessionId"]}))
+    skills = first["agentSetup"]["skills"]
+    assert skills["count"] == 1 and skills["skills"][0]["name"] == "alpha"
+    assert skills["skills"][0]["sha256"] != hashlib.sha256(path.read_bytes()).hexdigest()
+    assert compared["changedSections"] == ["skills"]

@@ -226,9 +226,10 @@ def agent_setup(runtime: Runtime) -> AgentSetup:
     return _live(runtime)[0]
 
 
-def recorded_form(runtime: Runtime) -> str:
-    """The live contract as attach stores it (JSON, serialised once per runtime)."""
-    return _live(runtime)[1]
+def live_setup(runtime: Runtime) -> tuple[AgentSetup, str]:
+    """The live contract and the form attach stores (JSON, serialised once per setup), of one and the same
+    skill set."""
+    return _live(runtime)
 
 
 def _build(runtime: Runtime) -> AgentSetup:
