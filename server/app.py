@@ -21,7 +21,7 @@ from managed_tools.server.library import Library
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
-from managed_tools.server.watch import watch_when_asked
+from managed_tools.server.watch import watch_skills, watch_when_asked
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
@@ -124,6 +124,7 @@ def build_server(
             served.watch = start
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
+                watcher.start_soon(watch_skills, stop, runtime, notifier)
                 try:
                     yield resolved
                 finally:

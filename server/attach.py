@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from managed_tools.stores import events, sessions, setups
 from managed_tools.stores.errors import DatabaseBusyError
 from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.environment.setup import agent_setup, recorded_form
+from managed_tools.tools.environment.setup import live_setup
 
 log = logging.getLogger("managed_tools.attach")
 
@@ -27,14 +27,15 @@ log = logging.getLogger("managed_tools.attach")
 async def attach(runtime: Runtime, session_id: str | None, transport: str) -> Attachment:
     """Resume `session_id` (of this agent) or start a new session, record the setup, and open a wake on it."""
     agent = runtime.environment.agent_id
-    setup = agent_setup(runtime)
+    await anyio.to_thread.run_sync(runtime.skills.reload)  # the skills this wake starts with, watched or not
+    setup, form = live_setup(runtime)
     async with runtime.db.write() as tx:
         if session_id is None:
             record = await sessions.create_session(tx, agent)
         else:
             record = await sessions.get_agent_session(tx, session_id, agent)
         # The contract this wake runs under, kept once per distinct setup (agent_describe_setup reads it back).
-        await setups.record_setup(tx, agent, setup.fingerprint, recorded_form(runtime))
+        await setups.record_setup(tx, agent, setup.fingerprint, form)
         wake = await sessions.open_wake(tx, record.id, transport=transport, setup_fingerprint=setup.fingerprint)
         await events.append_event(
             tx,

@@ -89,6 +89,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     serve.add_argument(
         "--vault", metavar="NAME=DIR", action="append", default=[], help="mount DIR read-only at /vaults/NAME"
     )
+    serve.add_argument(
+        "--skills-dir", metavar="DIR", action="append", default=[],
+        help="also serve the SKILL.md skills below DIR (repeatable; later ones win by name)",
+    )  # fmt: skip
     confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
     confine.add_argument(
         "--require-confinement",

@@ -76,6 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         approval_wait_seconds=getattr(args, "approval_wait", None),
         tool_modules=tuple(getattr(args, "tools_module", ())),
         vaults=_vaults(getattr(args, "vault", [])),
+        skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))

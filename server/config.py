@@ -42,6 +42,16 @@ class ConfigError(Exception):
     """The configuration is unusable; the message says which file or flag and why."""
 
 
+class SkillsConfig(BaseModel):
+    """config.json `skills` (reference §8): `directories` replace the default ones, `include` is a name allowlist."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    include: tuple[str, ...] | None = None
+    directories: tuple[Path, ...] | None = None
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json`."""
 
@@ -51,6 +61,7 @@ class UserConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -84,6 +95,8 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
 
     @classmethod
     def build(
@@ -98,6 +111,7 @@ class ServeConfig(BaseModel):
         approval_wait_seconds: float | None = None,
         tool_modules: tuple[str, ...] = (),
         vaults: dict[str, Path] | None = None,
+        skills_dirs: tuple[Path, ...] = (),
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -127,11 +141,27 @@ class ServeConfig(BaseModel):
             custom_tools=tuple(user.custom_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
+            skills=_skills(user.skills, data),
+            skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+
+def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:
+    """config.json's skill directories resolved, relative ones against the data dir."""
+    if file.directories is None:
+        return file
+    found = tuple((data / p.expanduser()).resolve() for p in file.directories)  # an absolute path stays itself
+    return file.model_copy(update={"directories": _skill_dirs(data, found)})
+
+
+def _skill_dirs(data: Path, found: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Skill directories never overlap the data dir, where the database lives."""
+    _refuse_overlap(data, {f"the skills directory {p}": p for p in found})
+    return found
 
 
 def _refuse_overlap(data_dir: Path, mounts: dict[str, Path]) -> None:

@@ -16,17 +16,21 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
 
 from managed_tools.server.attach import Attachments
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
 from managed_tools.stores.errors import StoreError
+from managed_tools.stores.skills import Skill
 from managed_tools.tools import resources
 from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import reading_context
 from managed_tools.tools.uris import SCHEME, parse, parse_file
+
+SKILL_SCHEME = "skill"
+SKILL_MIME = "text/markdown"
 
 RESOURCE_NOT_FOUND = -32002
 
@@ -37,9 +41,22 @@ class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
+        self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
+
+    def listed(self, session: ServerSession) -> None:
+        self._listers.add(session)
+
+    async def list_changed(self) -> None:
+        """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""
+        await self.bus.publish(ResourcesListChanged())
+        for session in list(self._listers):
+            try:
+                await session.send_resource_list_changed()
+            except Exception:  # a connection that went away stops hearing
+                self._listers.discard(session)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
-        if parse(uri) is None and parse_file(uri) is None:
+        if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"No resource {uri} to subscribe to.")
         self._subscribers.setdefault(uri, set()).add(session)
 
@@ -56,15 +73,48 @@ class Notifier:
                     self.unsubscribe(uri, session)
 
 
-def listing(found: list[resources.Resource], extra: list[types.Resource]) -> types.ListResourcesResult:
-    """The built-in resources, then those of extension modules."""
+def skill_uri(name: str) -> str:
+    return f"{SKILL_SCHEME}://{name}/SKILL.md"
+
+
+def skill_name(uri: str) -> str | None:
+    prefix, suffix = f"{SKILL_SCHEME}://", "/SKILL.md"
+    if not (uri.startswith(prefix) and uri.endswith(suffix)):
+        return None
+    name = uri[len(prefix) : -len(suffix)]
+    return name if name and "/" not in name else None
+
+
+def _skill_resource(skill: Skill) -> types.Resource:
+    return types.Resource(
+        uri=skill_uri(skill.name), name=f"skill_{skill.name}", title=skill.name, description=skill.description,
+        mime_type=SKILL_MIME, size=len(skill.content.encode("utf-8")), _meta={"sha256": skill.sha256},
+    )  # fmt: skip
+
+
+def listing(
+    found: list[resources.Resource], skills: list[Skill], extra: list[types.Resource]
+) -> types.ListResourcesResult:
+    """The built-in resources, the skills, then those of extension modules."""
     return types.ListResourcesResult(
         resources=[
             types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type)
             for r in found
         ]
+        + [_skill_resource(s) for s in skills]
         + extra
     )
+
+
+async def read_skill(runtime: Runtime, uri: str) -> types.ReadResourceResult:
+    name = skill_name(uri)
+    await anyio.to_thread.run_sync(runtime.skills.reload)
+    skill = None if name is None else runtime.skills.get(name)
+    if skill is None:
+        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Unknown skill: {name or uri}.")
+    contents = types.TextResourceContents(uri=uri, mime_type=SKILL_MIME, text=skill.content,
+                                          _meta={"sha256": skill.sha256})  # fmt: skip
+    return types.ReadResourceResult(contents=[contents])
 
 
 async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
@@ -111,7 +161,7 @@ class Resources:
 
     @staticmethod
     def _ours(uri: str) -> bool:
-        return uri.startswith(f"{SCHEME}://")
+        return uri.startswith((f"{SCHEME}://", f"{SKILL_SCHEME}://"))
 
     @asynccontextmanager
     async def _reader(self, ctx: ServerRequestContext[Attachments]) -> AsyncIterator[ToolContext]:
@@ -123,10 +173,12 @@ class Resources:
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self.watch.set()
+        self._notifier.listed(ctx.session)
         async with self._reader(ctx) as reader:
             found = resources.listing(reader.session_id) + await resources.file_listing(reader)
+        await anyio.to_thread.run_sync(self._runtime.skills.reload)
         extra = (await self._library.list_resources(ctx, params)).resources if self._library.has_resources else []
-        return listing(found, extra)
+        return listing(found, self._runtime.skills.all(), extra)
 
     async def list_templates(
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
@@ -138,6 +190,8 @@ class Resources:
     ) -> types.ReadResourceResult:
         if not self._ours(params.uri):
             return await self._library.read_resource(ctx, params)
+        if params.uri.startswith(f"{SKILL_SCHEME}://"):
+            return await read_skill(self._runtime, params.uri)
         async with self._reader(ctx) as reader:
             return await read(reader, params.uri)
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import platformdirs
 
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
@@ -13,9 +17,10 @@ from managed_tools.stores import sessions, substrate
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
-from managed_tools.stores.mounts import default_mounts
+from managed_tools.stores.mounts import default_mounts, substrate_dir
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.ripgrep import rg_binary
+from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.context import Environment, Runtime
 from managed_tools.tools.custom import custom_tool
@@ -52,6 +57,28 @@ def served_registry(
         return build_registry(user_tools + extra_tools, config.policy)
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
+
+
+def user_skills_dir() -> Path:
+    return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
+
+
+def skill_set(config: ServeConfig) -> SkillSet:
+    """The skill directories, earliest first (a later one wins by name): the workspace's `.agents/skills` and
+    `.claude/skills`, the agent's substrate `skills/`, the user's own; or config.json's instead; then `--skills-dir`."""
+    if config.skills.directories is None:
+        workspace, substrate = config.workspace, substrate_dir(config.data_dir, config.agent)
+        directories = [
+            SkillDir("workspace-agents", workspace, ".agents/skills", "/workspace/.agents/skills"),
+            SkillDir("workspace-claude", workspace, ".claude/skills", "/workspace/.claude/skills"),
+            SkillDir("agent-substrate", substrate, "skills", "/workspace/agent/skills"),
+            SkillDir("user", user_skills_dir(), "", "user-skills"),
+        ]
+    else:
+        directories = [SkillDir("config", p, "", f"config-skills-{i}")
+                       for i, p in enumerate(config.skills.directories, 1)]  # fmt: skip
+    directories += [SkillDir("skills-dir", p, "", f"skills-dir-{i}") for i, p in enumerate(config.skills_dirs, 1)]
+    return SkillSet(directories, SkillFilter(config.skills.enabled, config.skills.include))
 
 
 @asynccontextmanager
@@ -101,7 +128,10 @@ async def open_runtime(
                     "--require-confinement: this kernel cannot confine spawned programs (no Landlock, or "
                     "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
                 )
-            runtime = Runtime(environment=environment, db=db, registry=registry, guard=guard, confinement=confinement)
+            skills = await anyio.to_thread.run_sync(skill_set, config)
+            runtime = Runtime(
+                environment=environment, db=db, registry=registry, guard=guard, confinement=confinement, skills=skills
+            )
             try:
                 yield runtime
             finally:

@@ -13,7 +13,7 @@ import os
 import anyio
 from watchfiles import awatch
 
-from managed_tools.server.resources import Notifier
+from managed_tools.server.resources import Notifier, skill_uri
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.uris import file_uri
 
@@ -55,3 +55,22 @@ async def watch_when_asked(start: anyio.Event, stop: anyio.Event, runtime: Runti
                 await notifier.updated(sorted(uris))
     except (OSError, RuntimeError) as exc:  # e.g. the inotify watch limit on a huge tree
         log.warning("not watching files for changes: %s", exc)
+
+
+async def watch_skills(stop: anyio.Event, runtime: Runtime, notifier: Notifier) -> None:
+    """Reload the skill set when a file in a skill directory that exists changes; tell who listens if it did
+    (the list, and each skill that changed or went). Skills tool calls reload anyway, watched or not."""
+    directories = [str(p) for p in await anyio.to_thread.run_sync(runtime.skills.watched)]
+    if not directories:
+        return
+    try:
+        async for _ in awatch(*directories, debounce=DEBOUNCE_MS, step=50, stop_event=stop, rust_timeout=500):
+            before = {s.name: s.sha256 for s in runtime.skills.all()}
+            if not await anyio.to_thread.run_sync(runtime.skills.reload):
+                continue
+            after = {s.name: s.sha256 for s in runtime.skills.all()}
+            await notifier.list_changed()
+            gone_or_changed = sorted(name for name, digest in before.items() if after.get(name) != digest)
+            await notifier.updated(skill_uri(name) for name in gone_or_changed)
+    except (OSError, RuntimeError) as exc:
+        log.warning("not watching skills for changes: %s", exc)

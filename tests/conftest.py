@@ -34,6 +34,7 @@ def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     `.managed-tools`."""
     home = tmp_path_factory.mktemp("state-home")
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))  # the user's own skills directory
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     assert state_root().is_relative_to(home), "platformdirs does not honour XDG_STATE_HOME on this platform"
     return home

@@ -18,6 +18,7 @@ from managed_tools.tools.registry import Registry
 from managed_tools.tools.sandbox import tools as sandbox
 from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
+from managed_tools.tools.skills import tools as skill_tools
 from managed_tools.tools.substrate import tools as substrate_tools
 
 FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
@@ -28,6 +29,7 @@ FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     memory_search.DEFINITIONS,
     recall.DEFINITIONS,
     planning.DEFINITIONS,
+    skill_tools.DEFINITIONS,
     file_tools.DEFINITIONS,
     sandbox.DEFINITIONS,
     substrate_tools.DEFINITIONS,

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from managed_tools.stores.confine import Confinement
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
+from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.content import Block
 from managed_tools.tools.ports import ClientLog, Consent, Progress, Sampler
 from managed_tools.tools.what_runs import WhatRuns
@@ -42,6 +43,7 @@ class Runtime:
     registry: Registry
     guard: PathGuard
     confinement: Confinement
+    skills: SkillSet = field(default_factory=SkillSet)  # reloaded when its files change (server/watch.py)
 
 
 @dataclass(frozen=True)

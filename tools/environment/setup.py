@@ -82,10 +82,16 @@ class PolicySection(WireModel):
     asks_for_some_arguments: list[str] = Field(description="Allowed tools that ask for some arguments.")
 
 
+class SkillEntry(WireModel):
+    name: str
+    source: str
+    sha256: str
+
+
 class SkillsSection(WireModel):
     fingerprint: str
     count: int
-    skills: list[str] = Field(description="Skills are not served yet: always empty.")
+    skills: list[SkillEntry] = Field(description="The skills served (skills_list), each with its file's sha256.")
 
 
 class EnvironmentSection(WireModel):
@@ -200,17 +206,19 @@ def vaults(runtime: Runtime) -> list[VaultView]:
     ]
 
 
-# The live contract of a runtime and its recorded form, kept with the environment and confinement it was built for.
-_LIVE: WeakKeyDictionary[Registry, tuple[object, object, AgentSetup, str]] = WeakKeyDictionary()
+# The live contract of a runtime and its recorded form, kept with what it was built for: the environment, the
+# confinement, and the skill set's version (it changes when a skill file does).
+_LIVE: WeakKeyDictionary[Registry, tuple[tuple[object, object, object, int], AgentSetup, str]] = WeakKeyDictionary()
 
 
 def _live(runtime: Runtime) -> tuple[AgentSetup, str]:
+    key = (runtime.environment, runtime.confinement, runtime.skills, runtime.skills.version)
     cached = _LIVE.get(runtime.registry)
-    if cached is not None and cached[0] is runtime.environment and cached[1] is runtime.confinement:
-        return cached[2], cached[3]
+    if cached is not None and all(a is b or a == b for a, b in zip(cached[0], key, strict=True)):
+        return cached[1], cached[2]
     setup = _build(runtime)
-    _LIVE[runtime.registry] = (runtime.environment, runtime.confinement, setup, setup.model_dump_json())
-    return _live(runtime)
+    _LIVE[runtime.registry] = (key, setup, setup.model_dump_json())
+    return setup, _LIVE[runtime.registry][2]
 
 
 def agent_setup(runtime: Runtime) -> AgentSetup:
@@ -218,19 +226,21 @@ def agent_setup(runtime: Runtime) -> AgentSetup:
     return _live(runtime)[0]
 
 
-def recorded_form(runtime: Runtime) -> str:
-    """The live contract as attach stores it (JSON, serialised once per runtime)."""
-    return _live(runtime)[1]
+def live_setup(runtime: Runtime) -> tuple[AgentSetup, str]:
+    """The live contract and the form attach stores (JSON, serialised once per setup), of one and the same
+    skill set."""
+    return _live(runtime)
 
 
 def _build(runtime: Runtime) -> AgentSetup:
     env = runtime.environment
     tools, policy = _catalogue(runtime.registry)
     listed = vaults(runtime)
+    served = [SkillEntry(name=s.name, source=s.source, sha256=s.sha256) for s in runtime.skills.all()]
     sections: dict[str, Any] = {
         "tools": tools,
         "policy": policy,
-        "skills": _sealed(SkillsSection, count=0, skills=[]),
+        "skills": _sealed(SkillsSection, count=len(served), skills=served),
         "environment": _sealed(
             EnvironmentSection,
             agent_id=env.agent_id,
