@@ -69,7 +69,7 @@ async def test_delegate_creates_a_seeded_child_that_lineage_reaches(rt: Runtime,
                     "title": "Files counted",
                     "successCriteria": ["a number", "a number"],
                     "planSteps": ["list", "count"],
-                },  # fmt: skip
+                },
             )
         )
         child = made["childSession"]
@@ -182,7 +182,7 @@ async def test_an_always_ask_tool_in_the_child_pauses_for_a_person(rt: Runtime, 
     async with rt.db.read() as tx:
         assert await tx.scalar("SELECT COUNT(*) FROM events WHERE type = 'probe.launched'") == 0
         request = await tx.fetchone("SELECT session_id, status FROM approvals WHERE id = ?", (call["requestId"],))
-    assert dict(request) == {"session_id": child, "status": "pending"}
+    assert request is not None and dict(request) == {"session_id": child, "status": "pending"}
 
 
 @pytest.mark.parametrize("mode", ERAS)
