@@ -4,6 +4,7 @@ model (sampling with tools, handshake era) or by handing it to a second client a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,6 +12,7 @@ import mcp_types as types
 import pytest
 from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp.client import ClientRequestContext
+from test_stdio import stdio_client
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.stores import events, sessions
@@ -208,3 +210,60 @@ async def test_without_sampling_the_child_is_handed_to_a_second_client(
     ran = results["ran"]
     assert ran["loopStopReason"] == "progress" and ran["newEventCount"] > 0
     assert ran["childSession"]["sessionId"] == child
+
+
+async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: Runtime, connect: Connect) -> None:
+    script = [
+        tool_use("1", "launch_probe", {}),
+        types.CreateMessageResultWithTools(
+            role="assistant", content=[types.TextContent(type="text", text="launched")], model="scripted"
+        ),
+    ]
+    asked: list[str] = []
+
+    async def scripted(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        return script[len(params.messages) // 2]
+
+    async def person(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with connect(
+        rt, "legacy", sampling_callback=scripted, sampling_capabilities=TOOLS_WITH_TOOLS, elicitation_callback=person
+    ) as client:
+        child = data(await client.call_tool("session_delegate", {"task": "Launch"}))["childSession"]["sessionId"]
+        ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
+    assert ran["loopStopReason"] == "idle" and ran["executedCycles"] == 2 and ran["response"] == "launched"
+    assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [("launch_probe", "success")]
+    assert len(asked) == 1 and "launch_probe" in asked[0]
+    async with rt.db.read() as tx:
+        launched = await tx.fetchall("SELECT session_id FROM events WHERE type = 'probe.launched'")
+        decided = await tx.fetchall("SELECT session_id, status FROM approvals")
+    assert [r["session_id"] for r in launched] == [child]
+    assert [(r["session_id"], r["status"]) for r in decided] == [(child, "consumed")]
+
+
+async def test_the_hand_off_over_stdio_with_serve_session_child(workspace: Path) -> None:
+    """The tool's own instructions, followed literally: a second server process attached to the child."""
+    async with stdio_client(workspace, mode="legacy") as parent:
+        child = data(await parent.call_tool("session_delegate", {"task": "Plan it"}))["childSession"]["sessionId"]
+        results: dict[str, Any] = {}
+
+        async def run() -> None:
+            results["ran"] = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 60}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            command = (await _how_to_work(parent, child))["stdio"].split()
+            assert command[:3] == ["managed-tools", "serve", "--session"]
+            async with stdio_client(workspace, *command[2:]) as worker:
+                data(await worker.call_tool("planning_setup_plan", {"objective": "it"}))
+    assert results["ran"]["loopStopReason"] == "progress" and results["ran"]["mode"] == "handoff"
+
+
+async def _how_to_work(client: Any, child: str) -> dict[str, Any]:
+    quick = data(await client.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+    how: dict[str, Any] = quick["howToWork"]
+    return how
