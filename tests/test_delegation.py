@@ -84,6 +84,8 @@ async def test_delegate_creates_a_seeded_child_that_lineage_reaches(rt: Runtime,
         assert [s["sessionId"] for s in lineage["sessions"]] == [child["sessionId"]]
         parent = data(await client.call_tool("session_get_snapshot", {}))
         assert parent["childCount"] == 1
+        found = data(await client.call_tool("session_search_context", {"query": "Count files", "lineage": "children"}))
+        assert {h["sessionId"] for h in found["hits"]} == {child["sessionId"]}
     async with rt.db.read() as tx:
         row = await sessions.get_session(tx, child["sessionId"])
     assert row.parent_id == made["parentSessionId"] and row.agent_id == rt.environment.agent_id
@@ -133,7 +135,14 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
     seen: list[types.CreateMessageRequestParams] = []
     script = [
         tool_use("1", "planning_setup_plan", {"objective": "count", "initialSteps": ["list"]}),
-        tool_use("2", "planning_add_step", {"steps": ["count"]}),
+        types.CreateMessageResultWithTools(
+            role="assistant",
+            content=[
+                types.ToolUseContent(type="tool_use", id="2", name="planning_add_step", input={"steps": ["count"]}),
+                types.ToolUseContent(type="tool_use", id="2b", name="session_delegate", input={"task": "nested"}),
+            ],
+            model="scripted",
+        ),
         tool_use("3", "planning_add_step", {"steps": ["never"]}),
     ]
 
@@ -150,6 +159,7 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
     assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [
         ("planning_setup_plan", "success"),
         ("planning_add_step", "success"),
+        ("session_delegate", "error"),  # one level only: named anyway, refused
     ]
     assert len(seen) == 2  # stopped at `cycles`: the third scripted turn was never asked for
     first = seen[0]
@@ -165,7 +175,9 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
         steps = await tx.fetchall(
             "SELECT title FROM plan_steps WHERE session_id = ? ORDER BY step_id", (child["sessionId"],)
         )
+        grandchildren = await sessions.list_children(tx, rt.environment.agent_id, child["sessionId"])
     assert [s["title"] for s in steps] == ["list", "count"]
+    assert grandchildren == []
 
 
 async def test_an_always_ask_tool_in_the_child_pauses_for_a_person(rt: Runtime, connect: Connect) -> None:

@@ -297,6 +297,12 @@ async def _run_through_model(ctx: ToolContext, child: SessionRecord, cycles: int
                 return run
             results: list[tuple[str, str, bool]] = []
             for call in turn.calls:
+                if call.name in NOT_FOR_CHILDREN:  # not offered, and refused if named anyway
+                    run.calls.append(
+                        CallRecord(tool_name=call.name, status="error", error_kind="unknown_tool", request_id=None)
+                    )
+                    results.append((call.id, f"{call.name} is not available inside a child's run.", True))
+                    continue
                 result = await execute(ctx.runtime, attachment, ports, call.name, call.arguments)
                 request = (result.action_required or {}).get("requestId")
                 run.calls.append(
