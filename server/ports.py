@@ -8,6 +8,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 from managed_tools.server import SERVER_NAME
 from managed_tools.server.connection import connection_of
@@ -99,14 +100,17 @@ class ClientChildModel:
     ) -> ModelTurn:
         if not self.available():
             raise SamplingUnavailableError("The client did not offer sampling with tools on this connection.")
-        result = await self._session.create_message(
-            [_sampling_message(turn) for turn in conversation],
-            max_tokens=max_tokens,
-            system_prompt=system,
-            tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in tools],
-            tool_choice=types.ToolChoice(mode="auto"),
-            related_request_id=self._request_id,
-        )
+        try:
+            result = await self._session.create_message(
+                [_sampling_message(turn) for turn in conversation],
+                max_tokens=max_tokens,
+                system_prompt=system,
+                tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in tools],
+                tool_choice=types.ToolChoice(mode="auto"),
+                related_request_id=self._request_id,
+            )
+        except MCPError as exc:  # the client refused or failed: the loop stops and says so
+            raise SamplingUnavailableError(f"The client's model did not answer: {exc.message[:200]}") from None
         blocks = result.content if isinstance(result.content, list) else [result.content]
         text = "".join(b.text for b in blocks if isinstance(b, types.TextContent))
         calls = [

@@ -279,3 +279,14 @@ async def _how_to_work(client: Any, child: str) -> dict[str, Any]:
     quick = data(await client.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
     how: dict[str, Any] = quick["howToWork"]
     return how
+
+
+async def test_a_client_model_that_fails_stops_the_run_and_says_so(rt: Runtime, connect: Connect) -> None:
+    async def refuses(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=-1, message="the user declined sampling")
+
+    async with connect(rt, "legacy", sampling_callback=refuses, sampling_capabilities=TOOLS_WITH_TOOLS) as client:
+        child = data(await client.call_tool("session_delegate", {"task": "Anything"}))["childSession"]["sessionId"]
+        ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
+    assert ran["loopStopReason"] == "model_error" and ran["executedCycles"] == 0 and ran["toolCalls"] == []
+    assert ran["response"] == "The client's model did not answer: the user declined sampling"

@@ -16,6 +16,7 @@ import anyio
 from pydantic import Field
 
 from managed_tools.stores import events, outcomes, plans, sessions
+from managed_tools.stores.db import Tx
 from managed_tools.stores.sessions import SessionRecord
 from managed_tools.tools.context import Attachment, Ports, ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
@@ -23,7 +24,7 @@ from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import execute
 from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.ports import ModelTurn, NoChildModel, ToolSpec
+from managed_tools.tools.ports import ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
 from managed_tools.tools.scope import scoped_session
 from managed_tools.tools.sessions.tools import Known, SessionSummary, sort_sessions, summary_fields
 
@@ -152,7 +153,7 @@ class HowToWork(WireModel):
     note: str
 
 
-StopReason = Literal["idle", "max_cycles", "requires_action", "progress", "no_progress"]
+StopReason = Literal["idle", "max_cycles", "requires_action", "model_error", "progress", "no_progress"]
 
 
 class RunChildOutput(WireModel):
@@ -288,7 +289,13 @@ async def _run_through_model(ctx: ToolContext, child: SessionRecord, cycles: int
     ]
     try:
         while run.cycles < cycles:
-            turn = await model.turn(_SYSTEM.format(child=child.id), conversation, tools, max_tokens=MAX_MODEL_TOKENS)
+            try:
+                turn = await model.turn(
+                    _SYSTEM.format(child=child.id), conversation, tools, max_tokens=MAX_MODEL_TOKENS
+                )
+            except SamplingUnavailableError as exc:
+                run.stop, run.response = "model_error", str(exc)
+                return run
             run.cycles += 1
             run.response = turn.text or run.response
             conversation.append(turn)
@@ -337,7 +344,7 @@ _SYSTEM = (
 )
 
 
-async def _brief(tx: Any, child: SessionRecord) -> str:
+async def _brief(tx: Tx, child: SessionRecord) -> str:
     """The child's first message: its task (the latest user message) and its outcome, if any."""
     found = await events.window_events(tx, child.id, events.EventFilter(types=["user.message"], limit=1))
     task = str(found[-1].payload.get("text", "")) if found else (child.title or "Continue the session's work.")
