@@ -12,6 +12,8 @@ import mcp_types as types
 import pytest
 from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp.client import ClientRequestContext
+from test_http import client as http_client
+from test_http import serving
 from test_stdio import stdio_client
 
 from managed_tools.server.config import ServeConfig
@@ -290,3 +292,21 @@ async def test_a_client_model_that_fails_stops_the_run_and_says_so(rt: Runtime, 
         ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
     assert ran["loopStopReason"] == "model_error" and ran["executedCycles"] == 0 and ran["toolCalls"] == []
     assert ran["response"] == "The client's model did not answer: the user declined sampling"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_hand_off_over_http_with_the_session_header(config: ServeConfig, mode: str) -> None:
+    async with serving(config) as served, http_client(served, mode) as parent:
+        child = data(await parent.call_tool("session_delegate", {"task": "Plan it"}))["childSession"]["sessionId"]
+        name, value = (await _how_to_work(parent, child))["httpHeader"].split(": ")
+        results: dict[str, Any] = {}
+
+        async def run() -> None:
+            results["ran"] = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 30}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await anyio.sleep(0.3)
+            async with http_client(served, mode, headers={name: value}) as worker:
+                assert data(await worker.call_tool("session_get_snapshot", {}))["sessionId"] == child
+    assert results["ran"]["loopStopReason"] == "progress" and results["ran"]["newEventCount"] > 0
