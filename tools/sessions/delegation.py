@@ -70,28 +70,23 @@ async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOut
     parent = await scoped_session(ctx, None)  # the parent is always the caller's own session
     child = await sessions.create_session(ctx.tx, ctx.agent_id, parent_id=parent.id, title=args.title or args.task[:80])
     seeded: list[str] = []
+
+    async def seed(event_type: str, payload: dict[str, Any], summary: str | None = None) -> None:
+        # Pending: the child has not taken them up yet (its first run marks them seen).
+        event = await events.append_event(ctx.tx, child.id, None, event_type, payload, summary=summary, processed=False)
+        seeded.append(event.id)
+
     if args.title is not None:
         criteria = list(dict.fromkeys(c.strip() for c in args.success_criteria if c.strip()))
         detail = args.detail.strip() if args.detail and args.detail.strip() else None
         await outcomes.define(
             ctx.tx, session_id=child.id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
         )
-        payload: dict[str, Any] = {"title": args.title, "successCriteria": criteria}
-        seeded.append(
-            (await events.append_event(ctx.tx, child.id, None, "user.define_outcome", payload, processed=False)).id
-        )
+        await seed("user.define_outcome", {"title": args.title, "successCriteria": criteria})
     if args.plan_steps:
         await plans.setup(ctx.tx, child.id, args.task[:200], [s.strip() for s in args.plan_steps])
-        payload = {"objective": args.task[:200], "steps": args.plan_steps}
-        seeded.append((await events.append_event(ctx.tx, child.id, None, "user.plan", payload, processed=False)).id)
-    message = {"text": args.task, "fromSessionId": parent.id}
-    seeded.append(
-        (
-            await events.append_event(
-                ctx.tx, child.id, None, "user.message", message, summary=args.task[:200], processed=False
-            )
-        ).id
-    )
+        await seed("user.plan", {"objective": args.task[:200], "steps": args.plan_steps})
+    await seed("user.message", {"text": args.task, "fromSessionId": parent.id}, args.task[:200])
     await events.append_event(
         ctx.tx,
         parent.id,
