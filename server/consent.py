@@ -89,6 +89,10 @@ class CallConsent:
         self._wait = wait_seconds
         self.input_required: types.InputRequiredResult | None = None
 
+    def in_session(self, attachment: Attachment) -> CallConsent:
+        """The same person and channel, for a call made in another session (a child run through sampling)."""
+        return CallConsent(self._runtime, attachment, self._ctx, self._params, wait_seconds=self._wait)
+
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         used = await self._use_out_of_band_answer(request)
         if used is not None:

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 from managed_tools.server import SERVER_NAME
 from managed_tools.server.connection import connection_of
-from managed_tools.tools.context import Ports
-from managed_tools.tools.ports import ApprovalDecision, ApprovalRequest, Consent, LogLevel, SamplingUnavailableError
+from managed_tools.tools.context import Attachment, Ports
+from managed_tools.tools.ports import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ChildModel,
+    Consent,
+    LogLevel,
+    ModelCall,
+    ModelTurn,
+    NoChildModel,
+    SamplingUnavailableError,
+    ToolSpec,
+)
 
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)  # least severe first
 LOG_LEVEL_STATE = "managed-tools/logLevel"
@@ -23,6 +35,15 @@ class NoConsent:
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision(status="unavailable")
+
+    def in_session(self, attachment: Attachment) -> NoConsent:
+        return self
+
+
+class SessionConsent(Consent, Protocol):
+    """A consent that can ask the same person about a call in another session (a child's)."""
+
+    def in_session(self, attachment: Attachment) -> Consent: ...
 
 
 class RequestProgress:
@@ -56,6 +77,65 @@ class ClientSampler:
         return result.content.text
 
 
+class ClientChildModel:
+    """A child session's turns through the client's model: `sampling/createMessage` with tools, on the caller's
+    own request stream (handshake era, and only where the client declared `sampling.tools`)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], consent: SessionConsent) -> None:
+        self._session = ctx.session
+        self._request_id = ctx.request_id
+        self._consent = consent
+
+    def available(self) -> bool:
+        caps = self._session.client_capabilities
+        return (
+            caps is not None
+            and caps.sampling is not None
+            and caps.sampling.tools is not None
+            and self._session.can_send_request
+        )
+
+    async def turn(
+        self, system: str, conversation: list[ModelTurn], tools: list[ToolSpec], *, max_tokens: int
+    ) -> ModelTurn:
+        if not self.available():
+            raise SamplingUnavailableError("The client did not offer sampling with tools on this connection.")
+        try:
+            result = await self._session.create_message(
+                [_sampling_message(turn) for turn in conversation],
+                max_tokens=max_tokens,
+                system_prompt=system,
+                tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in tools],
+                tool_choice=types.ToolChoice(mode="auto"),
+                related_request_id=self._request_id,
+            )
+        except MCPError as exc:  # the client refused or failed: the loop stops and says so
+            raise SamplingUnavailableError(f"The client's model did not answer: {exc.message[:200]}") from None
+        blocks = result.content if isinstance(result.content, list) else [result.content]
+        text = "".join(b.text for b in blocks if isinstance(b, types.TextContent))
+        calls = [
+            ModelCall(id=b.id, name=b.name, arguments=b.input) for b in blocks if isinstance(b, types.ToolUseContent)
+        ]
+        return ModelTurn(role="assistant", text=text, calls=calls)
+
+    def consent_in(self, session_id: str, wake_id: str) -> Consent:
+        return self._consent.in_session(Attachment(session_id=session_id, wake_id=wake_id, transport="sampling"))
+
+
+def _sampling_message(turn: ModelTurn) -> types.SamplingMessage:
+    content: list[types.SamplingMessageContentBlock] = []
+    if turn.text:
+        content.append(types.TextContent(type="text", text=turn.text))
+    content += [types.ToolUseContent(type="tool_use", id=c.id, name=c.name, input=c.arguments) for c in turn.calls]
+    content += [
+        types.ToolResultContent(
+            type="tool_result", tool_use_id=call_id, content=[types.TextContent(type="text", text=text)], is_error=error
+        )
+        for call_id, text, error in turn.results
+    ]
+    return types.SamplingMessage(role=turn.role, content=content)
+
+
 def set_log_level(ctx: ServerRequestContext[Any], level: LogLevel) -> None:
     """`logging/setLevel` (handshake era): the least severe level this connection wants from now on."""
     connection_of(ctx).state[LOG_LEVEL_STATE] = level
@@ -82,11 +162,13 @@ class RequestLog:
         await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
 
-def ports_for(ctx: ServerRequestContext[Any], consent: Consent) -> Ports:
+def ports_for(ctx: ServerRequestContext[Any], consent: SessionConsent) -> Ports:
     """The ports of one request: `consent` decides how (or whether) a person is asked."""
+    child_model: ChildModel = ClientChildModel(ctx, consent)
     return Ports(
         consent=consent,
         progress=RequestProgress(ctx.session),
         sampler=ClientSampler(ctx.session, ctx.request_id),
         client_log=RequestLog(ctx),
+        child_model=child_model if child_model.available() else NoChildModel(),
     )

@@ -229,3 +229,10 @@ async def latest_summaries(tx: Tx, session_ids: list[str]) -> dict[str, str]:
         session_ids,
     )
     return {r["session_id"]: r["summary"] for r in rows if r["summary"] is not None}
+
+
+async def mark_processed(tx: Tx, session_id: str) -> list[str]:
+    """Mark the session's pending events seen (a run of the session took them up); returns their ids."""
+    rows = await tx.fetchall("SELECT id FROM events WHERE session_id = ? AND processed = 0 ORDER BY seq", (session_id,))
+    await tx.execute("UPDATE events SET processed = 1 WHERE session_id = ? AND processed = 0", (session_id,))
+    return [row["id"] for row in rows]

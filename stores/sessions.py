@@ -154,3 +154,17 @@ async def get_many(tx: Tx, session_ids: Collection[str]) -> dict[str, tuple[Sess
         list(session_ids),
     )
     return {row["id"]: (SessionRecord(**{k: row[k] for k in SessionRecord.model_fields}), row["setup"]) for row in rows}
+
+
+async def list_children(tx: Tx, agent_id: str, parent_id: str) -> list[SessionRecord]:
+    """The direct children of `parent_id` that belong to `agent_id`, most recently active first."""
+    rows = await tx.fetchall(
+        "SELECT * FROM sessions WHERE agent_id = ? AND parent_id = ? ORDER BY last_activity_at DESC, id DESC",
+        (agent_id, parent_id),
+    )
+    return [_session(row) for row in rows]
+
+
+async def open_wakes(tx: Tx, session_id: str) -> int:
+    """How many connections are attached to the session now (wakes not yet closed)."""
+    return int(await tx.scalar("SELECT COUNT(*) FROM wakes WHERE session_id = ? AND ended_at IS NULL", (session_id,)))

@@ -16,6 +16,7 @@ from managed_tools.tools.planning import tools as planning
 from managed_tools.tools.recall import tools as recall
 from managed_tools.tools.registry import Registry
 from managed_tools.tools.sandbox import tools as sandbox
+from managed_tools.tools.sessions import delegation
 from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
 from managed_tools.tools.skills import tools as skill_tools
@@ -24,6 +25,7 @@ from managed_tools.tools.substrate import tools as substrate_tools
 FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
     environment.DEFINITIONS,
     session_tools.DEFINITIONS,
+    delegation.DEFINITIONS,
     outcome_tools.DEFINITIONS,
     memory_tools.DEFINITIONS,
     memory_search.DEFINITIONS,

@@ -14,7 +14,7 @@ from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.content import Block
-from managed_tools.tools.ports import ClientLog, Consent, Progress, Sampler
+from managed_tools.tools.ports import ChildModel, ClientLog, Consent, NoChildModel, Progress, Sampler
 from managed_tools.tools.what_runs import WhatRuns
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ class Ports:
     progress: Progress
     sampler: Sampler
     client_log: ClientLog
+    # The client's model running a child session (session_run_child); absent for most clients.
+    child_model: ChildModel = field(default_factory=NoChildModel)
 
 
 @dataclass(frozen=True)

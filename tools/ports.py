@@ -73,3 +73,55 @@ class Sampler(Protocol):
     """Ask the client's model to produce text (latent tools, seed 003)."""
 
     async def sample(self, prompt: str, *, max_tokens: int) -> str: ...
+
+
+class ModelCall(BaseModel):
+    """One tool call the model asked for."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ModelTurn(BaseModel):
+    """A message of the conversation a child runs through the client's model: the model's text and tool calls
+    (assistant), or the task and the results of those calls (user)."""
+
+    role: Literal["user", "assistant"]
+    text: str = ""
+    calls: list[ModelCall] = []
+    results: list[tuple[str, str, bool]] = []  # (call id, result text, is error)
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ChildModel(Protocol):
+    """The client's model choosing tool calls for a child session: sampling with tools, offered only by
+    handshake-era clients that declare `sampling.tools` (deprecated in 2026-07-28, so never the only way)."""
+
+    def available(self) -> bool: ...
+
+    async def turn(
+        self, system: str, conversation: list[ModelTurn], tools: list[ToolSpec], *, max_tokens: int
+    ) -> ModelTurn: ...
+
+    def consent_in(self, session_id: str, wake_id: str) -> Consent:
+        """The same person, asked about a call in another session (the child's requests are its own)."""
+        ...
+
+
+class NoChildModel:
+    def available(self) -> bool:
+        return False
+
+    async def turn(
+        self, system: str, conversation: list[ModelTurn], tools: list[ToolSpec], *, max_tokens: int
+    ) -> ModelTurn:
+        raise SamplingUnavailableError("The client did not offer sampling with tools on this connection.")
+
+    def consent_in(self, session_id: str, wake_id: str) -> Consent:
+        raise SamplingUnavailableError("No client model runs here.")

@@ -118,7 +118,7 @@ def _outcome_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
     }
 
 
-def _summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
+def summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
     current = known.current
     return {
         "session_id": record.id,
@@ -212,7 +212,7 @@ async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListO
     known = await Known.read(ctx, current, [r.id for r in records])
     summaries = [
         summary
-        for summary in (SessionSummary(**_summary_fields(r, known)) for r in records)
+        for summary in (SessionSummary(**summary_fields(r, known)) for r in records)
         if (args.include_current or not summary.is_current) and _wanted(summary, args)
     ]
     sort_sessions(summaries)
@@ -238,7 +238,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         by_alias=False
     )  # a snapshot judges the outcome now, not as last recorded
     return SessionSnapshot(
-        **{**_summary_fields(record, known), **live},
+        **{**summary_fields(record, known), **live},
         environment_id=f"local:{ctx.agent_id}",
         pending_action_kind=waiting[0].kind if waiting else None,
         pending_action_tool_name=waiting[0].tool_name if waiting else None,
