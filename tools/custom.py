@@ -33,7 +33,7 @@ class CustomToolSpec(BaseModel):
     read_only: bool = Field(default=True, alias="readOnly")
 
 
-def _schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
+def schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
     """A model whose validation and published schema are exactly the user's JSON Schema."""
     try:
         Draft202012Validator.check_schema(schema)
@@ -64,17 +64,19 @@ def _schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
 
 
 def custom_tool(spec: CustomToolSpec) -> ToolDefinition:
+    return schema_tool(spec, ownership="custom", timeout_seconds=3600)
+
+
+def schema_tool(spec: CustomToolSpec, **fields: Any) -> ToolDefinition:
+    """A handler-less tool whose schemas are the spec's; `fields` say who fulfils it (ownership, timeout...)."""
     ident = "".join(part.capitalize() for part in spec.name.replace("-", "_").split("_")) or "Custom"
-    input_model = _schema_model(f"{ident}Input", spec.input_schema, Arguments)
-    output_model = _schema_model(f"{ident}Output", spec.output_schema, WireModel)
     return ToolDefinition(
         name=spec.name,
         title=spec.title or spec.name,
         description=spec.description,
-        input_model=input_model,
-        output_model=output_model,
+        input_model=schema_model(f"{ident}Input", spec.input_schema, Arguments),
+        output_model=schema_model(f"{ident}Output", spec.output_schema, WireModel),
         handler=None,
-        ownership="custom",
         read_only=spec.read_only,
-        timeout_seconds=3600,
+        **fields,
     )
