@@ -11,13 +11,14 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.models import Arguments, WireModel
 
 M = TypeVar("M", bound=WireModel)
+MAX_ERROR_CHARS = 500
 
 
 class CustomToolSpec(BaseModel):
@@ -80,3 +81,19 @@ def schema_tool(spec: CustomToolSpec, **fields: Any) -> ToolDefinition:
         read_only=spec.read_only,
         **fields,
     )
+
+
+class OutputMismatch(ValueError):
+    """An answer for a handler-less tool (a person's or a model's) does not fit its output; the message says where."""
+
+
+def check_output(definition: ToolDefinition, value: Any) -> dict[str, Any]:
+    """The answer as the tool's output, or OutputMismatch naming the first field that breaks the schema."""
+    try:
+        output = definition.output_model.model_validate(value)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        raise OutputMismatch((f"{where}: {message}" if where else message)[:MAX_ERROR_CHARS]) from None
+    return output.model_dump(mode="json", by_alias=True)

@@ -25,6 +25,7 @@ from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
 from managed_tools.tools import latent
 from managed_tools.tools.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
+from managed_tools.tools.custom import OutputMismatch, check_output
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments
@@ -325,12 +326,12 @@ async def _fulfil_latent(call: _Call) -> dict[str, Any]:
         raise await _hand_back(call) from None
     try:
         return latent.check_text(definition, answer)
-    except latent.OutputMismatch as first:
+    except OutputMismatch as first:
         retry = latent.sampling_prompt(definition, call.canonical, refused=str(first))
         answer = await sampler.sample(retry, max_tokens=latent.SAMPLING_MAX_TOKENS)
     try:
         return latent.check_text(definition, answer)
-    except latent.OutputMismatch as second:
+    except OutputMismatch as second:
         raise _Refusal(
             "tool_error",
             f"The model's answer for {definition.name} does not match its output schema, even after a retry "
@@ -435,14 +436,11 @@ def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
     try:
-        output = call.definition.output_model.model_validate(value or {})
-    except ValidationError as exc:
+        return check_output(call.definition, value or {})
+    except OutputMismatch as exc:
         raise _Refusal(
-            "tool_error",
-            f"The answer given for {call.definition.name} does not match its output schema: "
-            f"{exc.errors(include_url=False)[0]['msg']}.",
+            "tool_error", f"The answer given for {call.definition.name} does not match its output schema: {exc}."
         ) from None
-    return output.model_dump(mode="json", by_alias=True)
 
 
 async def _write_completed(span: _Span, result: CallResult) -> None:

@@ -12,16 +12,15 @@ import json
 import re
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from managed_tools.tools.custom import CustomToolSpec, schema_tool
+from managed_tools.tools.custom import CustomToolSpec, OutputMismatch, check_output, schema_tool
 from managed_tools.tools.definition import ToolDefinition
 
 LATENT_TIMEOUT_SECONDS = 300.0  # a model's turn, possibly twice
 SAMPLING_MAX_TOKENS = 4096
 SUBMIT_TOOL = "latent_submit"
 FENCED = re.compile(r"```(?:json)?\s*\n(.*)\n\s*```", re.DOTALL)
-MAX_ERROR_CHARS = 500
 
 
 class LatentToolSpec(CustomToolSpec):
@@ -32,22 +31,6 @@ class LatentToolSpec(CustomToolSpec):
 
 def latent_tool(spec: LatentToolSpec) -> ToolDefinition:
     return schema_tool(spec, ownership="latent", instructions=spec.instructions, timeout_seconds=LATENT_TIMEOUT_SECONDS)
-
-
-class OutputMismatch(ValueError):
-    """The model's answer is not JSON, or does not match the tool's output schema; the message says where."""
-
-
-def check_output(definition: ToolDefinition, value: Any) -> dict[str, Any]:
-    """The answer as the tool's output, or OutputMismatch naming the first field that breaks the schema."""
-    try:
-        output = definition.output_model.model_validate(value)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        raise OutputMismatch((f"{where}: {message}" if where else message)[:MAX_ERROR_CHARS]) from None
-    return output.model_dump(mode="json", by_alias=True)
 
 
 def check_text(definition: ToolDefinition, text: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pydantic import Field
 from managed_tools.stores import latent_calls
 from managed_tools.tools import latent
 from managed_tools.tools.context import ToolContext
+from managed_tools.tools.custom import OutputMismatch, check_output
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, WireModel
@@ -36,8 +37,8 @@ async def latent_submit(ctx: ToolContext, args: SubmitArgs) -> SubmitOutput:
     if definition is None or definition.ownership != "latent":
         raise ToolError(f"{waiting.tool_name} is no longer served as a latent tool; its call cannot be answered.")
     try:
-        output = latent.check_output(definition, args.output)
-    except latent.OutputMismatch as exc:
+        output = check_output(definition, args.output)
+    except OutputMismatch as exc:
         raise ToolError(
             f"The output for {definition.name} does not match its output schema: {exc}. Nothing was recorded; the "
             f"call still waits for a valid answer."
