@@ -201,3 +201,12 @@ def test_a_latent_tool_has_no_handler() -> None:
         Registry([HAIKU.model_copy(update={"handler": handler})])
     spec = LatentToolSpec.model_validate(SUMMARISE)
     assert latent_tool(spec).instructions == SUMMARISE["instructions"]
+
+
+async def test_a_2026_client_with_a_sampling_callback_is_handed_the_task(rt: Runtime, connect: Connect) -> None:
+    """2026-07-28 has no back-channel for sampling: the call is handed back, never left waiting on it."""
+    prompts: list[str] = []
+    async with connect(rt, "auto", sampling_callback=scripted([json.dumps(GOOD)], prompts)) as client:
+        call_id, _ = await handed_back(client)
+        answered = data(await client.call_tool("latent_submit", {"callId": call_id, "output": GOOD}))
+    assert prompts == [] and answered["output"] == GOOD
