@@ -18,6 +18,7 @@ from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.library import Library
+from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
@@ -107,12 +108,12 @@ def build_server(
 
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
     lifetime of a sealed `requestState` (2026-07-28). The built-in resources (memory stores, evaluations,
-    files) are always served, with the resources and prompts of `extensions` beside them. A transport that
-    stops on a signal passes `calls`, to end the calls in flight first.
+    files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
+    A transport that stops on a signal passes `calls`, to end the calls in flight first.
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
     in_flight = calls if calls is not None else InFlight()
-    library = Library(extensions or Extensions())
+    library = Library(extensions or Extensions(), PLANNING_PROMPTS)
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
 
@@ -163,7 +164,6 @@ def build_server(
         set_log_level(ctx, params.level)
         return types.EmptyResult()
 
-    prompts = library.has_prompts
     server = Server(
         SERVER_NAME,
         version=__version__,
@@ -178,9 +178,9 @@ def build_server(
         on_subscribe_resource=served.subscribe,
         on_unsubscribe_resource=served.unsubscribe,
         on_subscriptions_listen=ListenHandler(notifier.bus),
-        on_list_prompts=library.list_prompts if prompts else None,
-        on_get_prompt=library.get_prompt if prompts else None,
-        on_completion=library.complete if prompts else None,
+        on_list_prompts=library.list_prompts,
+        on_get_prompt=library.get_prompt,
+        on_completion=library.complete,
     )
     # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.

@@ -20,6 +20,7 @@ from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.tools.custom import CustomToolSpec
+from managed_tools.tools.latent import LatentToolSpec
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -60,6 +61,7 @@ class UserConfig(BaseModel):
     policy: dict[str, Policy] = Field(default_factory=dict, description="Per-tool permission policy overrides.")
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
+    latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
@@ -91,6 +93,7 @@ class ServeConfig(BaseModel):
     policy: dict[str, Policy] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
+    latent_tools: tuple[LatentToolSpec, ...] = ()
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
@@ -139,6 +142,7 @@ class ServeConfig(BaseModel):
             if approval_wait_seconds is None
             else approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
+            latent_tools=tuple(user.latent_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
             skills=_skills(user.skills, data),

@@ -26,15 +26,17 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from managed_tools.tools.content import ContentBlock
 from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.planning.strategies import Strategy
 
 T = TypeVar("T")
 NonEmpty = Annotated[str, Field(min_length=1)]
+RESERVED_PROMPTS: tuple[str, ...] = get_args(Strategy)  # the server's own prompts
 TEMPLATE_VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -126,7 +128,7 @@ def load_extensions(modules: Iterable[str]) -> Extensions:
         resources.extend(_items(name, "RESOURCES", found["RESOURCES"], (Resource, ResourceTemplate)))
         prompts.extend(_items(name, "PROMPTS", found["PROMPTS"], (Prompt,)))
     _unique("resource", [r.uri if isinstance(r, Resource) else r.uri_template for r in resources])
-    _unique("prompt", [p.name for p in prompts])
+    _unique("prompt", [*RESERVED_PROMPTS, *(p.name for p in prompts)])
     return Extensions(tuple(tools), tuple(resources), tuple(prompts))
 
 

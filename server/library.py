@@ -35,12 +35,11 @@ async def _guarded(what: str, work: Awaitable[T]) -> T:
 class Library:
     """Handlers for `resources/*`, `prompts/*` and `completion/complete` over the extensions' definitions."""
 
-    def __init__(self, extensions: Extensions) -> None:
+    def __init__(self, extensions: Extensions, builtin_prompts: tuple[Prompt, ...] = ()) -> None:
         self._fixed = {r.uri: r for r in extensions.resources if isinstance(r, Resource)}
         self._templates = [r for r in extensions.resources if isinstance(r, ResourceTemplate)]
-        self._prompts = {p.name: p for p in extensions.prompts}
+        self._prompts = {p.name: p for p in (*builtin_prompts, *extensions.prompts)}
         self.has_resources = bool(extensions.resources)
-        self.has_prompts = bool(extensions.prompts)
         self._resources = types.ListResourcesResult(
             resources=[
                 types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type)

@@ -9,6 +9,7 @@ import mcp_types as types
 from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult
+from managed_tools.tools.latent import SUBMIT_TOOL
 
 TOOL_META_KEY = "managed-tools/tool"
 ERROR_META_KEY = "managed-tools/error"
@@ -16,7 +17,7 @@ ACTION_META_KEY = "managed-tools/requiresAction"
 
 
 def tool_meta(definition: ToolDefinition) -> dict[str, Any]:
-    return {
+    meta: dict[str, Any] = {
         "ownership": definition.ownership,
         "permissionPolicy": definition.permission_policy,
         "effects": list(definition.effects),
@@ -25,6 +26,10 @@ def tool_meta(definition: ToolDefinition) -> dict[str, Any]:
         "interruptBehavior": definition.interrupt_behavior,
         "examples": [example.model_dump(exclude_none=True) for example in definition.examples],
     }
+    if definition.ownership == "latent":
+        # A model fulfils it: the client's, sampled, where offered; otherwise the caller, through latent_submit.
+        meta["latent"] = {"fulfilledBy": "model", "submitWith": SUBMIT_TOOL}
+    return meta
 
 
 def to_mcp_tool(definition: ToolDefinition) -> types.Tool:

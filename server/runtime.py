@@ -26,6 +26,7 @@ from managed_tools.tools.context import Environment, Runtime
 from managed_tools.tools.custom import custom_tool
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.latent import latent_tool
 from managed_tools.tools.registry import Registry
 from managed_tools.tools.shell import posture as shell_core
 
@@ -53,7 +54,8 @@ def served_registry(
         if not path.is_dir():
             raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
     try:
-        user_tools = tuple(custom_tool(spec) for spec in config.custom_tools) + extensions.tools
+        declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
+        user_tools = tuple(declared) + extensions.tools
         return build_registry(user_tools + extra_tools, config.policy)
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc

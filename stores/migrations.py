@@ -304,4 +304,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "SELECT seq, agent, session, type, body FROM event_search_docs",
         ),
     ),
+    (
+        9,
+        "latent calls handed back to the calling model",
+        (
+            # A latent tool called where the server cannot sample (seed 003): the call waits here for the model's
+            # answer, bound to the session that made it; `output` is set once, when a valid answer is handed back.
+            """CREATE TABLE latent_calls (
+                call_id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                tool_name TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                output TEXT,
+                created_at TEXT NOT NULL,
+                completed_at TEXT
+            )""",
+        ),
+    ),
 )

@@ -84,7 +84,7 @@ async def test_subscriptions_are_accepted_for_known_resources(config: ServeConfi
 @pytest.mark.parametrize("mode", ERAS)
 async def test_prompts_and_completion(config: ServeConfig, mode: str) -> None:
     async with serve(config, mode) as client:
-        prompt = (await client.list_prompts()).prompts[0]
+        prompt = (await client.list_prompts()).prompts[-1]  # after the planning strategies
         got = await client.get_prompt("probe_greet", {"name": "Ada"})
         with pytest.raises(MCPError, match="Prompt probe_greet needs the argument"):
             await client.get_prompt("probe_greet", {})
@@ -179,14 +179,14 @@ def test_extension_errors_are_clear_at_startup(
         startup_extensions(twice)
 
 
-async def test_without_extensions_no_prompt_capability(workspace: Path) -> None:
+async def test_without_extensions_the_planning_prompts_are_served(workspace: Path) -> None:
     config = ServeConfig.build(workspace=workspace, data_dir=None)
     async with open_runtime(config) as runtime:
         server = build_server(runtime, transport="memory", extensions=Extensions())
         async with Client(server, mode="legacy") as client:
             capabilities = client.server_capabilities
     assert capabilities.resources is not None  # the built-in resources (memory stores, files) are always there
-    assert capabilities.prompts is None and capabilities.completions is None
+    assert capabilities.prompts is not None and capabilities.completions is not None  # the planning strategies
 
 
 async def test_the_cli_serves_an_extensions_resources_over_stdio(config: ServeConfig) -> None:

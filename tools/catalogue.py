@@ -8,6 +8,7 @@ from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.environment import tools as environment
 from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search
 from managed_tools.tools.memory import tools as memory_tools
 from managed_tools.tools.outcomes import tools as outcome_tools
@@ -49,6 +50,8 @@ def build_registry(
     so a typo never silently leaves a tool ungated.
     """
     managed = [definition for family in FAMILIES for definition in family]
+    if any(definition.ownership == "latent" for definition in extra):
+        managed.extend(latent_calls.DEFINITIONS)  # the way back for a latent call handed to the calling model
     overrides = dict(policy or {})
     unknown = sorted(set(overrides) - {d.name for d in [*managed, *extra]})
     if unknown:

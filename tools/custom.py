@@ -11,13 +11,14 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.models import Arguments, WireModel
 
 M = TypeVar("M", bound=WireModel)
+MAX_ERROR_CHARS = 500
 
 
 class CustomToolSpec(BaseModel):
@@ -33,7 +34,7 @@ class CustomToolSpec(BaseModel):
     read_only: bool = Field(default=True, alias="readOnly")
 
 
-def _schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
+def schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
     """A model whose validation and published schema are exactly the user's JSON Schema."""
     try:
         Draft202012Validator.check_schema(schema)
@@ -64,17 +65,35 @@ def _schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
 
 
 def custom_tool(spec: CustomToolSpec) -> ToolDefinition:
+    return schema_tool(spec, ownership="custom", timeout_seconds=3600)
+
+
+def schema_tool(spec: CustomToolSpec, **fields: Any) -> ToolDefinition:
+    """A handler-less tool whose schemas are the spec's; `fields` say who fulfils it (ownership, timeout...)."""
     ident = "".join(part.capitalize() for part in spec.name.replace("-", "_").split("_")) or "Custom"
-    input_model = _schema_model(f"{ident}Input", spec.input_schema, Arguments)
-    output_model = _schema_model(f"{ident}Output", spec.output_schema, WireModel)
     return ToolDefinition(
         name=spec.name,
         title=spec.title or spec.name,
         description=spec.description,
-        input_model=input_model,
-        output_model=output_model,
+        input_model=schema_model(f"{ident}Input", spec.input_schema, Arguments),
+        output_model=schema_model(f"{ident}Output", spec.output_schema, WireModel),
         handler=None,
-        ownership="custom",
         read_only=spec.read_only,
-        timeout_seconds=3600,
+        **fields,
     )
+
+
+class OutputMismatch(ValueError):
+    """An answer for a handler-less tool (a person's or a model's) does not fit its output; the message says where."""
+
+
+def check_output(definition: ToolDefinition, value: Any) -> dict[str, Any]:
+    """The answer as the tool's output, or OutputMismatch naming the first field that breaks the schema."""
+    try:
+        output = definition.output_model.model_validate(value)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        raise OutputMismatch((f"{where}: {message}" if where else message)[:MAX_ERROR_CHARS]) from None
+    return output.model_dump(mode="json", by_alias=True)

@@ -14,7 +14,7 @@ from managed_tools.tools.context import ToolContext
 from managed_tools.tools.models import Arguments, WireModel
 from managed_tools.tools.what_runs import WhatRuns
 
-Ownership = Literal["managed", "mcp", "custom"]
+Ownership = Literal["managed", "mcp", "custom", "latent"]
 PermissionPolicy = Literal["always_allow", "always_ask"]
 InterruptBehavior = Literal["cancel", "block"]
 ToolEffect = Literal[
@@ -77,7 +77,8 @@ class ToolExample(BaseModel):
 class ToolDefinition(BaseModel):
     """One tool of the catalogue: its schemas, its policy, and its handler.
 
-    `handler=None` is a latent tool (seed 003): the client's model fulfils it through the Sampler port.
+    `handler=None` is a tool without code: a person answers a `custom` one; a model fulfils a `latent` one (seed
+    003), following `instructions` where given.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -110,6 +111,7 @@ class ToolDefinition(BaseModel):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
     # Arguments whose values are never recorded in events or shown back (shell_set_env's value).
     hidden_args: tuple[str, ...] = ()
+    instructions: str | None = None
 
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""

@@ -18,12 +18,14 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from managed_tools.stores import events
+from managed_tools.stores import events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
+from managed_tools.tools import latent
 from managed_tools.tools.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
+from managed_tools.tools.custom import OutputMismatch, check_output
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments
@@ -39,6 +41,7 @@ ErrorKind = Literal[
     "deadline",
     "permission",
     "input_required",
+    "handed_back",
     "tool_error",
     "timeout",
     "busy",
@@ -201,12 +204,16 @@ async def _run(call: _Call) -> CallResult:
         if call.timeout <= 0:
             raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
         if definition.handler is None:
-            if definition.ownership != "custom":
+            if definition.ownership == "latent":
+                with anyio.fail_after(call.timeout):
+                    result = _success(await _fulfil_latent(call))
+            elif definition.ownership == "custom":
+                # A person is the implementation of a custom tool: their answer, once valid, is the result.
+                result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+            else:
                 raise _Refusal(
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
-            # A person is the implementation of a custom tool: their answer, once valid, is the result.
-            result = _success(_custom_output(call, await _ask(call, "custom_tool")))
             await _write_completed(span, result)
             return result
         if definition.precondition is not None:
@@ -308,6 +315,41 @@ def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: T
     return CallResult("success", text, structured, content=content, touched=tuple(sorted(ctx.touched)))
 
 
+async def _fulfil_latent(call: _Call) -> dict[str, Any]:
+    """A model is the implementation: the client's, sampled, with one retry that shows it the schema error; or,
+    where the client cannot be sampled, the calling model, to which the task is handed back."""
+    definition, sampler = call.definition, call.ports.sampler
+    prompt = latent.sampling_prompt(definition, call.canonical)
+    try:
+        answer = await sampler.sample(prompt, max_tokens=latent.SAMPLING_MAX_TOKENS)
+    except SamplingUnavailableError:
+        raise await _hand_back(call) from None
+    try:
+        return latent.check_text(definition, answer)
+    except OutputMismatch as first:
+        retry = latent.sampling_prompt(definition, call.canonical, refused=str(first))
+        answer = await sampler.sample(retry, max_tokens=latent.SAMPLING_MAX_TOKENS)
+    try:
+        return latent.check_text(definition, answer)
+    except OutputMismatch as second:
+        raise _Refusal(
+            "tool_error",
+            f"The model's answer for {definition.name} does not match its output schema, even after a retry "
+            f"that showed it the error: {second}.",
+        ) from None
+
+
+async def _hand_back(call: _Call) -> _Refusal:
+    """Record the call as waiting for the calling model's answer, bound to this session, and say how to give it."""
+    span = call.span
+    async with span.runtime.db.write() as tx:
+        call_id = await latent_calls.open_call(
+            tx, span.attachment.session_id, call.definition.name, span.span_id, call.canonical
+        )
+    action = {"callId": call_id, "toolName": call.definition.name, "submitWith": latent.SUBMIT_TOOL}
+    return _Refusal("handed_back", latent.handback_message(call.definition, call_id), "blocked", action)
+
+
 async def _confirm(call: _Call) -> WhatRuns | None:
     """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools)."""
     what, preview = None, None
@@ -394,14 +436,11 @@ def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
     try:
-        output = call.definition.output_model.model_validate(value or {})
-    except ValidationError as exc:
+        return check_output(call.definition, value or {})
+    except OutputMismatch as exc:
         raise _Refusal(
-            "tool_error",
-            f"The answer given for {call.definition.name} does not match its output schema: "
-            f"{exc.errors(include_url=False)[0]['msg']}.",
+            "tool_error", f"The answer given for {call.definition.name} does not match its output schema: {exc}."
         ) from None
-    return output.model_dump(mode="json", by_alias=True)
 
 
 async def _write_completed(span: _Span, result: CallResult) -> None:

@@ -88,6 +88,8 @@ def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
         )
     if not definition.title.strip():
         raise RegistryError(f"Tool {name!r} has no title.")
+    if definition.ownership == "latent" and definition.handler is not None:
+        raise RegistryError(f"Tool {name!r} is latent: a model fulfils it, so it cannot have a handler.")
     if definition.read_only and definition.destructive:
         raise RegistryError(f"Tool {name!r} cannot be both read-only and destructive.")
     for label, schema in (("input", definition.input_schema()), ("output", definition.output_schema())):

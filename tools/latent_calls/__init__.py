@@ -1,0 +1,1 @@
+"""The latent-calls family: answers handed back for latent tools the client could not sample (seed 003)."""
