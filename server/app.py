@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import Server, ServerRequestContext
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 
@@ -89,6 +89,21 @@ class InFlight:
             await self._idle.wait()
 
 
+class ManagedServer(Server[Attachments]):
+    """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
+    go (server/watch.py). Every transport asks for its options without any; 2026-07-28 derives them itself."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
+        )
+
+
 def build_server(
     runtime: Runtime,
     *,
@@ -164,7 +179,7 @@ def build_server(
         set_log_level(ctx, params.level)
         return types.EmptyResult()
 
-    server = Server(
+    server = ManagedServer(
         SERVER_NAME,
         version=__version__,
         title="Managed tools",

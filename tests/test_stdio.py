@@ -148,3 +148,11 @@ async def test_two_server_processes_share_one_database(workspace: Path) -> None:
             snap = data(await client.call_tool("session_get_snapshot", {"sessionId": seen[label]}))
             assert snap["turns"] == 41  # every call of that process recorded its completion
     assert {seen["a"], seen["b"]} <= {s["sessionId"] for s in listed["sessions"]}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_resource_list_changes_are_advertised(workspace: Path, mode: str) -> None:
+    """Skills coming and going change the resource list; a handshake-era client only listens when told."""
+    async with stdio_client(workspace, mode=mode) as client:
+        resources = client.server_capabilities.resources
+        assert resources is not None and resources.list_changed is True
