@@ -191,7 +191,8 @@ async def test_long_command_returns_a_handle_and_shell_wait_follows_it(rt: Runti
         first = data(
             await client.call_tool(
                 "shell_run",
-                {"command": "echo start; sleep 1.6; echo end", "waitMs": 1200},
+                # Sleeps long enough that the three calls below still find it running on a loaded machine.
+                {"command": "echo start; sleep 4; echo end", "waitMs": 1200},
                 progress_callback=on_progress,
             )
         )
@@ -202,7 +203,7 @@ async def test_long_command_returns_a_handle_and_shell_wait_follows_it(rt: Runti
         assert snapshot["shellState"]["busy"] is True
         evaluation = await call(client, "outcome_evaluate", {})
         cid = first["commandId"]
-        waited = await call(client, "shell_wait", {"commandId": cid, "timeoutMs": 5000})
+        waited = await call(client, "shell_wait", {"commandId": cid, "timeoutMs": 15000})
         read = await call(client, "shell_read_command", {"commandId": cid})
     assert seen, "a client that sent a progress token gets progress while the command runs"
     assert evaluation["evaluation"]["status"] == "not_ready"
