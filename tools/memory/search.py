@@ -22,7 +22,7 @@ from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation
 from managed_tools.tools.retrieval import build_query, outcome_affinity, score_text, search_parts
-from managed_tools.tools.scope import Lineage, relation
+from managed_tools.tools.scope import Lineage, in_lineage, relation
 
 SOURCE_BOOST = {
     "learning": 5,
@@ -30,12 +30,6 @@ SOURCE_BOOST = {
     "session_evaluation": 3,
     "session_outcome": 2,
     "checkpoint": 1,
-}
-LINEAGE_RELATIONS = {
-    "related": {"parent", "child", "sibling"},
-    "parent": {"parent"},
-    "children": {"child"},
-    "siblings": {"sibling"},
 }
 CANDIDATES = 24  # re-ranked in Python; three times the default limit
 SNIPPET_CHARS = 180
@@ -144,7 +138,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
         if row.session_id is not None and row.session_id in known:
             record, fingerprint = known[row.session_id]
             rel = relation(current, record)
-            if args.lineage is not None and rel not in LINEAGE_RELATIONS[args.lineage]:
+            if not in_lineage(args.lineage, rel):
                 continue
             same_setup = fingerprint == setup
             for label, value in (

@@ -18,7 +18,7 @@ from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
-from managed_tools.tools.scope import Lineage, Relation, relation, scoped_session
+from managed_tools.tools.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
 
@@ -163,14 +163,6 @@ class SessionListOutput(WireModel):
     sessions: list[SessionSummary]
 
 
-_LINEAGE: dict[Lineage, set[Relation]] = {
-    "related": {"parent", "child", "sibling"},
-    "parent": {"parent"},
-    "children": {"child"},
-    "siblings": {"sibling"},
-}
-
-
 TREND_RANK = {"improving": 3, "first_iteration": 2, "stable": 1, "regressing": 0}
 RELATION_RANK = {"parent": 2, "child": 2, "sibling": 1}
 
@@ -185,7 +177,7 @@ def _wanted(summary: SessionSummary, args: SessionListInput) -> bool:
     )
     if any(wanted is not None and wanted != value for wanted, value in checks):
         return False
-    return args.lineage is None or summary.relation_to_current in _LINEAGE[args.lineage]
+    return in_lineage(args.lineage, summary.relation_to_current)
 
 
 def sort_sessions(summaries: list[SessionSummary]) -> None:
