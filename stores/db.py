@@ -12,10 +12,10 @@ import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 import anyio
@@ -54,11 +54,19 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
 Undo = Callable[[], None]
 
 
-def _stale_schema(exc: sqlite3.OperationalError) -> bool:
+T = TypeVar("T")
+
+
+async def _again_if_stale(run: Callable[[], Awaitable[T]]) -> T:
     """SQLite 3.40 (Debian 12's) fails the first write into `events` after another connection changed the schema
     (a migration in another process, a test's table) with "no such table: events": compiling the FTS trigger on
     a stale schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
-    return str(exc).startswith("no such table: ")
+    try:
+        return await run()
+    except sqlite3.OperationalError as exc:
+        if not str(exc).startswith("no such table: "):
+            raise
+        return await run()
 
 
 class Tx:
@@ -96,24 +104,14 @@ class Tx:
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        try:
-            cursor = await self._conn.execute(sql, params)
-        except sqlite3.OperationalError as exc:
-            if not _stale_schema(exc):
-                raise
-            cursor = await self._conn.execute(sql, params)
+        cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
         count = cursor.rowcount
         await cursor.close()
         return count
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run an INSERT; returns the new rowid. One hop to the database thread."""
-        try:
-            row = await self._conn.execute_insert(sql, params)
-        except sqlite3.OperationalError as exc:
-            if not _stale_schema(exc):
-                raise
-            row = await self._conn.execute_insert(sql, params)
+        row = await _again_if_stale(lambda: self._conn.execute_insert(sql, params))
         return 0 if row is None else int(row[0])
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
