@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 
 class ApprovalRequest(BaseModel):
@@ -48,6 +48,37 @@ class Consent(Protocol):
     """Ask a human to approve an action (or supply a custom tool's result) before anything happens."""
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+class VariableRequest(BaseModel):
+    """A required variable with no value yet: which tool needs it, its name and kind, and what it is for (shown
+    to the person who supplies it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_name: str
+    name: str
+    type: Literal["text", "secret"]
+    description: str
+
+
+class VariableAnswer(BaseModel):
+    """What the person gave. `provided` carries the value (a SecretStr, so no repr or log shows it);
+    `declined` means they said no; `unavailable` means nobody could be asked this way, and `note` says exactly what
+    to do instead (the `managed-tools secret set NAME` command)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["provided", "declined", "unavailable"]
+    value: SecretStr | None = None
+    note: str | None = None
+
+
+class VariableInput(Protocol):
+    """Ask a person for a missing variable's value: a text by form elicitation, a secret by URL-mode elicitation
+    to a one-time loopback page (never through a form: the MCP spec forbids secrets there)."""
+
+    async def ask(self, request: VariableRequest) -> VariableAnswer: ...
 
 
 class Progress(Protocol):
