@@ -6,7 +6,7 @@ from typing import Any
 
 import mcp_types as types
 
-from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, ResourceLinkBlock, TextBlock
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult
 from managed_tools.tools.latent import SUBMIT_TOOL
@@ -57,6 +57,10 @@ def to_mcp_content(block: Block) -> types.ContentBlock:
         return types.ImageContent(type="image", data=block.data, mime_type=block.mime_type)
     if isinstance(block, AudioBlock):
         return types.AudioContent(type="audio", data=block.data, mime_type=block.mime_type)
+    if isinstance(block, ResourceLinkBlock):
+        return types.ResourceLink(
+            type="resource_link", uri=block.uri, name=block.name, mime_type=block.mime_type, size=block.size
+        )
     return types.EmbeddedResource(type="resource", resource=to_resource_contents(block))
 
 

@@ -27,7 +27,7 @@ from managed_tools.tools import resources
 from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import reading_context
-from managed_tools.tools.uris import SCHEME, parse, parse_file
+from managed_tools.tools.uris import ATTACHMENT_SCHEME, SCHEME, parse, parse_attachment, parse_file
 
 SKILL_SCHEME = "skill"
 SKILL_MIME = "text/markdown"
@@ -56,7 +56,7 @@ class Notifier:
                 self._listers.discard(session)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
-        if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None:
+        if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None and parse_attachment(uri) is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"No resource {uri} to subscribe to.")
         self._subscribers.setdefault(uri, set()).add(session)
 
@@ -118,21 +118,23 @@ async def read_skill(runtime: Runtime, uri: str) -> types.ReadResourceResult:
 
 
 async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
-    """A memory store, an evaluation, another session artifact, or a workspace or substrate file (text, or base64
-    for binary)."""
+    """A memory store, an evaluation, another session artifact, a workspace or substrate file (text, or base64
+    for binary), or an attachment (base64, with its own MIME type)."""
+    text: str | None = None
+    data: bytes | None = None
     try:
-        virtual = parse_file(uri)
-        if virtual is None:
-            mime, text = await resources.read(ctx, uri)
+        if (attachment := parse_attachment(uri)) is not None:
+            mime, data = await resources.read_attachment(ctx, *attachment)
+        elif (virtual := parse_file(uri)) is not None:
+            mime, text, data = await resources.read_file(ctx, virtual)
         else:
-            mime, maybe_text, data = await resources.read_file(ctx, virtual)
-            if data is not None:
-                blob = types.BlobResourceContents(uri=uri, mime_type=mime, blob=resources.blob(data))
-                return types.ReadResourceResult(contents=[blob])
-            assert maybe_text is not None
-            text = maybe_text
+            mime, text = await resources.read(ctx, uri)
     except (StoreError, ToolError) as exc:
         raise MCPError(code=RESOURCE_NOT_FOUND, message=str(exc)) from exc
+    if data is not None:
+        blob = types.BlobResourceContents(uri=uri, mime_type=mime, blob=resources.blob(data))
+        return types.ReadResourceResult(contents=[blob])
+    assert text is not None
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
 
@@ -161,7 +163,7 @@ class Resources:
 
     @staticmethod
     def _ours(uri: str) -> bool:
-        return uri.startswith((f"{SCHEME}://", f"{SKILL_SCHEME}://"))
+        return uri.startswith((f"{SCHEME}://", f"{SKILL_SCHEME}://", f"{ATTACHMENT_SCHEME}://"))
 
     @asynccontextmanager
     async def _reader(self, ctx: ServerRequestContext[Attachments]) -> AsyncIterator[ToolContext]:
@@ -175,7 +177,11 @@ class Resources:
         self.watch.set()
         self._notifier.listed(ctx.session)
         async with self._reader(ctx) as reader:
-            found = resources.listing(reader.session_id) + await resources.file_listing(reader)
+            found = (
+                resources.listing(reader.session_id)
+                + await resources.attachment_listing(reader)
+                + await resources.file_listing(reader)
+            )
         await anyio.to_thread.run_sync(self._runtime.skills.reload)
         extra = (await self._library.list_resources(ctx, params)).resources if self._library.has_resources else []
         return listing(found, self._runtime.skills.all(), extra)

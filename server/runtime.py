@@ -14,6 +14,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.stores import sessions, substrate
+from managed_tools.stores.attachments import directory
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
@@ -117,7 +118,9 @@ async def open_runtime(
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
         # An old data dir left in the workspace (not moved: the new one existed) stays out of the tools' reach too.
-        guard = PathGuard(mounts, private=[config.data_dir, config.workspace / LEGACY_DIR])
+        guard = PathGuard(
+            mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
+        )
         try:
             confinement = open_confinement(
                 mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]

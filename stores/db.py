@@ -79,6 +79,11 @@ class Tx:
         self._undo: list[Undo] = []
         self._after_commit: list[Undo] = []
 
+    @property
+    def writing(self) -> bool:
+        """Is this the write transaction (Database.write), where effects outside the database can be undone?"""
+        return self._writing
+
     def on_rollback(self, undo: Undo) -> None:
         """Run `undo` if this write transaction rolls back: the inverse of an effect outside the database (a
         file renamed into place), so the two never disagree. It runs before the rollback releases the write
@@ -157,6 +162,7 @@ class NoTransaction(Tx):
 
     def __init__(self) -> None:
         self._depth = 0
+        self._writing = False
 
     def _refuse(self) -> RuntimeError:
         return RuntimeError("This tool opens its own transactions (db.read() / db.write()); ctx.tx is not open.")

@@ -322,4 +322,24 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        10,
+        "attachments tool results carry",
+        (
+            # The file lives at <data dir>/attachments/<session_id>/<id> (stores/attachments.py); the row says what
+            # it is and whose. The caps on a session's count and bytes are read through the index.
+            """CREATE TABLE attachments (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                name TEXT NOT NULL,
+                mime_type TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                width INTEGER,
+                height INTEGER,
+                sha256 TEXT NOT NULL,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX attachments_session ON attachments(session_id, size)",
+        ),
+    ),
 )

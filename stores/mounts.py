@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-MountKind = Literal["workspace", "agent_substrate", "vault"]
+# "attachments" is never among the mounts the tools list: the guard builds it for one owned attachment at a time.
+MountKind = Literal["workspace", "agent_substrate", "vault", "attachments"]
 
 
 class Mount(BaseModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -74,13 +75,57 @@ def _realpath(path: str, virtual: str) -> str:
         raise PathError(f"{virtual} cannot be resolved ({exc.strerror}); refused.") from None
 
 
+ATTACHMENTS = "/attachments"
+# An attachment's id and its session's: UUIDs as stores/ids.py makes them, nothing else (no dot, no slash).
+_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def valid_id(text: str) -> bool:
+    return bool(_ID.match(text))
+
+
+def attachment_parts(path: str) -> tuple[str, str] | None:
+    """(session id, attachment id) of `/attachments/<session id>/<attachment id>`; None for a path elsewhere.
+    Anything else under /attachments (`..`, more or fewer parts, an id that is not one) is refused here."""
+    text = path.strip() if isinstance(path, str) else ""
+    if text != ATTACHMENTS and not text.startswith(ATTACHMENTS + "/"):
+        return None
+    parts = text[len(ATTACHMENTS) :].strip("/").split("/")
+    if len(parts) != 2 or not all(valid_id(part) for part in parts):
+        raise PathError(
+            f"{path[:200]} is not an attachment path; one is {ATTACHMENTS}/<session id>/<attachment id>, "
+            "read-only, as an AttachmentRef's path gives it."
+        )
+    return parts[0], parts[1]
+
+
 class PathGuard:
-    def __init__(self, mounts: list[Mount], private: list[Path]) -> None:
+    def __init__(self, mounts: list[Mount], private: list[Path], attachments: Path | None = None) -> None:
         # Longest mount path first, so /workspace/agent wins over /workspace.
         self.mounts = sorted(mounts, key=lambda m: len(m.mount_path), reverse=True)
         self._roots = {m.mount_path: os.path.realpath(m.root) for m in mounts}
         self._private = [os.path.realpath(p) for p in private]
         self._names = ", ".join(m.mount_path for m in sorted(mounts, key=lambda m: m.mount_path))
+        # The attachments directory inside the data dir: its parent resolved, itself never (a link there is refused).
+        self._attachments = None
+        if attachments is not None:
+            self._attachments = Mount(
+                kind="attachments", mount_path=ATTACHMENTS,
+                root=Path(os.path.realpath(attachments.parent), attachments.name), access="read_only",
+                scope="agent", prompt="Files tool results attached, per session; read-only.",
+            )  # fmt: skip
+            self._roots[ATTACHMENTS] = str(self._attachments.root)
+
+    def attachment(self, session_id: str, attachment_id: str) -> Resolved:
+        """The stored file of one attachment (its owner already checked): beneath the attachments directory,
+        reached through no symbolic link at all, never the rest of the data dir."""
+        if self._attachments is None or not (valid_id(session_id) and valid_id(attachment_id)):
+            raise PathError("No such attachment.")
+        relative = f"{session_id}/{attachment_id}"
+        resolved = self._contain(self._attachments, relative, "read")
+        if resolved.real != relative:
+            raise PathError(f"{resolved.virtual}: a symbolic link is in the way; attachments are never links.")
+        return resolved
 
     @property
     def private(self) -> list[Path]:
@@ -89,6 +134,9 @@ class PathGuard:
 
     def resolve(self, path: str, access: Access = "read") -> Resolved:
         mount, relative = self._split(path)
+        return self._contain(mount, relative, access)
+
+    def _contain(self, mount: Mount, relative: str, access: Access) -> Resolved:
         virtual = mount.mount_path + ("/" + relative if relative else "")
         writes = access in ("write", "modify")
         if writes and mount.access != "read_write":
@@ -113,7 +161,7 @@ class PathGuard:
             real = os.path.join(real_ancestor, os.path.relpath(candidate, ancestor))
         if not inside(real, root):
             raise PathError(f"{virtual} resolves outside {mount.mount_path} (through a symbolic link); refused.")
-        if mount.kind != "agent_substrate" and any(inside(real, p) for p in self._private):
+        if mount.kind not in ("agent_substrate", "attachments") and any(inside(real, p) for p in self._private):
             raise PathError(f"{virtual} is inside the server's own data directory, which no tool may reach.")
         inner = "" if real == root else real[len(root.rstrip(os.sep)) + 1 :]
         return Resolved(mount=mount, virtual=virtual, relative=relative, root=root, real=inner, exists=exists)

@@ -56,7 +56,7 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
     assert [t.name for t in templates] == [
         "workspace_file", "substrate_file", "session_memory", "session_outcome_evaluation",
         "session_outcome_history", "session_permission_posture", "session_shell_history",
-        "session_shell_last_output", "session_staging_manifest", "session_agent_setup",
+        "session_shell_last_output", "session_staging_manifest", "session_agent_setup", "attachment",
     ]  # fmt: skip
 
 

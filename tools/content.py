@@ -46,5 +46,15 @@ class ResourceBlock(WireModel):
         return self
 
 
-Block = TextBlock | ImageBlock | AudioBlock | ResourceBlock
+class ResourceLinkBlock(WireModel):
+    """A link to a resource the client reads when it wants the bytes (an attachment), not the bytes themselves."""
+
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str
+    mime_type: str | None = None
+    size: int | None = None
+
+
+Block = TextBlock | ImageBlock | AudioBlock | ResourceBlock | ResourceLinkBlock
 ContentBlock = Annotated[Block, Field(discriminator="type")]

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from managed_tools.stores.attachments import AttachmentLimits
 from managed_tools.stores.confine import Confinement
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
-from managed_tools.tools.content import Block
+from managed_tools.tools.attachments import Attached, AttachmentRef, save
 from managed_tools.tools.ports import ChildModel, ClientLog, Consent, NoChildModel, Progress, Sampler
 from managed_tools.tools.what_runs import WhatRuns
 
@@ -44,6 +45,7 @@ class Runtime:
     guard: PathGuard
     confinement: Confinement
     skills: SkillSet = field(default_factory=SkillSet)  # reloaded when its files change (server/watch.py)
+    attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ class ToolContext:
     log: logging.Logger
     # URIs of the resources (memory stores, evaluations) this call changed; notified once it commits.
     touched: set[str] = field(default_factory=set)
-    # Blocks the result shows after its JSON text (an image the read tool loaded).
-    attachments: list[Block] = field(default_factory=list)
+    # What the result shows after its JSON text: attachments stored by `attach`, an image the read tool loaded.
+    attachments: list[Attached] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
 
@@ -91,3 +93,12 @@ class ToolContext:
     @property
     def wake_id(self) -> str:
         return self.attachment.wake_id
+
+    async def attach(self, data: bytes, *, name: str, mime_type: str) -> AttachmentRef:
+        """Store a file or image this call produced as an attachment of the session; the result shows it (image
+        content for an image, and a resource link). Put the returned ref in the output where its model has one.
+        In a writing tool it is undone with the call; a tool with its own transactions calls it outside them."""
+        stored = await save(self.runtime, self.tx, self.session_id, data, name=name, mime_type=mime_type)
+        self.attachments.append(stored)
+        assert stored.ref is not None
+        return stored.ref

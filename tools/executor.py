@@ -305,13 +305,13 @@ async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = Non
 
 
 def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
-    """`content` replaces the JSON text when a tool renders its output; blocks a handler attached (an image
-    it read) follow the text."""
+    """`content` replaces the JSON text when a tool renders its output; what a handler attached (an image it
+    read, a file it stored) follows the text."""
     text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
     if ctx is None:
         return CallResult("success", text, structured, content=content)
     if ctx.attachments:
-        content = (*(content or (TextBlock(text=text),)), *ctx.attachments)
+        content = (*(content or (TextBlock(text=text),)), *(b for shown in ctx.attachments for b in shown.blocks()))
     return CallResult("success", text, structured, content=content, touched=tuple(sorted(ctx.touched)))
 
 

@@ -1,6 +1,6 @@
 """The memory stores, the outcome evaluation, the other session artifacts (outcome history, permission posture,
-shell history and last output, staging manifest, agent setup) and the files as resources a client can show to a
-person (read-only)."""
+shell history and last output, staging manifest, agent setup), the files and the attachments as resources a client
+can show to a person (read-only)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import mimetypes
 import anyio
 from pydantic import BaseModel
 
-from managed_tools.stores import ripgrep
+from managed_tools.stores import attachments, ripgrep
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.files import read_limited
+from managed_tools.stores.ids import sha256_hex
+from managed_tools.tools.attachments import owned
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult
@@ -27,6 +29,7 @@ from managed_tools.tools.uris import (
     SCHEME,
     SESSION_TARGETS,
     SESSION_VIEWS,
+    attachment_uri,
     evaluation_uri,
     file_uri,
     memory_uri,
@@ -194,6 +197,25 @@ async def read_file(ctx: ToolContext, virtual: str) -> tuple[str, str | None, by
     return mime, None, data
 
 
+async def attachment_listing(ctx: ToolContext) -> list[Resource]:
+    """The current session's attachments."""
+    return [
+        Resource(uri=attachment_uri(r.session_id, r.id), name=f"attachment_{r.id}", title=r.name,
+                 description=f"A file a tool attached ({r.size} bytes).", mime_type=r.mime_type)
+        for r in await attachments.of_session(ctx.tx, ctx.session_id)
+    ]  # fmt: skip
+
+
+async def read_attachment(ctx: ToolContext, session_id: str, attachment_id: str) -> tuple[str, bytes]:
+    """(mime type, bytes) of an attachment of one of this agent's sessions; the file must still be what was
+    stored."""
+    record, resolved = await owned(ctx.runtime, ctx.tx, session_id, attachment_id)
+    data, more = await anyio.to_thread.run_sync(read_limited, resolved, record.size)
+    if more or sha256_hex(data) != record.sha256:
+        raise NotFoundError(f"Attachment {attachment_id} changed on disk since it was stored; refused.")
+    return record.mime_type, data
+
+
 def blob(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -231,6 +253,12 @@ TEMPLATES = [
             mime_type="application/json",
         )
         for name, view in VIEWS.items()
+    ),
+    Template(
+        uri_template=attachment_uri("{sessionId}", "{attachmentId}"),
+        name="attachment",
+        description="A file or image a tool attached in a session of this agent (an AttachmentRef's uri).",
+        mime_type=None,
     ),
 ]
 

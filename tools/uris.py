@@ -72,3 +72,17 @@ def parse(uri: str) -> tuple[str | None, str] | None:
             return (match[1], SESSION_VIEWS[match[2]]) if match[2] in SESSION_VIEWS else None
         return (match[1], match[3]) if match[3] in SESSION_TARGETS else None
     return None
+
+
+ATTACHMENT_SCHEME = "attachments"
+_ATTACHMENT = re.compile(rf"^{ATTACHMENT_SCHEME}://([0-9a-f-]{{36}})/([0-9a-f-]{{36}})$")
+
+
+def attachment_uri(session_id: str, attachment_id: str) -> str:
+    return f"{ATTACHMENT_SCHEME}://{session_id}/{attachment_id}"
+
+
+def parse_attachment(uri: str) -> tuple[str, str] | None:
+    """(session id, attachment id) an attachment URI names, taken as written (nothing is decoded), or None."""
+    match = _ATTACHMENT.match(uri)
+    return None if match is None else (match[1], match[2])

@@ -6,7 +6,6 @@ are bounded (line windows, character caps, match limits) and say what they left 
 
 from __future__ import annotations
 
-import base64
 import codecs
 import difflib
 import hashlib
@@ -19,11 +18,11 @@ from typing import Annotated, BinaryIO, Literal
 import anyio
 from pydantic import AfterValidator, Field, model_validator
 
-from managed_tools.stores import files, ripgrep
+from managed_tools.stores import files, images, ripgrep
 from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
 from managed_tools.stores.fsaccess import kind_name
-from managed_tools.stores.paths import Resolved
-from managed_tools.tools.content import ImageBlock
+from managed_tools.stores.paths import Resolved, attachment_parts
+from managed_tools.tools.attachments import INLINE_IMAGE_BYTES, Attached, image_block, owned
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.errors import ToolError
@@ -34,19 +33,11 @@ PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relat
 DEFAULT_READ_CHARS = 12_000
 MAX_READ_CHARS = 200_000
 MAX_WRITE_CHARS = 5_000_000
-IMAGE_TYPES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
-MAX_IMAGE_BYTES = 5 << 20
 BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 
 def _resolve(ctx: ToolContext, path: str, access: Literal["read", "list", "write", "modify"]) -> Resolved:
     return ctx.runtime.guard.resolve(path, access)
-
-
-def _image_type(head: bytes) -> str | None:
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return next((mime for magic, mime in IMAGE_TYPES.items() if head.startswith(magic)), None)
 
 
 def _decode(raw: bytes) -> tuple[str, str, bool]:
@@ -129,12 +120,12 @@ def _read_file(resolved: Resolved, args: ReadArgs) -> tuple[ReadOutput, bytes | 
     with open_read(resolved) as handle:
         size = os.fstat(handle.fileno()).st_size
         head = handle.read(BINARY_SNIFF_BYTES)
-        image = _image_type(head)
+        image = images.sniff(head)
         if image is not None:
-            picture = head + handle.read(MAX_IMAGE_BYTES + 1 - len(head))
-            if len(picture) > MAX_IMAGE_BYTES:
+            picture = head + handle.read(INLINE_IMAGE_BYTES + 1 - len(head))
+            if len(picture) > INLINE_IMAGE_BYTES:
                 raise ToolError(
-                    f"{resolved.virtual} is a {size}-byte image; images over {MAX_IMAGE_BYTES} bytes are not sent."
+                    f"{resolved.virtual} is a {size}-byte image; images over {INLINE_IMAGE_BYTES} bytes are not sent."
                 )
             return ReadOutput(
                 path=resolved.virtual, mount_path=resolved.mount.mount_path, content="", truncated=False,
@@ -192,11 +183,21 @@ def _count_lines(handle: BinaryIO) -> int:
     return count + (0 if last == b"\n" else 1)
 
 
+async def _readable(ctx: ToolContext, path: str) -> Resolved:
+    """What `read` opens: a mount path, or an attachment of one of this agent's sessions (its AttachmentRef's
+    path), both through the path guard."""
+    parts = attachment_parts(path)
+    if parts is None:
+        return _resolve(ctx, path, "read")
+    _, resolved = await owned(ctx.runtime, ctx.tx, *parts)
+    return resolved
+
+
 async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
-    resolved = _resolve(ctx, args.path, "read")
+    resolved = await _readable(ctx, args.path)
     output, picture = await anyio.to_thread.run_sync(_read_file, resolved, args)
     if output.image is not None and picture is not None:
-        ctx.attachments.append(ImageBlock(data=base64.b64encode(picture).decode(), mime_type=output.image.mime_type))
+        ctx.attachments.append(Attached(image=image_block(picture, output.image.mime_type)))
     return output
 
 
