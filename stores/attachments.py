@@ -85,9 +85,13 @@ async def save(
         raise AttachmentError("Attachments belong to a session; this one has no valid id.")
     size = _check(data, name, mime_type, limits)
     row = await tx.fetchone(
-        "SELECT count(*) AS n, coalesce(sum(size), 0) AS total FROM attachments WHERE session_id = ?", (session_id,)
+        "SELECT (SELECT 1 FROM sessions WHERE id = ?) AS known, count(*) AS n, coalesce(sum(size), 0) AS total "
+        "FROM attachments WHERE session_id = ?",
+        (session_id, session_id),
     )
-    count, total = (row["n"], row["total"]) if row is not None else (0, 0)
+    if row is None or row["known"] is None:
+        raise AttachmentError(f"There is no session {session_id} to attach to.")
+    count, total = row["n"], row["total"]
     if count >= limits.max_count:
         raise AttachmentError(f"This session already has {count} attachments, the most it may keep.")
     if total + len(data) > limits.max_session_bytes:
