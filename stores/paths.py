@@ -7,6 +7,10 @@ file that exists or one about to be created — outside its mount's root, or int
 Containment is checked on real paths against `root + separator`, never as a bare prefix. A symbolic link loop is
 refused by name. The guard's answer is a check, not a handle: stores/fsaccess.py opens the symlink-free path it
 returns beneath a descriptor of the root, so a link swapped in after the check fails the open.
+
+`/attachments/<session id>/<attachment id>` is no mount: only `read` takes it, once the caller checked the owner
+(tools/attachments.py), and `PathGuard.attachment` contains it in the data dir's attachments directory with no link
+allowed anywhere under it.
 """
 
 from __future__ import annotations

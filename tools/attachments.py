@@ -57,7 +57,7 @@ def image_block(data: bytes, mime_type: str) -> ImageBlock:
 
 
 @dataclass(frozen=True)
-class Attached:
+class ResultFile:
     """What a result shows after its JSON text: a stored attachment (`ref`), an image inline, or both."""
 
     ref: AttachmentRef | None = None
@@ -71,13 +71,13 @@ class Attached:
         return shown
 
 
-def attached(record: AttachmentRecord, data: bytes) -> Attached:
+def attached(record: AttachmentRecord, data: bytes) -> ResultFile:
     """A just-stored attachment as a result shows it: an image small enough inline too."""
     inline = record.mime_type in IMAGE_TYPES and record.size <= INLINE_IMAGE_BYTES
-    return Attached(ref=ref(record), image=image_block(data, record.mime_type) if inline else None)
+    return ResultFile(ref=ref(record), image=image_block(data, record.mime_type) if inline else None)
 
 
-async def save(runtime: Runtime, tx: Tx, session_id: str, data: bytes, *, name: str, mime_type: str) -> Attached:
+async def save(runtime: Runtime, tx: Tx, session_id: str, data: bytes, *, name: str, mime_type: str) -> ResultFile:
     """Store in `tx` when it is the write transaction (so undone with it), else in a short write of its own."""
     if not tx.writing:
         return await store(runtime, session_id, data, name=name, mime_type=mime_type)
@@ -86,7 +86,7 @@ async def save(runtime: Runtime, tx: Tx, session_id: str, data: bytes, *, name: 
     return attached(record, data)
 
 
-async def store(runtime: Runtime, session_id: str, data: bytes, *, name: str, mime_type: str) -> Attached:
+async def store(runtime: Runtime, session_id: str, data: bytes, *, name: str, mime_type: str) -> ResultFile:
     """Store an attachment of `session_id` from outside a tool call (an upstream server's image), in its own write
     transaction. `.ref` is its AttachmentRef, `.blocks()` what a result shows. Raises AttachmentError (a StoreError)
     with a message fit for the model when a cap or a check refuses it."""

@@ -14,7 +14,7 @@ from managed_tools.stores.confine import Confinement
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
-from managed_tools.tools.attachments import Attached, AttachmentRef, save
+from managed_tools.tools.attachments import AttachmentRef, ResultFile, save
 from managed_tools.tools.ports import ChildModel, ClientLog, Consent, NoChildModel, Progress, Sampler
 from managed_tools.tools.what_runs import WhatRuns
 
@@ -78,7 +78,7 @@ class ToolContext:
     # URIs of the resources (memory stores, evaluations) this call changed; notified once it commits.
     touched: set[str] = field(default_factory=set)
     # What the result shows after its JSON text: attachments stored by `attach`, an image the read tool loaded.
-    attachments: list[Attached] = field(default_factory=list)
+    attachments: list[ResultFile] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
 

@@ -22,7 +22,7 @@ from managed_tools.stores import files, images, ripgrep
 from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
 from managed_tools.stores.fsaccess import kind_name
 from managed_tools.stores.paths import Resolved, attachment_parts
-from managed_tools.tools.attachments import INLINE_IMAGE_BYTES, Attached, image_block, owned
+from managed_tools.tools.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.errors import ToolError
@@ -197,7 +197,7 @@ async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
     resolved = await _readable(ctx, args.path)
     output, picture = await anyio.to_thread.run_sync(_read_file, resolved, args)
     if output.image is not None and picture is not None:
-        ctx.attachments.append(Attached(image=image_block(picture, output.image.mime_type)))
+        ctx.attachments.append(ResultFile(image=image_block(picture, output.image.mime_type)))
     return output
 
 
