@@ -27,11 +27,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import ValidationError
 from test_http import INITIALIZE, POST_HEADERS
 from test_permissions import YES, answer, rows
 
 from managed_tools.server import oauth
-from managed_tools.server.config import HttpConfig, OAuthConfig, ServeConfig
+from managed_tools.server.cli import main
+from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.tools.context import Runtime
@@ -408,3 +410,21 @@ async def test_another_principal_cannot_answer_a_principals_approval(config: Ser
         async with client(served, alice, elicitation_callback=yes) as mcp:
             done = await mcp.session.call_tool("probe_danger", arguments, input_responses=YES, request_state=state)
         assert data(done) == {"rows": 1}
+
+
+# ---- configuration ---------------------------------------------------------------------------------------------
+
+
+def test_configuration_refusals(capsys: pytest.CaptureFixture[str]) -> None:
+    settings = OAuthConfig(issuer="https://auth.example.com", resource="https://mcp.example.com/mcp")
+    assert HttpConfig.build(transport="http", host="0.0.0.0", environ={}, oauth=settings).oauth == settings
+    with pytest.raises(ConfigError, match="Choose one way to authenticate"):
+        HttpConfig.build(transport="http", environ={"MANAGED_TOOLS_TOKEN": "t" * 20}, oauth=settings)
+    for issuer in ("http://auth.example.com", "https://auth.example.com/?x=1", "ftp://auth.example.com"):
+        with pytest.raises(ValidationError):
+            OAuthConfig(issuer=issuer, resource="https://mcp.example.com/mcp")
+    assert OAuthConfig(issuer="http://127.0.0.1:9000", resource="http://localhost:8765/mcp").issuer
+    assert main(["serve", "--oauth-issuer", "https://auth.example.com"]) == 2
+    assert "--oauth-issuer applies to --transport http or sse" in capsys.readouterr().err
+    assert main(["serve", "--transport", "http", "--oauth-issuer", "https://auth.example.com"]) == 2
+    assert "--oauth-resource: Field required" in capsys.readouterr().err
