@@ -329,7 +329,7 @@ async def time_queries(
         for q, (terms, phrases, fallback) in zip(queries, parts, strict=True):
             async with runtime.db.read() as tx:
                 t0 = time.perf_counter()
-                await search.search(tx, agent, terms, phrases, candidates, fallback_words=fallback)
+                await search.search(tx, agent, terms, phrases, candidates, owner="", fallback_words=fallback)
                 store.append(time.perf_counter() - t0)
             async with runtime.db.read() as tx:
                 ctx = ToolContext(runtime, attachment, PORTS, tx, anyio.current_time() + 60, log)

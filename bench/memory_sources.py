@@ -93,7 +93,7 @@ async def _bench(args: argparse.Namespace) -> None:
                 await checkpoint_rows(cast(ToolContext, SimpleNamespace(tx=tx, agent_id="default")), ["ok"])
 
             async def listed(tx: Tx) -> None:
-                await sessions.list_agent_sessions(tx, "default", limit=50)
+                await sessions.list_agent_sessions(tx, "default", owner=sessions.LOCAL_OWNER, limit=50)
 
             reads.append(await _timed(runtime, False, rows))
             lists.append(await _timed(runtime, False, listed))

@@ -20,6 +20,7 @@ from managed_tools.server.extensions import Extensions
 from managed_tools.server.library import Library
 from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
+from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.watch import watch_skills, watch_when_asked
@@ -126,7 +127,8 @@ def build_server(
     files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
     A transport that stops on a signal passes `calls`, to end the calls in flight first.
     """
-    listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+    published = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
+    listing = types.ListToolsResult(tools=[tool for _, tool in published])
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), PLANNING_PROMPTS)
     notifier = Notifier()
@@ -150,13 +152,19 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return listing
+        principal = current_principal()
+        if principal.scopes is None:
+            return listing
+        return types.ListToolsResult(tools=[tool for definition, tool in published if principal.may_use(definition)])
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        principal = current_principal()
         attachment = await ctx.lifespan_context.resolve(ctx)
-        consent = CallConsent(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds)
+        consent = CallConsent(
+            runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, answers=principal.answers_approvals
+        )
         with in_flight.running() as call:
             result = await execute(
                 runtime,
@@ -165,6 +173,7 @@ def build_server(
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
+                visible=principal.may_use,
             )
         if call.cancelled_caught:
             return to_call_result(STOPPED)

@@ -18,22 +18,24 @@ from mcp.server import ServerRequestContext
 
 from managed_tools.stores import events, sessions, setups
 from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.context import Attachment, Runtime
 from managed_tools.tools.environment.setup import live_setup
 
 log = logging.getLogger("managed_tools.attach")
 
 
-async def attach(runtime: Runtime, session_id: str | None, transport: str) -> Attachment:
-    """Resume `session_id` (of this agent) or start a new session, record the setup, and open a wake on it."""
+async def attach(runtime: Runtime, session_id: str | None, transport: str, *, owner: str = LOCAL_OWNER) -> Attachment:
+    """Resume `session_id` (of this agent and `owner`) or start a new session of theirs, record the setup, and open
+    a wake on it."""
     agent = runtime.environment.agent_id
     await anyio.to_thread.run_sync(runtime.skills.reload)  # the skills this wake starts with, watched or not
     setup, form = live_setup(runtime)
     async with runtime.db.write() as tx:
         if session_id is None:
-            record = await sessions.create_session(tx, agent)
+            record = await sessions.create_session(tx, agent, owner=owner)
         else:
-            record = await sessions.get_agent_session(tx, session_id, agent)
+            record = await sessions.get_agent_session(tx, session_id, agent, owner=owner)
         # The contract this wake runs under, kept once per distinct setup (agent_describe_setup reads it back).
         await setups.record_setup(tx, agent, setup.fingerprint, form)
         wake = await sessions.open_wake(tx, record.id, transport=transport, setup_fingerprint=setup.fingerprint)
@@ -45,7 +47,7 @@ async def attach(runtime: Runtime, session_id: str | None, transport: str) -> At
             {"spanId": wake.id, "spanKind": "wake", "transport": transport, "pid": wake.pid},
             summary=f"Connected over {transport}",
         )
-    return Attachment(session_id=record.id, wake_id=wake.id, transport=transport)
+    return Attachment(session_id=record.id, wake_id=wake.id, transport=transport, owner=owner)
 
 
 async def detach(runtime: Runtime, attachment: Attachment) -> None:

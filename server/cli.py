@@ -150,6 +150,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     remote.add_argument(
         "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
     )
+    _oauth_flags(serve)
 
     tools = commands.add_parser(
         "tools",
@@ -178,6 +179,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         )
         commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
     return parser, commands.choices
+
+
+def _oauth_flags(serve: argparse.ArgumentParser) -> None:
+    oauth = serve.add_argument_group("OAuth resource server (--transport http or sse; or config.json `oauth`)")
+    oauth.add_argument("--oauth-issuer", metavar="URL", help="accept access tokens (JWTs) from this issuer")
+    oauth.add_argument("--oauth-resource", metavar="URL", help="this server's canonical URL, the tokens' audience")
+    oauth.add_argument("--oauth-jwks-url", metavar="URL", help="the issuer's keys (default: from its metadata)")
+    oauth.add_argument(
+        "--oauth-required-scope",
+        dest="oauth_required_scopes",
+        metavar="SCOPE",
+        action="append",
+        help="a scope every token must hold (repeatable)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,13 +15,14 @@ import traceback
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 from pydantic import ValidationError
 
 from managed_tools.server import human
 from managed_tools.server.app import InFlight, build_server
-from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
+from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
@@ -82,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         registry = served_registry(config, startup_extensions(config))
         return _cut_short_quietly(lambda: _print_tools(registry, as_json=args.json))
     if args.command == "serve":
-        http = _http_config(args)
+        http = _http_config(args, config)
         confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
         return _serve(config.model_copy(update=confinement), http, args.log_level)
     return _cut_short_quietly(lambda: _human(args, config))
@@ -126,16 +127,39 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
 }
 
 
-def _http_config(args: argparse.Namespace) -> HttpConfig | None:
+OAUTH_FLAGS = {  # OAuthConfig field: the flag that sets it
+    "issuer": "--oauth-issuer",
+    "resource": "--oauth-resource",
+    "jwks_url": "--oauth-jwks-url",
+    "required_scopes": "--oauth-required-scope",
+}
+
+
+def _http_config(args: argparse.Namespace, config: ServeConfig) -> HttpConfig | None:
     given = {field: getattr(args, field) for field in REMOTE_FLAGS if getattr(args, field) is not None}
+    flags = {field: getattr(args, f"oauth_{field}") for field in OAUTH_FLAGS if getattr(args, f"oauth_{field}")}
     if args.transport == "stdio":
-        if given:
-            raise ConfigError(f"{REMOTE_FLAGS[next(iter(given))]} applies to --transport http or sse.")
+        if given or flags:
+            flag = REMOTE_FLAGS[next(iter(given))] if given else OAUTH_FLAGS[next(iter(flags))]
+            raise ConfigError(f"{flag} applies to --transport http or sse.")
         return None
     for field in ("allowed_hosts", "allowed_origins"):
         if field in given:
             given[field] = tuple(given[field])
-    return HttpConfig.build(transport=args.transport, **given)
+    return HttpConfig.build(transport=args.transport, oauth=_oauth(config.oauth, flags), **given)
+
+
+def _oauth(file: OAuthConfig | None, flags: dict[str, Any]) -> OAuthConfig | None:
+    """config.json's `oauth`, amended by the flags (which win)."""
+    if not flags:
+        return file
+    merged = {**(file.model_dump() if file is not None else {}), **flags}
+    try:
+        return OAuthConfig.model_validate(merged)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0])
+        raise ConfigError(f"{OAUTH_FLAGS.get(field, field)}: {error['msg']}") from None
 
 
 def _human(args: argparse.Namespace, config: ServeConfig) -> int:

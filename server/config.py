@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -53,6 +54,36 @@ class SkillsConfig(BaseModel):
     directories: tuple[Path, ...] | None = None
 
 
+def _served_url(value: str) -> str:
+    """An https URL (http only on a loopback host, for local issuers and tests), without query or fragment."""
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ValueError(f"{value!r} is not a URL") from None
+    if parts.scheme not in ("https", "http") or not host or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"{value!r} is not an http(s) URL without query, fragment or credentials")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise ValueError(f"{value!r} must use https (plain http only on a loopback host)")
+    return value
+
+
+ServedUrl = Annotated[str, AfterValidator(_served_url)]
+SCOPE_TOKEN = r"^[\x21\x23-\x5b\x5d-\x7e]{1,128}$"  # RFC 6749 scope-token characters
+
+
+class OAuthConfig(BaseModel):
+    """config.json `oauth` (or the `--oauth-*` flags): this server as an OAuth 2.1 resource server (server/oauth.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    issuer: ServedUrl = Field(description="The authorization server's issuer identifier, exactly as in its tokens.")
+    resource: ServedUrl = Field(description="This server's canonical URL (the tokens' audience), e.g. .../mcp.")
+    jwks_url: ServedUrl | None = Field(default=None, alias="jwksUrl", description="Else from the issuer's metadata.")
+    required_scopes: tuple[Annotated[str, Field(pattern=SCOPE_TOKEN)], ...] = Field(default=(), alias="requiredScopes")
+    leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json`."""
 
@@ -64,6 +95,7 @@ class UserConfig(BaseModel):
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    oauth: OAuthConfig | None = None
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -100,6 +132,7 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
 
     @classmethod
     def build(
@@ -147,6 +180,7 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            oauth=user.oauth,
         )
 
     @property
@@ -198,6 +232,7 @@ class HttpConfig(BaseModel):
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     stateless: bool = False
     token: SecretStr | None = None
+    oauth: OAuthConfig | None = None
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     max_request_bytes: Annotated[int, Field(gt=0)] = DEFAULT_MAX_REQUEST_BYTES
@@ -231,6 +266,7 @@ class HttpConfig(BaseModel):
         stateless: bool = False,
         token_file: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        oauth: OAuthConfig | None = None,
         allowed_hosts: tuple[str, ...] = (),
         allowed_origins: tuple[str, ...] = (),
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -243,15 +279,21 @@ class HttpConfig(BaseModel):
         """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
 
         Loopback names are always allowed; a specific bind address is added to the hosts. Refuses a bind
-        beyond loopback without a token.
+        beyond loopback without a token or OAuth, and both at once (one way to authenticate).
         """
         if stateless and transport == "sse":
             raise ConfigError("--stateless applies to Streamable HTTP (--transport http); SSE streams are sessions.")
         token = _read_token(token_file, os.environ if environ is None else environ)
-        if token is None and not is_loopback(host):
+        if token is not None and oauth is not None:
+            raise ConfigError(
+                f"Choose one way to authenticate: OAuth (config.json `oauth`, --oauth-*) or the static token "
+                f"({TOKEN_ENV}, --token-file), not both."
+            )
+        if token is None and oauth is None and not is_loopback(host):
             raise ConfigError(
                 f"Binding to {host or 'every interface'} exposes the server beyond this machine: set "
-                f"{TOKEN_ENV} or --token-file so that every request must carry a bearer token."
+                f"{TOKEN_ENV} or --token-file, or configure OAuth (--oauth-issuer, --oauth-resource), so that "
+                "every request must carry a bearer token."
             )
         own = [] if host in WILDCARD_HOSTS or host in LOOPBACK_HOSTS else [f"[{host}]" if ":" in host else host]
         origins = [f"http://{name}" for name in LOOPBACK_HOSTS]
@@ -261,6 +303,7 @@ class HttpConfig(BaseModel):
             port=port,
             stateless=stateless,
             token=token,
+            oauth=oauth,
             allowed_hosts=_any_port([*LOOPBACK_HOSTS, *own, *allowed_hosts]),
             allowed_origins=_any_port([*origins, *allowed_origins]),
             max_request_bytes=max_request_bytes,

@@ -8,11 +8,13 @@
 3. A handshake-era client that declared elicitation gets `elicitation/create` on the call's own stream, with a
    bounded wait.
 4. Anyone else: fail closed. The request is recorded and the answer comes from `managed-tools approve` (or
-   `respond` for a custom tool); the next call with the same arguments then runs, once.
+   `respond` for a custom tool); the next call with the same arguments then runs, once. So does an OAuth
+   principal without the `approvals` scope (server/principal.py): it may not answer its own questions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shlex
@@ -81,24 +83,30 @@ class CallConsent:
         params: types.CallToolRequestParams,
         *,
         wait_seconds: float,
+        answers: bool = True,
     ) -> None:
         self._runtime = runtime
         self._attachment = attachment
         self._ctx = ctx
         self._params = params
         self._wait = wait_seconds
+        self._answers = answers  # may the caller answer in the client, or only a person at the server?
         self.input_required: types.InputRequiredResult | None = None
 
-    def in_session(self, attachment: Attachment) -> CallConsent:
-        """The same person and channel, for a call made in another session (a child run through sampling)."""
-        return CallConsent(self._runtime, attachment, self._ctx, self._params, wait_seconds=self._wait)
+    def in_session(self, session_id: str, wake_id: str) -> CallConsent:
+        """The same person and channel, for a call made in another session of theirs (a child run through
+        sampling)."""
+        attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id, transport="sampling")
+        return CallConsent(
+            self._runtime, attachment, self._ctx, self._params, wait_seconds=self._wait, answers=self._answers
+        )
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         used = await self._use_out_of_band_answer(request)
         if used is not None:
             return used
         caps = self._ctx.session.client_capabilities
-        elicits = caps is not None and caps.elicitation is not None
+        elicits = self._answers and caps is not None and caps.elicitation is not None
         schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
         if elicits and schema is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._input_required_round(request, schema)

@@ -1,8 +1,10 @@
 """Remote clients: Streamable HTTP at /mcp and legacy HTTP+SSE at /sse + /messages/, over the one MCP server.
 
 Every request but the health check passes the guard first, on its headers alone: Host and Origin matched
-exactly against the allowlists (421, 403; server/http_allowlist.py), the bearer token when one is set (401), and
-an `Mcp-Managed-Session` header, which must name a session of this agent (400). Body sizes are capped by the
+exactly against the allowlists (421, 403; server/http_allowlist.py), then the static bearer token when one is set
+(401) or, with OAuth, an access token and its scopes (401, 403; server/oauth.py, which also serves the Protected
+Resource Metadata), and an `Mcp-Managed-Session` header, which must name a session of this agent owned by the
+caller (400). Body sizes are capped by the
 SDK's transports on both POST endpoints (413), the number of open MCP sessions and SSE streams by
 `--max-sessions` (503), and connections by the deadlines and bound of server/http_limits.py.
 """
@@ -42,6 +44,8 @@ from managed_tools.server.extensions import Extensions
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
+from managed_tools.server.oauth import auth_middleware, metadata_routes
+from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
@@ -91,8 +95,13 @@ def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extension
     mcp_sessions = Sessions(manager)
     token = http.token.get_secret_value() if http.token is not None else None
     allowlist = Allowlist(http.allowed_hosts, http.allowed_origins)
-    guard = Middleware(Guard, allowlist=allowlist, token=token, runtime=runtime)
-    return McpApp(calls, mcp_sessions, routes=routes, middleware=[guard], lifespan=lambda _: mcp_sessions.running())
+    middleware = [Middleware(Guard, allowlist=allowlist, token=token)]
+    if http.oauth is not None:
+        metadata = metadata_routes(http.oauth)
+        routes = [*metadata, *routes]
+        middleware += auth_middleware(http.oauth, open_paths=[HEALTH_PATH, *(route.path for route in metadata)])
+    middleware.append(Middleware(SessionHeader, runtime=runtime))
+    return McpApp(calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: mcp_sessions.running())
 
 
 class Sessions:
@@ -153,14 +162,12 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 class Guard:
-    """Host/Origin, then the bearer token, then the session header, before any MCP processing."""
+    """Host/Origin, then the static bearer token, before anything else."""
 
-    def __init__(self, app: ASGIApp, *, allowlist: Allowlist, token: str | None, runtime: Runtime):
+    def __init__(self, app: ASGIApp, *, allowlist: Allowlist, token: str | None):
         self._app = app
         self._allowlist = allowlist
         self._token = token.encode() if token is not None else None
-        self._runtime = runtime
-        self._known_sessions: set[str] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
@@ -184,9 +191,6 @@ class Guard:
             challenge = 'Bearer realm="managed-tools"' + (', error="invalid_token"' if presented else "")
             why = "The bearer token is not valid." if presented else "This server requires a bearer token."
             return _error(401, f"{why} Send Authorization: Bearer <token>.", {"WWW-Authenticate": challenge})
-        named = headers.get(SESSION_HEADER)
-        if named is not None:
-            return await self._session_refusal(named)
         return None
 
     def _authorized(self, header: str | None) -> bool:
@@ -194,21 +198,39 @@ class Guard:
         scheme, _, presented = (header or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self._token)
 
-    async def _session_refusal(self, named: str) -> Response | None:
-        if named in self._known_sessions:
+
+class SessionHeader:
+    """An `Mcp-Managed-Session` header must name a session of this agent that the caller owns (after OAuth, which
+    says who the caller is)."""
+
+    def __init__(self, app: ASGIApp, *, runtime: Runtime):
+        self._app = app
+        self._runtime = runtime
+        self._known: set[tuple[str, str]] = set()  # (owner, session) pairs already checked
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        named = Headers(scope=scope).get(SESSION_HEADER) if scope["type"] == "http" else None
+        refusal = None if named is None else await self._refusal(named, current_principal().owner)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+    async def _refusal(self, named: str, owner: str) -> Response | None:
+        if (owner, named) in self._known:
             return None
         if not SESSION_ID.fullmatch(named):
             return _error(400, "Mcp-Managed-Session must be a session id: up to 64 letters, digits, '-' or '_'.")
         try:
             async with self._runtime.db.read() as tx:
-                await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id)
+                await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id, owner=owner)
         except DatabaseBusyError as exc:
             return _error(503, str(exc))
         except StoreError as exc:
             return _error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")
-        if len(self._known_sessions) >= KNOWN_SESSIONS_CAP:
-            self._known_sessions.clear()
-        self._known_sessions.add(named)  # sessions never change agent, so a yes stays a yes
+        if len(self._known) >= KNOWN_SESSIONS_CAP:
+            self._known.clear()
+        self._known.add((owner, named))  # sessions never change agent or owner, so a yes stays a yes
         return None
 
 
@@ -238,7 +260,7 @@ class SseEndpoint:
         self._open += 1
         try:
             async with (
-                contextlib.aclosing(StreamAttachment(self._runtime, named or self._default)) as attachments,
+                contextlib.aclosing(StreamAttachment(self._runtime, named, self._default)) as attachments,
                 self._transport.connect_sse(scope, receive, send) as (read_stream, write_stream),
             ):
                 await serve_dual_era_loop(
@@ -276,6 +298,8 @@ def announce(http: HttpConfig, sock: socket.socket) -> None:
     if http.transport == "http":
         where = f"Streamable HTTP at {base}{MCP_PATH}, " + where
     auth = "every request needs the bearer token" if http.token is not None else "no token (loopback only)"
+    if http.oauth is not None:
+        auth = f"every request needs an access token from {http.oauth.issuer}"
     print(f"managed-tools: serving {where}; {auth}", file=sys.stderr, flush=True)
     if http.binds_everywhere and set(http.allowed_hosts) <= set(LOOPBACK_ALLOWED_HOSTS):
         print(

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from managed_tools.server import SERVER_NAME
 from managed_tools.server.connection import connection_of
-from managed_tools.tools.context import Attachment, Ports
+from managed_tools.tools.context import Ports
 from managed_tools.tools.ports import (
     ApprovalDecision,
     ApprovalRequest,
@@ -36,14 +36,14 @@ class NoConsent:
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision(status="unavailable")
 
-    def in_session(self, attachment: Attachment) -> NoConsent:
+    def in_session(self, session_id: str, wake_id: str) -> NoConsent:
         return self
 
 
 class SessionConsent(Consent, Protocol):
     """A consent that can ask the same person about a call in another session (a child's)."""
 
-    def in_session(self, attachment: Attachment) -> Consent: ...
+    def in_session(self, session_id: str, wake_id: str) -> Consent: ...
 
 
 class RequestProgress:
@@ -119,7 +119,7 @@ class ClientChildModel:
         return ModelTurn(role="assistant", text=text, calls=calls)
 
     def consent_in(self, session_id: str, wake_id: str) -> Consent:
-        return self._consent.in_session(Attachment(session_id=session_id, wake_id=wake_id, transport="sampling"))
+        return self._consent.in_session(session_id, wake_id)
 
 
 def _sampling_message(turn: ModelTurn) -> types.SamplingMessage:

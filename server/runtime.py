@@ -100,7 +100,7 @@ async def open_runtime(
         if config.session is not None:
             async with db.read() as tx:
                 try:
-                    await sessions.get_agent_session(tx, config.session, config.agent)
+                    await sessions.get_agent_session(tx, config.session, config.agent, owner=sessions.LOCAL_OWNER)
                 except StoreError as exc:
                     raise StartupError(
                         f"Cannot resume session {config.session}: {exc} Run without --session to start a new one."

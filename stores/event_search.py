@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from managed_tools.stores.db import Tx
 from managed_tools.stores.events import EventHead
 from managed_tools.stores.search import match_all, passes
+from managed_tools.stores.sessions import LOCAL_OWNER
 
 
 class EventMatch(EventHead):
@@ -21,9 +22,11 @@ class EventMatch(EventHead):
 
 @dataclass(frozen=True)
 class EventScope:
-    """Which events a search may return: always one agent's, optionally only some sessions or types."""
+    """Which events a search may return: always those of one agent's principal (its owner), optionally only some
+    sessions or types."""
 
     agent_id: str
+    owner: str
     exclude_session: str | None = None
     sessions: Collection[str] | None = None  # None: every session of the agent
     types: Sequence[str] | None = None
@@ -39,7 +42,9 @@ def _any_of(column: str, values: Collection[str]) -> str:
 
 
 def _expression(scope: EventScope, text: str) -> str:
-    parts = [f"agent:{_token(scope.agent_id)}", f"body:({text})"]
+    # The index's `agent` column is the agent and the session's owner (the view of migration 10).
+    agent = scope.agent_id if scope.owner == LOCAL_OWNER else f"{scope.agent_id}\n{scope.owner}"
+    parts = [f"agent:{_token(agent)}", f"body:({text})"]
     if scope.sessions is not None:
         parts.append(_any_of("session", scope.sessions))
     if scope.types:

@@ -342,4 +342,27 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX attachments_session ON attachments(session_id, size)",
         ),
     ),
+    (
+        11,
+        "sessions owned by a principal",
+        (
+            # Who a session belongs to within its agent: '' is the local principal (stdio, the static token), an
+            # OAuth principal is its issuer and subject (server/principal.py). It never changes after creation.
+            "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+            "CREATE INDEX sessions_owner ON sessions(agent_id, owner, last_activity_at)",
+            # The event index's `agent` token carries the owner too, so a search stays inside the principal's
+            # sessions in the index. The local principal's token is unchanged (hex of the agent), so the events
+            # already indexed keep theirs and nothing is re-indexed.
+            "DROP VIEW event_search_docs",
+            """CREATE VIEW event_search_docs AS SELECT e.seq AS seq,
+                hex(CASE WHEN s.owner = '' THEN s.agent_id ELSE s.agent_id || char(10) || s.owner END) AS agent,
+                hex(e.session_id) AS session, hex(e.type) AS type,
+                trim(coalesce(e.summary, '') || ' ' || coalesce((SELECT group_concat(j.value, ' ')
+                    FROM json_tree(e.payload) AS j WHERE j.type = 'text'
+                    AND j.key NOT IN ('spanId', 'spanKind', 'argsDigest', 'requestId')), '')) AS body
+                FROM events e JOIN sessions s ON s.id = e.session_id
+                WHERE NOT (e.type IN ('span.started', 'span.completed') AND json_extract(e.payload, '$.toolName')
+                    IN ('session_search_context', 'session_search_traces', 'retrieval_search', 'memory_search'))""",
+        ),
+    ),
 )

@@ -16,6 +16,9 @@ from managed_tools.stores.ids import utc_now
 SNIPPET_CHARS = 180
 RANK_WINDOW = 1_000
 MAX_FETCH = 4096
+# The agent's knowledge (its memory scope, learnings) is every principal's; a session's texts (its memory, outcome,
+# evaluation, shell state) are its owner's alone, though a shared text also names the session that wrote it.
+SHARED = "(session_id IS NULL OR key GLOB 'learning:*' OR key GLOB 'memory:agent:*')"
 
 
 class SearchRow(BaseModel):
@@ -93,15 +96,17 @@ async def _ranked(tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-async def _documents(tx: Tx, agent_id: str, ranked: list[tuple[int, float]], needles: list[str]) -> list[SearchRow]:
+async def _documents(
+    tx: Tx, agent_id: str, owner: str, ranked: list[tuple[int, float]], needles: list[str]
+) -> list[SearchRow]:
     if not ranked:
         return []
     score = dict(ranked)
     marks = ",".join("?" * len(ranked))
     rows = await tx.fetchall(
         f"SELECT id, key, source, session_id, title, created_at, body FROM search_docs WHERE id IN ({marks}) "
-        "AND agent_id = ?",
-        [*score, agent_id],
+        f"AND agent_id = ? AND ({SHARED} OR session_id IN (SELECT id FROM sessions WHERE owner = ?))",
+        [*score, agent_id, owner],
     )
     found = [
         SearchRow(
@@ -114,9 +119,16 @@ async def _documents(tx: Tx, agent_id: str, ranked: list[tuple[int, float]], nee
 
 
 async def search(
-    tx: Tx, agent_id: str, terms: list[str], phrases: list[str], limit: int, *, fallback_words: Sequence[str] = ()
+    tx: Tx,
+    agent_id: str,
+    terms: list[str],
+    phrases: list[str],
+    limit: int,
+    *,
+    owner: str,
+    fallback_words: Sequence[str] = (),
 ) -> list[SearchRow]:
-    """Up to `limit` of the agent's texts for these terms and phrases, best bm25 first.
+    """Up to `limit` of the agent's texts for these terms and phrases that `owner` may read, best bm25 first.
 
     Texts holding every term come first; only if they are fewer than `limit` do texts holding any term fill the
     rest. Each pass ranks at most the newest RANK_WINDOW matching texts, which bounds its cost on a large index
@@ -134,7 +146,7 @@ async def search(
         fetch = wanted * 2
         while True:  # another agent's texts may take places: widen until enough are ours or none are left
             ranked = await _ranked(tx, query, fetch)
-            rows = [r for r in await _documents(tx, agent_id, ranked, needles) if r.key not in seen]
+            rows = [r for r in await _documents(tx, agent_id, owner, ranked, needles) if r.key not in seen]
             if len(rows) >= wanted or len(ranked) < fetch or fetch >= MAX_FETCH:
                 break
             fetch *= 4

@@ -14,11 +14,13 @@ from managed_tools.stores.errors import AccessDeniedError, NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
 SessionStatus = Literal["idle", "running", "requires_action", "terminated"]
+LOCAL_OWNER = ""  # the one principal of stdio and static-token set-ups (an OAuth principal: server/principal.py)
 
 
 class SessionRecord(BaseModel):
     id: str
     agent_id: str
+    owner: str
     parent_id: str | None
     title: str | None
     status: SessionStatus
@@ -43,12 +45,13 @@ def _session(row: sqlite3.Row) -> SessionRecord:
 
 
 async def create_session(
-    tx: Tx, agent_id: str, *, parent_id: str | None = None, title: str | None = None
+    tx: Tx, agent_id: str, *, owner: str = LOCAL_OWNER, parent_id: str | None = None, title: str | None = None
 ) -> SessionRecord:
     now = utc_now()
     record = SessionRecord(
         id=uuid7(),
         agent_id=agent_id,
+        owner=owner,
         parent_id=parent_id,
         title=title,
         status="idle",
@@ -58,8 +61,8 @@ async def create_session(
         last_activity_at=now,
     )
     await tx.execute(
-        "INSERT INTO sessions (id, agent_id, parent_id, title, status, stop_reason, created_at, updated_at, "
-        "last_activity_at) VALUES (:id, :agent_id, :parent_id, :title, :status, :stop_reason, :created_at, "
+        "INSERT INTO sessions (id, agent_id, owner, parent_id, title, status, stop_reason, created_at, updated_at, "
+        "last_activity_at) VALUES (:id, :agent_id, :owner, :parent_id, :title, :status, :stop_reason, :created_at, "
         ":updated_at, :last_activity_at)",
         record.model_dump(),
     )
@@ -73,21 +76,22 @@ async def get_session(tx: Tx, session_id: str) -> SessionRecord:
     return _session(row)
 
 
-async def get_agent_session(tx: Tx, session_id: str, agent_id: str) -> SessionRecord:
-    """The session, only if it belongs to `agent_id` (a tool never reaches another agent's sessions)."""
+async def get_agent_session(tx: Tx, session_id: str, agent_id: str, *, owner: str) -> SessionRecord:
+    """The session, only if it belongs to `agent_id` and `owner` (a tool never reaches another agent's sessions,
+    nor another principal's)."""
     row = await tx.fetchone("SELECT * FROM sessions WHERE id = ?", (session_id,))
-    if row is None or row["agent_id"] != agent_id:
-        # The same message whether it exists or not: another agent's ids are not confirmed.
+    if row is None or row["agent_id"] != agent_id or row["owner"] != owner:
+        # The same message whether it exists or not: another agent's (or principal's) ids are not confirmed.
         raise AccessDeniedError(f"Session {session_id} is not available to agent {agent_id}.")
     return _session(row)
 
 
 async def list_agent_sessions(
-    tx: Tx, agent_id: str, *, active_since: str | None = None, limit: int = -1
+    tx: Tx, agent_id: str, *, owner: str, active_since: str | None = None, limit: int = -1
 ) -> list[SessionRecord]:
-    """The agent's sessions (all, or the `limit` latest), most recently active first."""
-    sql = "SELECT * FROM sessions WHERE agent_id = ?"
-    params: list[str | int] = [agent_id]
+    """The sessions of the agent's `owner` (all, or the `limit` latest), most recently active first."""
+    sql = "SELECT * FROM sessions WHERE agent_id = ? AND owner = ?"
+    params: list[str | int] = [agent_id, owner]
     if active_since is not None:
         sql += " AND last_activity_at >= ?"
         params.append(active_since)
@@ -95,10 +99,11 @@ async def list_agent_sessions(
     return [_session(row) for row in rows]
 
 
-async def child_counts(tx: Tx, agent_id: str) -> dict[str, int]:
+async def child_counts(tx: Tx, agent_id: str, *, owner: str) -> dict[str, int]:
     rows = await tx.fetchall(
-        "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND parent_id IS NOT NULL GROUP BY parent_id",
-        (agent_id,),
+        "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND owner = ? AND parent_id IS NOT NULL "
+        "GROUP BY parent_id",
+        (agent_id, owner),
     )
     return {row["parent_id"]: row["n"] for row in rows}
 
@@ -156,11 +161,12 @@ async def get_many(tx: Tx, session_ids: Collection[str]) -> dict[str, tuple[Sess
     return {row["id"]: (SessionRecord(**{k: row[k] for k in SessionRecord.model_fields}), row["setup"]) for row in rows}
 
 
-async def list_children(tx: Tx, agent_id: str, parent_id: str) -> list[SessionRecord]:
-    """The direct children of `parent_id` that belong to `agent_id`, most recently active first."""
+async def list_children(tx: Tx, agent_id: str, parent_id: str, *, owner: str) -> list[SessionRecord]:
+    """The direct children of `parent_id` that belong to `agent_id` and `owner`, most recently active first."""
     rows = await tx.fetchall(
-        "SELECT * FROM sessions WHERE agent_id = ? AND parent_id = ? ORDER BY last_activity_at DESC, id DESC",
-        (agent_id, parent_id),
+        "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND parent_id = ? "
+        "ORDER BY last_activity_at DESC, id DESC",
+        (agent_id, owner, parent_id),
     )
     return [_session(row) for row in rows]
 

@@ -177,7 +177,9 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
         steps = await tx.fetchall(
             "SELECT title FROM plan_steps WHERE session_id = ? ORDER BY step_id", (child["sessionId"],)
         )
-        grandchildren = await sessions.list_children(tx, rt.environment.agent_id, child["sessionId"])
+        grandchildren = await sessions.list_children(
+            tx, rt.environment.agent_id, child["sessionId"], owner=sessions.LOCAL_OWNER
+        )
     assert [s["title"] for s in steps] == ["list", "count"]
     assert grandchildren == []
 

@@ -16,7 +16,8 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import db as db_module
 from managed_tools.stores import events, sessions
-from managed_tools.stores.db import Database
+from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.ids import utc_now, uuid7
 from managed_tools.stores.migrations import MIGRATIONS
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.environment.setup import setup_fingerprint
@@ -281,6 +282,20 @@ async def test_bad_queries_are_one_clear_error(runtime: Runtime, connect: Connec
     assert odd["count"] == 0
 
 
+async def old_session(tx: Tx) -> sessions.SessionRecord:
+    """A session as the code before the sessions' `owner` column wrote it."""
+    now = utc_now()
+    record = sessions.SessionRecord(
+        id=uuid7(), agent_id="default", owner="", parent_id=None, title=None, status="idle", stop_reason=None,
+        created_at=now, updated_at=now, last_activity_at=now,
+    )  # fmt: skip
+    await tx.execute(
+        "INSERT INTO sessions (id, agent_id, created_at, updated_at, last_activity_at) VALUES (?, ?, ?, ?, ?)",
+        (record.id, record.agent_id, now, now, now),
+    )
+    return record
+
+
 async def test_the_migration_indexes_an_existing_database(
     workspace: Path, tmp_path: Path, connect: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -290,7 +305,7 @@ async def test_the_migration_indexes_an_existing_database(
     old = await Database.open(config.state_path)
     try:
         async with old.write() as tx:
-            record = await sessions.create_session(tx, "default")
+            record = await old_session(tx)
             wake = await sessions.open_wake(tx, record.id, transport="stdio", setup_fingerprint="f" * 64)
             payload = {"toolName": "write", "args": {"path": "notes.md", "content": f"old {MARKER}"}}
             await events.append_event(tx, record.id, wake.id, "span.started", payload)

@@ -50,11 +50,12 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Attachment:
-    """The durable session and the wake a connection is attached to."""
+    """The durable session and the wake a connection is attached to, and the principal owning that session."""
 
     session_id: str
     wake_id: str
     transport: str
+    owner: str  # stores.sessions.LOCAL_OWNER, or an OAuth principal (server/principal.py)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,11 @@ class ToolContext:
     @property
     def session_id(self) -> str:
         return self.attachment.session_id
+
+    @property
+    def owner(self) -> str:
+        """The principal the session belongs to: every session a tool reaches must be its too."""
+        return self.attachment.owner
 
     @property
     def wake_id(self) -> str:

@@ -30,6 +30,7 @@ from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments
 from managed_tools.tools.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.registry import Visible
 from managed_tools.tools.what_runs import TooLongToShow, WhatRuns, visible_lines
 
 log = logging.getLogger("managed_tools.executor")
@@ -140,13 +141,18 @@ async def execute(
     arguments: Any,
     *,
     timeout_seconds: float | None = None,
+    visible: Visible | None = None,
 ) -> CallResult:
-    """Run one tool call to completion and return its shaped result. Never raises for a tool's failure."""
+    """Run one tool call to completion and return its shaped result. Never raises for a tool's failure.
+
+    A tool `visible` refuses is unknown to this caller, and never named among the near names."""
     span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
     definition = runtime.registry.get(name)
+    if definition is not None and visible is not None and not visible(definition):
+        definition = None
     try:
         if definition is None:
-            raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name))
+            raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name, visible))
         try:
             args, canonical, digest = parse_call(definition, arguments)
         except ArgumentError as exc:
@@ -513,8 +519,8 @@ def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> st
     return f"Invalid arguments for {definition.name}: " + "; ".join(problems) + tail + "."
 
 
-def _unknown_tool_message(runtime: Runtime, name: str) -> str:
-    near = runtime.registry.near_names(name)
+def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) -> str:
+    near = runtime.registry.near_names(name, visible=visible)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
     return f"Unknown tool '{_clip(name, MAX_NAME_CHARS)}'.{hint}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
 
+Visible = Callable[[ToolDefinition], bool]  # which tools a caller may see and call (server/principal.py)
 NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
 MAX_DESCRIPTION_CHARS = 200
 MAX_SCHEMA_DEPTH = 7
@@ -59,8 +60,9 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def near_names(self, name: str, count: int = 3) -> list[str]:
-        return difflib.get_close_matches(name, list(self._tools), n=count, cutoff=0.5)
+    def near_names(self, name: str, count: int = 3, visible: Visible | None = None) -> list[str]:
+        names = [key for key, definition in self._tools.items() if visible is None or visible(definition)]
+        return difflib.get_close_matches(name, names, n=count, cutoff=0.5)
 
     def __iter__(self) -> Iterator[ToolDefinition]:
         return iter(self._tools.values())

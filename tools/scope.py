@@ -13,8 +13,8 @@ Lineage = Literal["related", "parent", "children", "siblings"]
 
 
 async def scoped_session(ctx: ToolContext, session_id: str | None) -> SessionRecord:
-    """The session a tool may reach: the current one by default, else one of the same agent."""
-    return await sessions.get_agent_session(ctx.tx, session_id or ctx.session_id, ctx.agent_id)
+    """The session a tool may reach: the current one by default, else one of the same agent and principal."""
+    return await sessions.get_agent_session(ctx.tx, session_id or ctx.session_id, ctx.agent_id, owner=ctx.owner)
 
 
 def relation(current: SessionRecord, other: SessionRecord) -> Relation | None:

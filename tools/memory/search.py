@@ -87,7 +87,7 @@ def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
 async def checkpoint_rows(ctx: ToolContext, needles: list[str]) -> list[SearchRow]:
     """Each recent session's checkpoint summary: it changes with every call, so it is read, not indexed (the
     shell state is indexed when a command ends). No bm25; the lexical score alone keeps or drops it."""
-    recent = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, limit=LIVE_SESSIONS)
+    recent = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner, limit=LIVE_SESSIONS)
     summaries = await events.latest_summaries(ctx.tx, [record.id for record in recent])
     rows: list[SearchRow] = []
     for record in recent:
@@ -114,11 +114,14 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
         raise ToolError("The query has no searchable words (stopwords and one-letter words are ignored).")
     terms, phrases, fallback = search_parts(query)
     rows = await search.search(
-        ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), fallback_words=fallback
+        ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), owner=ctx.owner, fallback_words=fallback
     )
     rows += await checkpoint_rows(ctx, [*phrases, *terms])
     session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
-    known = await sessions.get_many(ctx.tx, session_ids)
+    known = {sid: found for sid, found in (await sessions.get_many(ctx.tx, session_ids)).items()
+             if found[0].owner == ctx.owner}  # fmt: skip
+    # A shared text (a learning, the agent's memory) written in another principal's session names no session.
+    rows = [row if row.session_id in known else row.model_copy(update={"session_id": None}) for row in rows]
     current = known[ctx.session_id][0]
     setup = setup_fingerprint(ctx.runtime)
     outcome_of = await outcomes.active_many(ctx.tx, session_ids)

@@ -69,10 +69,11 @@ async def _matches(
     allowed = None
     if args.lineage is not None:
         current = await scoped_session(ctx, None)
-        others = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id)
+        others = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner)
         allowed = {s.id for s in others if s.id != current.id and in_lineage(args.lineage, relation(current, s))}
     scope = EventScope(
         agent_id=ctx.agent_id,
+        owner=ctx.owner,
         exclude_session=None if args.include_current else ctx.session_id,
         sessions=allowed,
         types=types,

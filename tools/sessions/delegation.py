@@ -68,7 +68,9 @@ async def _summaries(ctx: ToolContext, records: list[SessionRecord]) -> list[Ses
 
 async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOutput:
     parent = await scoped_session(ctx, None)  # the parent is always the caller's own session
-    child = await sessions.create_session(ctx.tx, ctx.agent_id, parent_id=parent.id, title=args.title or args.task[:80])
+    child = await sessions.create_session(
+        ctx.tx, ctx.agent_id, owner=ctx.owner, parent_id=parent.id, title=args.title or args.task[:80]
+    )
     seeded: list[str] = []
 
     async def seed(event_type: str, payload: dict[str, Any], summary: str | None = None) -> None:
@@ -116,7 +118,7 @@ class ChildrenOutput(WireModel):
 
 async def session_list_children(ctx: ToolContext, args: ChildrenInput) -> ChildrenOutput:
     parent = await scoped_session(ctx, args.session_id)
-    summaries = await _summaries(ctx, await sessions.list_children(ctx.tx, ctx.agent_id, parent.id))
+    summaries = await _summaries(ctx, await sessions.list_children(ctx.tx, ctx.agent_id, parent.id, owner=ctx.owner))
     sort_sessions(summaries)
     shown = summaries[: args.limit]
     return ChildrenOutput(parent_session_id=parent.id, count=len(shown), total=len(summaries), sessions=shown)
@@ -177,7 +179,7 @@ class _Run:
 
 async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
     async with ctx.runtime.db.read() as tx:
-        child = await sessions.get_agent_session(tx, session_id, ctx.agent_id)
+        child = await sessions.get_agent_session(tx, session_id, ctx.agent_id, owner=ctx.owner)
     if child.id == ctx.session_id:
         raise ToolError("A session cannot run itself; pass the id of one of its children (session_list_children).")
     if child.parent_id != ctx.session_id:
@@ -269,7 +271,7 @@ async def _run_through_model(ctx: ToolContext, child: SessionRecord, cycles: int
         )
         run.processed = await events.mark_processed(tx, child.id)
         conversation = [ModelTurn(role="user", text=await _brief(tx, child))]
-    attachment = Attachment(session_id=child.id, wake_id=wake.id, transport="sampling")
+    attachment = Attachment(session_id=child.id, wake_id=wake.id, transport="sampling", owner=ctx.owner)
     ports = Ports(
         consent=model.consent_in(child.id, wake.id),
         progress=ctx.ports.progress,

@@ -90,7 +90,7 @@ class Known:
         ids = {*session_ids, current.id}
         return cls(
             current,
-            await sessions.child_counts(ctx.tx, ctx.agent_id),
+            await sessions.child_counts(ctx.tx, ctx.agent_id, owner=ctx.owner),
             await sessions.latest_setup_fingerprints(ctx.tx, ctx.agent_id),
             setup_fingerprint(ctx.runtime),
             await outcomes.active_many(ctx.tx, ids),
@@ -200,7 +200,7 @@ async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListO
     since = None
     if args.active_minutes is not None:
         since = (datetime.now(UTC) - timedelta(minutes=args.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, active_since=since)
+    records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner, active_since=since)
     known = await Known.read(ctx, current, [r.id for r in records])
     summaries = [
         summary
