@@ -145,13 +145,14 @@ def _remove(root: str, record: AttachmentRecord) -> None:
 _COLUMNS = "a.id, a.session_id, a.name, a.mime_type, a.size, a.width, a.height, a.sha256, a.created_at"
 
 
-async def get(tx: Tx, agent_id: str, session_id: str, attachment_id: str) -> AttachmentRecord:
-    """An attachment of `session_id`, if that session is `agent_id`'s. Another agent's, another session's id, or
-    one that never existed read alike: not found, so ids cannot be probed."""
+async def get(tx: Tx, agent_id: str, session_id: str, attachment_id: str, *, owner: str) -> AttachmentRecord:
+    """An attachment of `session_id`, if that session is `agent_id`'s and `owner`'s (its principal). Another
+    agent's or principal's, another session's id, or one that never existed read alike: not found, so ids cannot be
+    probed."""
     row = await tx.fetchone(
         f"SELECT {_COLUMNS} FROM attachments a JOIN sessions s ON s.id = a.session_id "
-        "WHERE a.id = ? AND a.session_id = ? AND s.agent_id = ?",
-        (attachment_id, session_id, agent_id),
+        "WHERE a.id = ? AND a.session_id = ? AND s.agent_id = ? AND s.owner = ?",
+        (attachment_id, session_id, agent_id, owner),
     )
     if row is None:
         raise NotFoundError("No such attachment.")

@@ -22,6 +22,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import images, sessions
 from managed_tools.stores.attachments import AttachmentError, AttachmentLimits
+from managed_tools.stores.errors import NotFoundError
 from managed_tools.tools import attachments
 from managed_tools.tools.context import Runtime
 
@@ -168,6 +169,19 @@ async def test_only_the_sessions_agent_reads_an_attachment(rt: Runtime, connect:
         ]
     assert errors == [(-32002, "No such attachment.")] * len(refused)  # all alike: nothing to tell them apart
     assert read_refusals == ["No such attachment."] * 3
+
+
+async def test_another_principal_of_the_agent_cannot_reach_an_attachment(rt: Runtime) -> None:
+    """Under OAuth two principals share an agent; a session's attachments stay with the principal that owns it."""
+    async with rt.db.write() as tx:
+        theirs = await sessions.create_session(tx, rt.environment.agent_id, owner="oauth:someone-else")
+    stored = (await attachments.store(rt, theirs.id, b"their notes", name="n.txt", mime_type="text/plain")).ref
+    assert stored is not None
+    async with rt.db.read() as tx:
+        record, _ = await attachments.owned(rt, tx, theirs.id, stored.id, owner="oauth:someone-else")
+        assert record.name == "n.txt"
+        with pytest.raises(NotFoundError, match="No such attachment"):
+            await attachments.owned(rt, tx, theirs.id, stored.id, owner=sessions.LOCAL_OWNER)
 
 
 async def test_traversal_and_links_are_refused(rt: Runtime, connect: Connect, workspace: Path) -> None:

@@ -94,8 +94,10 @@ async def store(runtime: Runtime, session_id: str, data: bytes, *, name: str, mi
         return await save(runtime, tx, session_id, data, name=name, mime_type=mime_type)
 
 
-async def owned(runtime: Runtime, tx: Tx, session_id: str, attachment_id: str) -> tuple[AttachmentRecord, Resolved]:
-    """An attachment of one of this agent's sessions and its file, through the path guard; anything else is not
-    found (StoreError)."""
-    record = await attachments.get(tx, runtime.environment.agent_id, session_id, attachment_id)
+async def owned(
+    runtime: Runtime, tx: Tx, session_id: str, attachment_id: str, *, owner: str
+) -> tuple[AttachmentRecord, Resolved]:
+    """An attachment of one of this agent's and principal's sessions and its file, through the path guard;
+    anything else is not found (StoreError)."""
+    record = await attachments.get(tx, runtime.environment.agent_id, session_id, attachment_id, owner=owner)
     return record, runtime.guard.attachment(session_id, attachment_id)

@@ -209,7 +209,7 @@ async def attachment_listing(ctx: ToolContext) -> list[Resource]:
 async def read_attachment(ctx: ToolContext, session_id: str, attachment_id: str) -> tuple[str, bytes]:
     """(mime type, bytes) of an attachment of one of this agent's sessions; the file must still be what was
     stored."""
-    record, resolved = await owned(ctx.runtime, ctx.tx, session_id, attachment_id)
+    record, resolved = await owned(ctx.runtime, ctx.tx, session_id, attachment_id, owner=ctx.owner)
     data, more = await anyio.to_thread.run_sync(read_limited, resolved, record.size)
     if more or sha256_hex(data) != record.sha256:
         raise NotFoundError(f"Attachment {attachment_id} changed on disk since it was stored; refused.")

@@ -189,7 +189,7 @@ async def _readable(ctx: ToolContext, path: str) -> Resolved:
     parts = attachment_parts(path)
     if parts is None:
         return _resolve(ctx, path, "read")
-    _, resolved = await owned(ctx.runtime, ctx.tx, *parts)
+    _, resolved = await owned(ctx.runtime, ctx.tx, *parts, owner=ctx.owner)
     return resolved
 
 
