@@ -34,6 +34,7 @@ def _approval_wait(seconds: float) -> float:
 
 ApprovalWait = Annotated[float, AfterValidator(_approval_wait)]
 Policy = Literal["always_allow", "always_ask"]
+Approvals = Literal["form", "page"]
 STATE_FILE = "state.db"
 CONFIG_FILE = "config.json"
 DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
@@ -64,6 +65,7 @@ class UserConfig(BaseModel):
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    approvals: Approvals = Field(default="form", description='"page": permission questions only on a one-time page.')
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -100,6 +102,7 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    approvals: Approvals = "form"  # config.json `approvals`: "page" asks permission only on the loopback page
 
     @classmethod
     def build(
@@ -147,6 +150,7 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            approvals=user.approvals,
         )
 
     @property
