@@ -170,10 +170,15 @@ class CallConsent:
             )
         answer = (self._params.input_responses or {}).get(INPUT_KEY)
         reply = answer if isinstance(answer, types.ElicitResult) else None
-        if schema is None and reply is not None and reply.action == "accept":
+        if schema is None:
             assert self._pages is not None
             page = self._pages.find("approval", self._attachment.session_id, record.id)
-            reply = None if page is None else _page_reply(await self._pages.wait(page, self._wait))
+            if page is not None and reply is not None and reply.action == "accept":
+                reply = _page_reply(await self._pages.wait(page, self._wait))
+            elif page is not None:
+                self._pages.close(page)  # the client would not open it: a no, and the page dies now
+            else:
+                reply = None  # no page for this request (another process, or long gone): no answer
         return await self._settle(record, request, reply)
 
     # -- 3. handshake era: elicitation/create on the call's own stream -------------------------------------

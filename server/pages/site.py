@@ -1,8 +1,8 @@
 """The pages over HTTP: `GET /p/<token>` shows the question, `POST /p/<token>` answers it, once.
 
 Every request must name this server as Host exactly (`127.0.0.1:PORT`: a DNS-rebound name is refused). An answer
-must come from the page itself: its Origin is this server's (and Sec-Fetch-Site, where sent, `same-origin`), and
-it carries the page's CSRF token. Nothing here logs a request or its body, and no response carries the value.
+must come from the page itself (Sec-Fetch-Site and Origin, see `_foreign`) and carry the page's CSRF token.
+Nothing here logs a request or its body, and no response carries the value.
 """
 
 from __future__ import annotations
@@ -69,8 +69,15 @@ class PageSite:
         return HTMLResponse(html.question(page), headers=html.HEADERS)
 
     def _foreign(self, headers: Headers) -> HTMLResponse | None:
-        site = headers.get("sec-fetch-site")
-        if headers.get("origin") != self._pages.origin or (site is not None and site != "same-origin"):
+        """A browser says where a POST comes from in Sec-Fetch-Site, which no script can set: it must be
+        `same-origin`. Our `no-referrer` policy makes Chromium send `Origin: null` on the page's own form, so null
+        passes only beside that; without Sec-Fetch-Site (an older browser) the Origin must be ours exactly."""
+        site, origin = headers.get("sec-fetch-site"), headers.get("origin")
+        if site is not None:
+            same = site == "same-origin" and origin in (self._pages.origin, "null")
+        else:
+            same = origin == self._pages.origin
+        if not same:
             return _page(403, "Refused", "Answers are taken only from the page itself.")
         if (headers.get("content-type") or "").split(";")[0].strip().lower() != FORM_TYPE:
             return _page(415, "Bad request", "The answer must be this page's form.")
