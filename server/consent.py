@@ -7,11 +7,12 @@
    seal, expiry and binding to tool + arguments; the request store refuses a replay).
 3. A handshake-era client that declared elicitation gets `elicitation/create` on the call's own stream, with a
    bounded wait.
-Either elicitation (2 or 3) asks through the client's form, or, for a client that can open a URL but shows no
-form (or every client, with config `approvals: "page"`), sends the person to a one-time loopback page with the
-exact action and Approve / Deny (server/pages/): URL mode, the page's answer settling the request.
 4. Anyone else: fail closed. The request is recorded and the answer comes from `managed-tools approve` (or
    `respond` for a custom tool); the next call with the same arguments then runs, once.
+
+Elicitation (2 or 3) asks through the client's form or, for a client that can open a URL but shows no form (or
+every client, with config `approvals: "page"`), in URL mode: the person answers Approve / Deny on a one-time
+loopback page showing the exact action (server/pages/), and the page's answer settles the request.
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ from conftest import data, error_text
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.server import Server, ServerRequestContext
+from pydantic import SecretStr
 from starlette.types import Receive, Scope, Send
 
 from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.pages.board import Page, Pages
+from managed_tools.server.pages.board import Page, PageAnswer, Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.runtime import open_runtime
@@ -471,3 +472,12 @@ async def test_a_page_of_another_origin_can_neither_read_nor_answer(pages: Pages
         assert await tab.inner_text("#outcome") == "Refused"
         await tab.close()
     assert page.state == "open" and page.answer is None  # the real person can still answer it
+
+
+async def test_a_secret_nobody_picked_up_is_dropped_at_expiry() -> None:
+    board = Pages(ttl_seconds=0.2)
+    page = board.open_secret(session_id="s", tool_name="t", name="API_KEY", description="d")
+    assert board.answer(page, PageAnswer(approve=True, value=SecretStr(SECRET)))
+    assert board.find("secret", "s", "t/API_KEY") is page  # a 2026 retry would pick it up now
+    await anyio.sleep(0.3)
+    assert board.find("secret", "s", "t/API_KEY") is None and page.answer is None

@@ -120,7 +120,11 @@ class Pages:
         return page
 
     def _forget_old(self) -> None:
+        """An expired page drops an answer nobody took (a secret is not kept); later it is forgotten."""
         now = time.monotonic()
+        for page in self._pages.values():
+            if now >= page.expires_at:
+                page.answer = None
         for token in [t for t, p in self._pages.items() if now >= p.expires_at + FORGET_AFTER_SECONDS]:
             del self._pages[token]
 
