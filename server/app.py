@@ -18,6 +18,7 @@ from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.library import Library
+from managed_tools.server.pages.board import Pages
 from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
@@ -114,6 +115,7 @@ def build_server(
     attachments: AttachmentsFactory | None = None,
     extensions: Extensions | None = None,
     calls: InFlight | None = None,
+    pages: Pages | None = None,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -125,7 +127,8 @@ def build_server(
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
     lifetime of a sealed `requestState` (2026-07-28). The built-in resources (memory stores, evaluations,
     files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
-    A transport that stops on a signal passes `calls`, to end the calls in flight first.
+    A transport that stops on a signal passes `calls`, to end the calls in flight first. `pages` is the
+    loopback page server (server/pages/) for permission questions and secrets by URL-mode elicitation.
     """
     published = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
     listing = types.ListToolsResult(tools=[tool for _, tool in published])
@@ -163,7 +166,13 @@ def build_server(
         principal = current_principal()
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
-            runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, answers=principal.answers_approvals
+            runtime,
+            attachment,
+            ctx,
+            params,
+            wait_seconds=approval_wait_seconds,
+            answers=principal.answers_approvals,
+            pages=pages,
         )
         with in_flight.running() as call:
             result = await execute(

@@ -24,6 +24,7 @@ from managed_tools.server import human
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
+from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
 from managed_tools.server.stdio import serve_stdio
@@ -187,7 +188,7 @@ def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
 
 async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
     extensions = startup_extensions(config)
-    async with open_runtime(config, extensions) as runtime:
+    async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
         _announce_confinement(runtime)
         calls = InFlight()
         server = build_server(
@@ -197,6 +198,7 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
             approval_wait_seconds=config.approval_wait_seconds,
             extensions=extensions,
             calls=calls,
+            pages=pages,
         )
         log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
         await serve_stdio(server, calls, stopping)
@@ -204,8 +206,8 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
 
 async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str, stopping: Stopping) -> None:
     extensions = startup_extensions(config)
-    async with open_runtime(config, extensions) as runtime:
-        app = build_app(runtime, config, http, extensions)
+    async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
+        app = build_app(runtime, config, http, extensions, pages)
         try:
             sock = bind(http)
         except OSError as exc:

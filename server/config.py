@@ -35,6 +35,7 @@ def _approval_wait(seconds: float) -> float:
 
 ApprovalWait = Annotated[float, AfterValidator(_approval_wait)]
 Policy = Literal["always_allow", "always_ask"]
+Approvals = Literal["form", "page"]
 STATE_FILE = "state.db"
 CONFIG_FILE = "config.json"
 DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
@@ -96,6 +97,7 @@ class UserConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     oauth: OAuthConfig | None = None
+    approvals: Approvals = Field(default="form", description='"page": permission questions only on a one-time page.')
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -133,6 +135,7 @@ class ServeConfig(BaseModel):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
+    approvals: Approvals = "form"  # config.json `approvals`: "page" asks permission only on the loopback page
 
     @classmethod
     def build(
@@ -181,6 +184,7 @@ class ServeConfig(BaseModel):
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
             oauth=user.oauth,
+            approvals=user.approvals,
         )
 
     @property

@@ -10,6 +10,10 @@
 4. Anyone else: fail closed. The request is recorded and the answer comes from `managed-tools approve` (or
    `respond` for a custom tool); the next call with the same arguments then runs, once. So does an OAuth
    principal without the `approvals` scope (server/principal.py): it may not answer its own questions.
+
+Elicitation (2 or 3) asks through the client's form or, for a client that can open a URL but shows no form (or
+every client, with config `approvals: "page"`), in URL mode: the person answers Approve / Deny on a one-time
+loopback page showing the exact action (server/pages/), and the page's answer settles the request.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import dataclasses
 import json
 import logging
 import shlex
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -26,6 +30,7 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
+from managed_tools.server.pages.board import Page, PageAnswer, Pages
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Tx
@@ -84,6 +89,7 @@ class CallConsent:
         *,
         wait_seconds: float,
         answers: bool = True,
+        pages: Pages | None = None,
     ) -> None:
         self._runtime = runtime
         self._attachment = attachment
@@ -91,6 +97,7 @@ class CallConsent:
         self._params = params
         self._wait = wait_seconds
         self._answers = answers  # may the caller answer in the client, or only a person at the server?
+        self._pages = pages
         self.input_required: types.InputRequiredResult | None = None
 
     def in_session(self, session_id: str, wake_id: str) -> CallConsent:
@@ -98,21 +105,40 @@ class CallConsent:
         sampling)."""
         attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id, transport="sampling")
         return CallConsent(
-            self._runtime, attachment, self._ctx, self._params, wait_seconds=self._wait, answers=self._answers
+            self._runtime,
+            attachment,
+            self._ctx,
+            self._params,
+            wait_seconds=self._wait,
+            answers=self._answers,
+            pages=self._pages,
         )
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         used = await self._use_out_of_band_answer(request)
         if used is not None:
             return used
-        caps = self._ctx.session.client_capabilities
-        elicits = self._answers and caps is not None and caps.elicitation is not None
         schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
-        if elicits and schema is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return await self._input_required_round(request, schema)
-        if elicits and schema is not None and self._ctx.session.can_send_request:
-            return await self._elicit(request, schema)
+        asks = self._asks_by(request, schema)
+        question = schema if asks == "form" else None  # None: the page asks
+        if asks is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await self._input_required_round(request, question)
+        if asks is not None and self._ctx.session.can_send_request:
+            return await self._elicit(request, question)
         return await self._out_of_band(request)
+
+    def _asks_by(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> Literal["form", "page"] | None:
+        """How the client can ask: its form, our page (URL mode), or not at all. With `approvals: "page"` a
+        permission question never goes to a form, so a client answering forms by itself cannot approve."""
+        caps = self._ctx.session.client_capabilities
+        modes = caps.elicitation if caps is not None else None
+        if modes is None or not self._answers:
+            return None
+        urls = modes.url is not None
+        forms = modes.form is not None or not urls  # an empty capability is form mode
+        if self._pages is not None and request.kind == "tool_confirmation" and (self._pages.for_approvals or not forms):
+            return "page" if urls else None
+        return "form" if forms and schema is not None else None
 
     # -- 1. an answer given out of band ------------------------------------------------------------------
 
@@ -125,13 +151,18 @@ class CallConsent:
 
     # -- 2. 2026-07-28: input-required round trip -------------------------------------------------------
 
-    async def _input_required_round(self, request: ApprovalRequest, schema: dict[str, Any]) -> ApprovalDecision:
+    async def _input_required_round(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> ApprovalDecision:
+        """`schema` None: the question is a page, and the retry's accept means "I opened it": the page's own
+        answer (given already, or awaited now, bounded) settles the request."""
         state = self._params.request_state
         if state is None:
             record = await self._record(request, "input_required")
-            elicitation = types.ElicitRequest(
-                params=types.ElicitRequestFormParams(message=request.message, requested_schema=schema)
-            )
+            params: types.ElicitRequestURLParams | types.ElicitRequestFormParams
+            if schema is None:
+                params = self._page_params(self._open_page(record, request), request)
+            else:
+                params = types.ElicitRequestFormParams(message=request.message, requested_schema=schema)
+            elicitation = types.ElicitRequest(params=params)
             self.input_required = types.InputRequiredResult(
                 input_requests={INPUT_KEY: elicitation},
                 request_state=_State(request_id=record.id).model_dump_json(),
@@ -151,22 +182,70 @@ class CallConsent:
                 status="denied", request_id=request_id, reason="that answer was already used or is for another call"
             )
         answer = (self._params.input_responses or {}).get(INPUT_KEY)
-        return await self._settle(record, request, answer if isinstance(answer, types.ElicitResult) else None)
+        reply = answer if isinstance(answer, types.ElicitResult) else None
+        if schema is None:
+            assert self._pages is not None
+            page = self._pages.find("approval", self._attachment.session_id, record.id)
+            if page is not None and reply is not None and reply.action == "accept":
+                reply = _page_reply(await self._pages.wait(page, self._wait))
+            elif page is not None:
+                self._pages.close(page)  # the client would not open it: a no, and the page dies now
+            else:
+                reply = None  # no page for this request (another process, or long gone): no answer
+        return await self._settle(record, request, reply)
 
     # -- 3. handshake era: elicitation/create on the call's own stream -------------------------------------
 
-    async def _elicit(self, request: ApprovalRequest, schema: dict[str, Any]) -> ApprovalDecision:
+    async def _elicit(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> ApprovalDecision:
         record = await self._record(request, "elicitation")
         answer: types.ElicitResult | None = None
         with anyio.move_on_after(self._wait):
             try:
-                answer = await self._ctx.session.elicit_form(
-                    request.message, requested_schema=schema, related_request_id=self._ctx.request_id
-                )
+                if schema is None:
+                    answer = await self._elicit_page(record, request)
+                else:
+                    answer = await self._ctx.session.elicit_form(
+                        request.message, requested_schema=schema, related_request_id=self._ctx.request_id
+                    )
             except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
                 log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
                 return await self._settle(record, request, None, reason="the client could not show the question")
         return await self._settle(record, request, answer, reason=None if answer else "no answer in time")
+
+    async def _elicit_page(self, record: ApprovalRecord, request: ApprovalRequest) -> types.ElicitResult | None:
+        """URL mode: the client opens the page (accept) or refuses to (decline, cancel: a no); then the page's
+        answer, and a completion notice so the client can close its prompt."""
+        assert self._pages is not None
+        page = self._open_page(record, request)
+        try:
+            params = self._page_params(page, request)
+            opened = await self._ctx.session.elicit_url(
+                params.message, params.url, page.elicitation_id, related_request_id=self._ctx.request_id
+            )
+            if opened.action != "accept":
+                return opened
+            reply = _page_reply(await self._pages.wait(page, self._wait))
+        finally:
+            self._pages.close(page)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+            await self._ctx.session.send_elicit_complete(page.elicitation_id, related_request_id=self._ctx.request_id)
+        return reply
+
+    def _open_page(self, record: ApprovalRecord, request: ApprovalRequest) -> Page:
+        assert self._pages is not None
+        return self._pages.open_approval(
+            session_id=self._attachment.session_id,
+            request_id=record.id,
+            tool_name=request.tool_name,
+            message=request.message,
+        )
+
+    def _page_params(self, page: Page, request: ApprovalRequest) -> types.ElicitRequestURLParams:
+        assert self._pages is not None
+        message = f"{request.tool_name} needs your approval. Open the one-time page to see the exact action."
+        return types.ElicitRequestURLParams(
+            message=message, url=self._pages.url(page), elicitation_id=page.elicitation_id
+        )
 
     # -- 4. out of band ----------------------------------------------------------------------------------
 
@@ -264,6 +343,17 @@ class CallConsent:
     def _client_name(self) -> str:
         params = self._ctx.session.client_params
         return params.client_info.name if params is not None else "client"
+
+
+def _page_reply(answer: PageAnswer | None) -> types.ElicitResult | None:
+    """The page's Approve / Deny as the answer a form would have given."""
+    if answer is None:
+        return None
+    return (
+        types.ElicitResult(action="accept", content={"approve": True})
+        if answer.approve
+        else types.ElicitResult(action="decline")
+    )
 
 
 def _judge(

@@ -45,6 +45,7 @@ from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.oauth import auth_middleware, metadata_routes
+from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
@@ -61,7 +62,13 @@ LISTEN_BACKLOG = 2048  # uvicorn's own default, which it sets again when it star
 ANSWERS_WITHIN_SECONDS = 1.0  # at a stop, for the answers of ended calls to reach their clients
 
 
-def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extensions: Extensions | None = None) -> McpApp:
+def build_app(
+    runtime: Runtime,
+    config: ServeConfig,
+    http: HttpConfig,
+    extensions: Extensions | None = None,
+    pages: Pages | None = None,
+) -> McpApp:
     calls = InFlight()
     server = build_server(
         runtime,
@@ -70,6 +77,7 @@ def build_app(runtime: Runtime, config: ServeConfig, http: HttpConfig, extension
         attachments=lambda: contextlib.aclosing(HttpAttachments(runtime, config.session)),
         extensions=extensions,
         calls=calls,
+        pages=pages,
     )
     # The Guard checks Host and Origin exactly before any transport sees a request; the SDK's own check
     # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.

@@ -1,0 +1,133 @@
+"""The pages open now: each a random token (256 bits) bound to one request of one session, answered once, and
+forgotten some time after it expires. Everything is in memory: a page outlives neither its wait nor the server."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+from pydantic import SecretStr
+
+Kind = Literal["approval", "secret"]
+State = Literal["open", "answered", "closed"]
+PAGE_TTL_SECONDS = 600.0  # a page not answered within ten minutes is dead
+FORGET_AFTER_SECONDS = 600.0  # then, for as long again, a visit says it expired rather than "not found"
+MAX_PAGES = 1024  # open and remembered pages; beyond this the oldest are forgotten first
+
+
+@dataclass(frozen=True)
+class PageAnswer:
+    """Approve (True) or deny / decline (False); for a secret, `value` when the person entered one."""
+
+    approve: bool
+    value: SecretStr | None = None
+
+
+@dataclass(eq=False)
+class Page:
+    kind: Kind
+    session_id: str  # the durable session whose call asked
+    request_key: str  # the approval request id, or the tool and variable name of a secret
+    tool_name: str
+    text: str  # the exact action (approval) or the variable's description (secret)
+    variable: str | None
+    expires_at: float  # time.monotonic()
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    elicitation_id: str = field(default_factory=lambda: secrets.token_hex(16))
+    state: State = "open"
+    answer: PageAnswer | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.expires_at
+
+
+class Pages:
+    """The board of pages, and where they are served (`origin`, once `serving.py` has bound its port).
+
+    `for_approvals` (config `approvals: "page"`) sends every permission question to a page; otherwise only a
+    client that can open a URL but cannot show a form gets one."""
+
+    def __init__(self, *, for_approvals: bool = False, ttl_seconds: float = PAGE_TTL_SECONDS) -> None:
+        self.for_approvals = for_approvals
+        self._ttl = ttl_seconds
+        self._pages: dict[str, Page] = {}
+        self.authority = ""  # "127.0.0.1:PORT": the only Host the site answers
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.authority}"
+
+    def url(self, page: Page) -> str:
+        return f"{self.origin}/p/{page.token}"
+
+    def open_approval(self, *, session_id: str, request_id: str, tool_name: str, message: str) -> Page:
+        return self._open(Page("approval", session_id, request_id, tool_name, message, None, self._expiry()))
+
+    def open_secret(self, *, session_id: str, tool_name: str, name: str, description: str) -> Page:
+        key = secret_key(tool_name, name)
+        return self._open(Page("secret", session_id, key, tool_name, description, name, self._expiry()))
+
+    def lookup(self, token: str) -> Page | None:
+        self._forget_old()
+        return self._pages.get(token)
+
+    def find(self, kind: Kind, session_id: str, request_key: str) -> Page | None:
+        """The page of exactly this request of this session still open or holding its answer (a 2026-07-28
+        retry picks it up there)."""
+        self._forget_old()
+        for page in self._pages.values():
+            live = page.state == "open" or page.answer is not None
+            if live and (page.kind, page.session_id, page.request_key) == (kind, session_id, request_key):
+                return page
+        return None
+
+    def answer(self, page: Page, answer: PageAnswer) -> bool:
+        """Record the person's answer; False if the page is no longer open (answered, closed or expired)."""
+        if page.state != "open" or page.expired():
+            return False
+        page.state, page.answer = "answered", answer
+        page.done.set()
+        return True
+
+    async def wait(self, page: Page, within: float) -> PageAnswer | None:
+        """The answer, once given, or None when `within` seconds or the page's life end first. The page is closed
+        either way and its answer taken off it: it serves once."""
+        with anyio.move_on_after(max(0.0, min(within, page.expires_at - time.monotonic()))):
+            await page.done.wait()
+        answer, page.answer = page.answer, None
+        self.close(page)
+        return answer
+
+    def close(self, page: Page) -> None:
+        """No answer is taken from now on (an answer already given stays until `wait` takes it)."""
+        if page.state == "open":
+            page.state = "closed"
+        page.done.set()
+
+    def _expiry(self) -> float:
+        return time.monotonic() + self._ttl
+
+    def _open(self, page: Page) -> Page:
+        self._forget_old()
+        while len(self._pages) >= MAX_PAGES:
+            self.close(self._pages.pop(next(iter(self._pages))))
+        self._pages[page.token] = page
+        return page
+
+    def _forget_old(self) -> None:
+        """An expired page drops an answer nobody took (a secret is not kept); later it is forgotten."""
+        now = time.monotonic()
+        for page in self._pages.values():
+            if now >= page.expires_at:
+                page.answer = None
+        for token in [t for t, p in self._pages.items() if now >= p.expires_at + FORGET_AFTER_SECONDS]:
+            del self._pages[token]
+
+
+def secret_key(tool_name: str, name: str) -> str:
+    return f"{tool_name}/{name}"
