@@ -22,6 +22,7 @@ from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_when_asked
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.executor import CallResult, execute
@@ -113,6 +114,7 @@ def build_server(
     attachments: AttachmentsFactory | None = None,
     extensions: Extensions | None = None,
     calls: InFlight | None = None,
+    secret_input: SecretInputFactory | None = None,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -124,7 +126,8 @@ def build_server(
     `approval_wait_seconds` bounds how long a person has to answer a permission question; it is also the
     lifetime of a sealed `requestState` (2026-07-28). The built-in resources (memory stores, evaluations,
     files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
-    A transport that stops on a signal passes `calls`, to end the calls in flight first.
+    A transport that stops on a signal passes `calls`, to end the calls in flight first. `secret_input` builds
+    the URL-mode asker for a missing secret (without it, a person runs `managed-tools secret set NAME`).
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
     in_flight = calls if calls is not None else InFlight()
@@ -157,11 +160,13 @@ def build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds)
+        secrets = secret_input(runtime, attachment, ctx, params) if secret_input is not None else None
+        variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
         with in_flight.running() as call:
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent),
+                ports_for(ctx, consent, variables),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
@@ -169,8 +174,10 @@ def build_server(
         if call.cancelled_caught:
             return to_call_result(STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
-        if result.error_kind == "input_required" and consent.input_required is not None:
-            return consent.input_required
+        if result.error_kind == "input_required":
+            pending = consent.input_required or variables.input_required
+            if pending is not None:
+                return pending
         return to_call_result(result)
 
     async def set_logging_level(

@@ -170,6 +170,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
+    _secret_parser(commands, where)
     # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
     for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
         commands.choices[name].epilog = (
@@ -178,6 +179,25 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         )
         commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
     return parser, commands.choices
+
+
+def _secret_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], where: argparse.ArgumentParser
+) -> None:
+    """`secret set|list|delete`: a person managing an agent's vault from a terminal."""
+    secret = commands.add_parser("secret", help="set, list or delete the secrets in an agent's encrypted vault")
+    actions = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True)
+    owner = argparse.ArgumentParser(add_help=False)
+    owner.add_argument("--agent", type=_agent, default="default", help="whose vault (default: default)")
+    for action, text in (
+        ("set", "store NAME, read without echo (or from a pipe), encrypted"),
+        ("list", "list the names in the vault, never the values"),
+        ("delete", "delete NAME from the vault"),
+    ):
+        sub = actions.add_parser(action, parents=[where, owner], help=text)
+        if action != "list":
+            sub.add_argument("name", metavar="NAME")
+        sub.epilog = f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}."
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,9 +21,11 @@ from managed_tools.server.http_allowlist import Address, host_entry, origin_entr
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
+from managed_tools.tools.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
+VariableName = Annotated[str, Field(pattern=ENV_NAME)]
 
 
 def _approval_wait(seconds: float) -> float:
@@ -64,6 +66,8 @@ class UserConfig(BaseModel):
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
+    variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -100,6 +104,7 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
 
     @classmethod
     def build(
@@ -147,6 +152,7 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            variables=user.variables,
         )
 
     @property

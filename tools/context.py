@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,17 @@ from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.content import Block
-from managed_tools.tools.ports import ChildModel, ClientLog, Consent, NoChildModel, Progress, Sampler
+from managed_tools.tools.ports import (
+    ChildModel,
+    ClientLog,
+    Consent,
+    NoChildModel,
+    NoVariableInput,
+    Progress,
+    Sampler,
+    VariableInput,
+)
+from managed_tools.tools.variable_sources import VariableSources
 from managed_tools.tools.what_runs import WhatRuns
 
 if TYPE_CHECKING:
@@ -44,6 +55,7 @@ class Runtime:
     guard: PathGuard
     confinement: Confinement
     skills: SkillSet = field(default_factory=SkillSet)  # reloaded when its files change (server/watch.py)
+    variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ class Ports:
     client_log: ClientLog
     # The client's model running a child session (session_run_child); absent for most clients.
     child_model: ChildModel = field(default_factory=NoChildModel)
+    # A person asked for a required variable's missing value; nobody by default.
+    variables: VariableInput = field(default_factory=NoVariableInput)
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,8 @@ class ToolContext:
     attachments: list[Block] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
+    # The values of the tool's declared variables that resolved (tools/variables.py); never in arguments or events.
+    variables: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def agent_id(self) -> str:
