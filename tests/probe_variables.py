@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition, Variable
@@ -48,16 +49,16 @@ async def use_key(ctx: ToolContext, args: SecretArgs) -> SecretUse:
     return SecretUse(digest=digest, length=len(key), leaked=f"key={key}" if args.leak else None)
 
 
-def _tool(name: str, handler: object, variables: tuple[Variable, ...], **fields: object) -> ToolDefinition:
+def _tool(name: str, handler: Any, variables: tuple[Variable, ...], **fields: Any) -> ToolDefinition:
     return ToolDefinition(
         name=name,
         title=name,
         description=f"Test tool {name}: shows what its variables resolved to.",
-        input_model=fields.pop("input_model", NoArguments),  # type: ignore[arg-type]
-        output_model=fields.pop("output_model", Values),  # type: ignore[arg-type]
-        handler=handler,  # type: ignore[arg-type]
+        input_model=fields.pop("input_model", NoArguments),
+        output_model=fields.pop("output_model", Values),
+        handler=handler,
         variables=variables,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 

@@ -292,7 +292,7 @@ async def test_a_wrong_key_refuses_with_a_clear_error(workspace: Path) -> None:
     async with open_runtime(config) as rt, client_for(rt) as client:
         refused = await client.call_tool("probe_key", {})
         async with rt.db.read() as tx:
-            ciphertext = (await tx.fetchone("SELECT ciphertext FROM vault_secrets"))["ciphertext"]
+            ciphertext = (await tx.fetchall("SELECT ciphertext FROM vault_secrets"))[0]["ciphertext"]
     text = error_text(refused)
     assert "stored under another vault key than this server's" in text
     assert "managed-tools secret set API_KEY" in text and "Traceback" not in text
@@ -340,7 +340,7 @@ async def test_a_key_file_inside_a_mount_is_refused(workspace: Path) -> None:
 
 
 class MemoryKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def __init__(self) -> None:
         self.entries: dict[tuple[str, str], str] = {}
@@ -383,8 +383,8 @@ async def test_a_secret_appears_nowhere_after_a_run_that_used_it(
     assert (await cli(config, "set", "API_KEY", stdin=SECRET.encode()))[0] == 0
     shown: list[Any] = []
     async with open_runtime(config) as rt, client_for(rt, "legacy") as client:
-        for arguments in ({}, {"fail": True}, {"crash": True}, {"leak": True}):
-            shown.append(await client.call_tool("probe_key", arguments))
+        for flags in ({}, {"fail": True}, {"crash": True}, {"leak": True}):
+            shown.append(await client.call_tool("probe_key", flags))
         for tool, arguments in (
             ("session_get_events", {"limit": 100}),
             ("session_search_traces", {"query": "probe_key", "includeCurrent": True}),
