@@ -424,3 +424,30 @@ async def test_a_secret_declined_on_the_page_fails_closed(workspace: Path) -> No
         async with rt.db.read() as tx:
             assert await vault.list_secrets(tx, "default") == []
     assert "did not give a value for API_KEY" in error_text(refused)
+
+
+# ---- config.json: values and tools without code ------------------------------------------------------------------
+
+
+async def test_config_json_declares_variables_and_a_latent_model_sees_their_texts(workspace: Path) -> None:
+    data_dir = workspace.parent / "data"
+    data_dir.mkdir()
+    latent = {
+        "name": "plan_trip",
+        "description": "Plan a trip in the configured region.",
+        "outputSchema": {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"]},
+        "variables": [{"name": "REGION", "required": True, "description": "Where"}],
+    }
+    file = {"variables": {"REGION": "eu-west-1", "API_KEY": {"env": "PROBE_UNSET_KEY"}}, "latentTools": [latent]}
+    (data_dir / "config.json").write_text(json.dumps(file))
+    config = ServeConfig.build(workspace=workspace, data_dir=data_dir, tool_modules=("probe_variables",))
+    async with open_runtime(config) as rt, client_for(rt) as client:
+        handed = await client.call_tool("plan_trip", {})
+        missing = await client.call_tool("probe_key", {})  # the environment variable is unset: no value
+    assert "Its variables:\n- REGION = eu-west-1" in error_text(handed)
+    assert "managed-tools secret set API_KEY" in error_text(missing)
+    latent["variables"] = [{"name": "API_KEY", "type": "secret"}]
+    (data_dir / "config.json").write_text(json.dumps({"latentTools": [latent]}))
+    with pytest.raises(StartupError, match="cannot declare a secret variable"):
+        async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=data_dir)):
+            pass

@@ -354,7 +354,7 @@ async def _fulfil_latent(call: _Call) -> dict[str, Any]:
     """A model is the implementation: the client's, sampled, with one retry that shows it the schema error; or,
     where the client cannot be sampled, the calling model, to which the task is handed back."""
     definition, sampler = call.definition, call.ports.sampler
-    prompt = latent.sampling_prompt(definition, call.canonical)
+    prompt = latent.sampling_prompt(definition, call.canonical, call.values)
     try:
         answer = await sampler.sample(prompt, max_tokens=latent.SAMPLING_MAX_TOKENS)
     except SamplingUnavailableError:
@@ -362,7 +362,7 @@ async def _fulfil_latent(call: _Call) -> dict[str, Any]:
     try:
         return latent.check_text(definition, answer)
     except OutputMismatch as first:
-        retry = latent.sampling_prompt(definition, call.canonical, refused=str(first))
+        retry = latent.sampling_prompt(definition, call.canonical, call.values, refused=str(first))
         answer = await sampler.sample(retry, max_tokens=latent.SAMPLING_MAX_TOKENS)
     try:
         return latent.check_text(definition, answer)
@@ -382,7 +382,7 @@ async def _hand_back(call: _Call) -> _Refusal:
             tx, span.attachment.session_id, call.definition.name, span.span_id, call.canonical
         )
     action = {"callId": call_id, "toolName": call.definition.name, "submitWith": latent.SUBMIT_TOOL}
-    return _Refusal("handed_back", latent.handback_message(call.definition, call_id), "blocked", action)
+    return _Refusal("handed_back", latent.handback_message(call.definition, call_id, call.values), "blocked", action)
 
 
 async def _confirm(call: _Call) -> WhatRuns | None:
