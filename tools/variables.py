@@ -85,10 +85,9 @@ async def _ask(runtime: Runtime, attachment: Attachment, asker: VariableInput, t
     name = variable.name
     request = VariableRequest(tool_name=tool, name=name, type=variable.type, description=variable.description)
     answer = await asker.ask(request)
-    given = answer.value.get_secret_value() if answer.value is not None else ""
-    if answer.status == "provided" and given:
-        await _keep(runtime, attachment, variable, answer.value or SecretStr(""))
-        return given
+    if answer.status == "provided" and answer.value is not None and answer.value.get_secret_value():
+        await _keep(runtime, attachment, variable, answer.value)
+        return answer.value.get_secret_value()
     action: dict[str, Any] = {"kind": "variable_required", "variable": name, "type": variable.type, "toolName": tool}
     if answer.status == "input_required":
         raise Missing("input_required", f"{tool} is waiting for the user's value of {name}.", action)
