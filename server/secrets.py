@@ -9,18 +9,15 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import platformdirs
 from pydantic import SecretStr
 
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.human import HumanError
+from managed_tools.server.human import HumanError, state_database
 from managed_tools.stores import vault
-from managed_tools.stores.db import Database
-from managed_tools.stores.errors import DatabaseOpenError, StoreError
+from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import KeyStore, VaultKeyError
@@ -49,20 +46,6 @@ def open_vault(config: ServeConfig) -> Vault:
     return Vault(key_store(config))
 
 
-@asynccontextmanager
-async def _database(config: ServeConfig) -> AsyncIterator[Database]:
-    """The state database, created if no server has run here yet (a secret may be set before the first run)."""
-    config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
-    except DatabaseOpenError as exc:
-        raise HumanError(str(exc)) from exc
-    try:
-        yield db
-    finally:
-        await db.close()
-
-
 def _name(name: str) -> str:
     try:
         return Variable(name=name).name
@@ -84,7 +67,7 @@ def read_value(name: str) -> SecretStr:
 async def secret_set(config: ServeConfig, name: str) -> None:
     name = _name(name)
     value = read_value(name)
-    async with _database(config) as db:
+    async with state_database(config, create=True) as db:
         try:
             async with db.write() as tx:
                 await vault.set_secret(tx, open_vault(config), config.agent, name, value)
@@ -96,7 +79,7 @@ async def secret_set(config: ServeConfig, name: str) -> None:
 
 
 async def secret_list(config: ServeConfig) -> None:
-    async with _database(config) as db, db.read() as tx:
+    async with state_database(config, create=True) as db, db.read() as tx:
         found = await vault.list_secrets(tx, config.agent)
     if not found:
         print(f"No secrets in the vault of agent {config.agent}.")
@@ -106,7 +89,7 @@ async def secret_list(config: ServeConfig) -> None:
 
 async def secret_delete(config: ServeConfig, name: str) -> None:
     name = _name(name)
-    async with _database(config) as db, db.write() as tx:
+    async with state_database(config, create=True) as db, db.write() as tx:
         if not await vault.delete_secret(tx, config.agent, name):
             raise HumanError(f"No secret {name} in the vault of agent {config.agent}.")
     print(f"Deleted {name} from the vault of agent {config.agent}.")
