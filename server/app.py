@@ -19,13 +19,15 @@ from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.library import Library
 from managed_tools.server.pages.board import Pages
+from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.variables import CallVariables, RoundTripInput, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_when_asked
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.context import Attachment, Runtime
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
@@ -116,6 +118,7 @@ def build_server(
     extensions: Extensions | None = None,
     calls: InFlight | None = None,
     pages: Pages | None = None,
+    secret_input: SecretInputFactory | None = None,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -128,11 +131,23 @@ def build_server(
     lifetime of a sealed `requestState` (2026-07-28). The built-in resources (memory stores, evaluations,
     files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
     A transport that stops on a signal passes `calls`, to end the calls in flight first. `pages` is the
-    loopback page server (server/pages/) for permission questions and secrets by URL-mode elicitation.
+    loopback page server (server/pages/) for permission questions and secrets by URL-mode elicitation;
+    `secret_input` builds another URL-mode asker for a missing secret (tests). Without either, a person runs
+    `managed-tools secret set NAME`.
     """
     published = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
     listing = types.ListToolsResult(tools=[tool for _, tool in published])
     in_flight = calls if calls is not None else InFlight()
+
+    def _secret_input(
+        runtime: Runtime, attachment: Attachment, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> RoundTripInput | None:
+        if secret_input is not None:
+            return secret_input(runtime, attachment, ctx, params)
+        if pages is not None:
+            return PageSecretInput(pages, ctx, params, attachment, wait_seconds=approval_wait_seconds)
+        return None
+
     library = Library(extensions or Extensions(), PLANNING_PROMPTS)
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
@@ -174,11 +189,13 @@ def build_server(
             answers=principal.answers_approvals,
             pages=pages,
         )
+        secrets = _secret_input(runtime, attachment, ctx, params)
+        variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
         with in_flight.running() as call:
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent),
+                ports_for(ctx, consent, variables),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
@@ -187,8 +204,10 @@ def build_server(
         if call.cancelled_caught:
             return to_call_result(STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
-        if result.error_kind == "input_required" and consent.input_required is not None:
-            return consent.input_required
+        if result.error_kind == "input_required":
+            pending = consent.input_required or variables.input_required
+            if pending is not None:
+                return pending
         return to_call_result(result)
 
     async def set_logging_level(

@@ -111,6 +111,40 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default="stdio",
         help="stdio (default); http: Streamable HTTP at /mcp plus legacy SSE at /sse; sse: legacy SSE only",
     )
+    _remote_flags(serve)
+
+    tools = commands.add_parser(
+        "tools",
+        parents=[where, extend],
+        help="print the tool catalogue as served here: config.json's custom tools and --tools-module's included",
+    )
+    tools.add_argument("--json", action="store_true", help="one JSON document for machines")
+
+    pending = commands.add_parser("pending", parents=[where], help="list permission requests waiting for a person")
+    pending.add_argument("--json", action="store_true", help="one JSON document for machines")
+    for name, verb in (("approve", "approve"), ("deny", "refuse")):
+        sub = commands.add_parser(name, parents=[where], help=f"{verb} a waiting permission request")
+        sub.add_argument("request_id", metavar="ID")
+        sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
+    respond = commands.add_parser("respond", parents=[where], help="answer a custom tool's request with its result")
+    respond.add_argument("request_id", metavar="ID")
+    respond.add_argument("--json", dest="answer", required=True, metavar="OBJECT", help="the result, a JSON object")
+    stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
+    stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
+    stop.add_argument("--note", help="a note recorded with the interrupt")
+    _secret_parser(commands, where)
+    # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
+    for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
+        commands.choices[name].epilog = (
+            f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
+            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
+        )
+        commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser, commands.choices
+
+
+def _remote_flags(serve: argparse.ArgumentParser) -> None:
+    """The HTTP and SSE transports' options, then OAuth's."""
     remote = serve.add_argument_group("remote clients (--transport http or sse)")
     remote.add_argument("--host", help="the address to listen on (default: 127.0.0.1; any other needs a token)")
     remote.add_argument("--port", type=int, help="the port (default: 8765; 0 picks a free one, printed on stderr)")
@@ -152,34 +186,6 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     _oauth_flags(serve)
 
-    tools = commands.add_parser(
-        "tools",
-        parents=[where, extend],
-        help="print the tool catalogue as served here: config.json's custom tools and --tools-module's included",
-    )
-    tools.add_argument("--json", action="store_true", help="one JSON document for machines")
-
-    pending = commands.add_parser("pending", parents=[where], help="list permission requests waiting for a person")
-    pending.add_argument("--json", action="store_true", help="one JSON document for machines")
-    for name, verb in (("approve", "approve"), ("deny", "refuse")):
-        sub = commands.add_parser(name, parents=[where], help=f"{verb} a waiting permission request")
-        sub.add_argument("request_id", metavar="ID")
-        sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
-    respond = commands.add_parser("respond", parents=[where], help="answer a custom tool's request with its result")
-    respond.add_argument("request_id", metavar="ID")
-    respond.add_argument("--json", dest="answer", required=True, metavar="OBJECT", help="the result, a JSON object")
-    stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
-    stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
-    stop.add_argument("--note", help="a note recorded with the interrupt")
-    # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
-    for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
-        commands.choices[name].epilog = (
-            f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
-            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
-        )
-        commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
-    return parser, commands.choices
-
 
 def _oauth_flags(serve: argparse.ArgumentParser) -> None:
     oauth = serve.add_argument_group("OAuth resource server (--transport http or sse; or config.json `oauth`)")
@@ -193,6 +199,25 @@ def _oauth_flags(serve: argparse.ArgumentParser) -> None:
         action="append",
         help="a scope every token must hold (repeatable)",
     )
+
+
+def _secret_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], where: argparse.ArgumentParser
+) -> None:
+    """`secret set|list|delete`: a person managing an agent's vault from a terminal."""
+    secret = commands.add_parser("secret", help="set, list or delete the secrets in an agent's encrypted vault")
+    actions = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True)
+    owner = argparse.ArgumentParser(add_help=False)
+    owner.add_argument("--agent", type=_agent, default="default", help="whose vault (default: default)")
+    for action, text in (
+        ("set", "store NAME, read without echo (or from a pipe), encrypted"),
+        ("list", "list the names in the vault, never the values"),
+        ("delete", "delete NAME from the vault"),
+    ):
+        sub = actions.add_parser(action, parents=[where, owner], help=text)
+        if action != "list":
+            sub.add_argument("name", metavar="NAME")
+        sub.epilog = f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}."
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from managed_tools.server import human
+from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
@@ -170,9 +170,19 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
         "deny": lambda: human.decide(config, args.request_id, approve=False, note=args.note),
         "respond": lambda: human.respond(config, args.request_id, args.answer),
         "interrupt": lambda: human.interrupt(config, args.session, note=args.note),
+        "secret": lambda: _secret(args, config),
     }
     anyio.run(commands[args.command])
     return 0
+
+
+async def _secret(args: argparse.Namespace, config: ServeConfig) -> None:
+    if args.secret_command == "set":
+        await secrets.secret_set(config, args.name)
+    elif args.secret_command == "delete":
+        await secrets.secret_delete(config, args.name)
+    else:
+        await secrets.secret_list(config)
 
 
 def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:

@@ -22,9 +22,11 @@ from managed_tools.server.http_allowlist import Address, host_entry, origin_entr
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
+from managed_tools.tools.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
+VariableName = Annotated[str, Field(pattern=ENV_NAME)]
 
 
 def _approval_wait(seconds: float) -> float:
@@ -98,6 +100,8 @@ class UserConfig(BaseModel):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     oauth: OAuthConfig | None = None
     approvals: Approvals = Field(default="form", description='"page": permission questions only on a one-time page.')
+    # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
+    variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -136,6 +140,7 @@ class ServeConfig(BaseModel):
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
     approvals: Approvals = "form"  # config.json `approvals`: "page" asks permission only on the loopback page
+    variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
 
     @classmethod
     def build(
@@ -185,6 +190,7 @@ class ServeConfig(BaseModel):
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
             oauth=user.oauth,
             approvals=user.approvals,
+            variables=user.variables,
         )
 
     @property

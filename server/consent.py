@@ -59,6 +59,14 @@ class _State(BaseModel):
     request_id: str
 
 
+def _request_id(state: str | None) -> str | None:
+    """The request our sealed state names; None for no state or a state of another kind of pause."""
+    try:
+        return None if state is None else _State.model_validate_json(state).request_id
+    except ValidationError:
+        return None
+
+
 def form_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """An output schema usable as an elicitation form (flat properties of primitive types, or multi-select
     enums: arrays whose items are an `enum` or an `anyOf` of titled consts), else None."""
@@ -154,8 +162,8 @@ class CallConsent:
     async def _input_required_round(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> ApprovalDecision:
         """`schema` None: the question is a page, and the retry's accept means "I opened it": the page's own
         answer (given already, or awaited now, bounded) settles the request."""
-        state = self._params.request_state
-        if state is None:
+        request_id = _request_id(self._params.request_state)
+        if request_id is None:  # no state, or another pause's (a variable asked first in this call)
             record = await self._record(request, "input_required")
             params: types.ElicitRequestURLParams | types.ElicitRequestFormParams
             if schema is None:
@@ -168,10 +176,6 @@ class CallConsent:
                 request_state=_State(request_id=record.id).model_dump_json(),
             )
             return ApprovalDecision(status="input_required", request_id=record.id)
-        try:
-            request_id = _State.model_validate_json(state).request_id
-        except ValidationError:
-            return ApprovalDecision(status="denied", reason="the request state is not ours")
         async with self._runtime.db.read() as tx:
             try:
                 record = await approvals.get(tx, request_id)

@@ -31,8 +31,11 @@ class HumanError(Exception):
 
 
 @asynccontextmanager
-async def _database(config: ServeConfig) -> AsyncIterator[Database]:
-    if not config.state_path.exists():
+async def state_database(config: ServeConfig, *, create: bool = False) -> AsyncIterator[Database]:
+    """The state file, as a server process opens it; `create` makes it (a secret may be set before a first run)."""
+    if create:
+        config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif not config.state_path.exists():
         raise HumanError(f"No state database at {config.state_path}; has a server run with this data dir?")
     try:
         db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
@@ -81,7 +84,7 @@ def _indented(text: str) -> str:
 
 
 async def pending(config: ServeConfig, *, as_json: bool) -> None:
-    async with _database(config) as db, db.read() as tx:
+    async with state_database(config) as db, db.read() as tx:
         records = await approvals.list_open(tx)
     if as_json:
         # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
@@ -99,7 +102,7 @@ async def pending(config: ServeConfig, *, as_json: bool) -> None:
 
 
 async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: str | None) -> None:
-    async with _database(config) as db, db.write() as tx:
+    async with state_database(config) as db, db.write() as tx:
         record = await _get(tx, request_id)
         if record.kind == "custom_tool" and approve:
             raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
@@ -117,7 +120,7 @@ async def respond(config: ServeConfig, request_id: str, answer: str) -> None:
         raise HumanError(f"--json is not valid JSON: {exc.msg} at character {exc.pos}.") from exc
     if not isinstance(value, dict):
         raise HumanError("--json must be a JSON object.")
-    async with _database(config) as db, db.write() as tx:
+    async with state_database(config) as db, db.write() as tx:
         record = await _get(tx, request_id)
         if record.kind != "custom_tool":
             raise HumanError(f"Request {request_id} asks for approval, not a result: use approve or deny.")
@@ -134,7 +137,7 @@ async def respond(config: ServeConfig, request_id: str, answer: str) -> None:
 
 
 async def interrupt(config: ServeConfig, session_id: str | None, *, note: str | None) -> None:
-    async with _database(config) as db, db.write() as tx:
+    async with state_database(config) as db, db.write() as tx:
         if session_id is None:
             waiting = sorted({r.session_id for r in await approvals.list_open(tx)})
             if not waiting:

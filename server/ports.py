@@ -22,8 +22,10 @@ from managed_tools.tools.ports import (
     ModelCall,
     ModelTurn,
     NoChildModel,
+    NoVariableInput,
     SamplingUnavailableError,
     ToolSpec,
+    VariableInput,
 )
 
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)  # least severe first
@@ -162,8 +164,9 @@ class RequestLog:
         await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
 
-def ports_for(ctx: ServerRequestContext[Any], consent: SessionConsent) -> Ports:
-    """The ports of one request: `consent` decides how (or whether) a person is asked."""
+def ports_for(ctx: ServerRequestContext[Any], consent: SessionConsent, variables: VariableInput | None = None) -> Ports:
+    """The ports of one request: `consent` decides how (or whether) a person is asked to approve, `variables`
+    how a missing variable's value is asked for."""
     child_model: ChildModel = ClientChildModel(ctx, consent)
     return Ports(
         consent=consent,
@@ -171,4 +174,5 @@ def ports_for(ctx: ServerRequestContext[Any], consent: SessionConsent) -> Ports:
         sampler=ClientSampler(ctx.session, ctx.request_id),
         client_log=RequestLog(ctx),
         child_model=child_model if child_model.available() else NoChildModel(),
+        variables=variables or NoVariableInput(),
     )

@@ -13,6 +13,7 @@ from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
+from managed_tools.server.secrets import open_vault
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.attachments import directory
 from managed_tools.stores.confine import ConfinementError, open_confinement
@@ -22,6 +23,7 @@ from managed_tools.stores.mounts import default_mounts, substrate_dir
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.ripgrep import rg_binary
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
+from managed_tools.stores.vault_key import VaultKeyError
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.context import Environment, Runtime
 from managed_tools.tools.custom import custom_tool
@@ -30,6 +32,7 @@ from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.latent import latent_tool
 from managed_tools.tools.registry import Registry
 from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.variable_sources import VariableSources
 
 
 class StartupError(Exception):
@@ -57,9 +60,17 @@ def served_registry(
     try:
         declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
         user_tools = tuple(declared) + extensions.tools
-        return build_registry(user_tools + extra_tools, config.policy)
+        registry = build_registry(user_tools + extra_tools, config.policy)
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
+    secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]
+    for name in secrets:
+        if isinstance(config.variables.get(name), str):
+            raise StartupError(
+                f"config.json gives the secret {name} as plain text; a secret never sits in the file. Use "
+                f'{{"env": "VAR"}} to read it from the server\'s environment, or `managed-tools secret set {name}`.'
+            )
+    return registry
 
 
 def user_skills_dir() -> Path:
@@ -134,8 +145,18 @@ async def open_runtime(
                     "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
                 )
             skills = await anyio.to_thread.run_sync(skill_set, config)
+            try:
+                sources = VariableSources(vault=open_vault(config), config=config.variables)
+            except VaultKeyError as exc:
+                raise StartupError(exc.detail) from exc
             runtime = Runtime(
-                environment=environment, db=db, registry=registry, guard=guard, confinement=confinement, skills=skills
+                environment=environment,
+                db=db,
+                registry=registry,
+                guard=guard,
+                confinement=confinement,
+                skills=skills,
+                variables=sources,
             )
             try:
                 yield runtime

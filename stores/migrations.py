@@ -365,4 +365,29 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                     IN ('session_search_context', 'session_search_traces', 'retrieval_search', 'memory_search'))""",
         ),
     ),
+    (
+        12,
+        "the agent's encrypted vault and the variables a session was given",
+        (
+            # AES-256-GCM: a random nonce per value, the agent and name bound as associated data; the key is never
+            # here (stores/vault_key.py), only the id of the key that sealed each value.
+            """CREATE TABLE vault_secrets (
+                agent_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                nonce BLOB NOT NULL,
+                ciphertext BLOB NOT NULL,
+                key_id TEXT NOT NULL,
+                set_at TEXT NOT NULL,
+                PRIMARY KEY (agent_id, name)
+            )""",
+            # Text values a person gave in a session (never secrets: those go to the vault).
+            """CREATE TABLE session_variables (
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                name TEXT NOT NULL,
+                value TEXT NOT NULL,
+                set_at TEXT NOT NULL,
+                PRIMARY KEY (session_id, name)
+            )""",
+        ),
+    ),
 )

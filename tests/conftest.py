@@ -34,7 +34,8 @@ def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     `.managed-tools`."""
     home = tmp_path_factory.mktemp("state-home")
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))  # the user's own skills directory
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))  # the user's own skills directory, the vault key
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # never the person's keyring
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     assert state_root().is_relative_to(home), "platformdirs does not honour XDG_STATE_HOME on this platform"
     return home

@@ -126,6 +126,7 @@ async def test_vault_list_never_returns_contents(workspace: Path, tmp_path: Path
                 "prompt": "A read-only vault: only its listing is visible.",
             }
         ],
+        "secrets": [],
     }
     assert SECRET not in shown and "token.txt" not in shown and str(vault) not in shown
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,17 @@ from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.attachments import AttachmentRef, ResultFile, save
-from managed_tools.tools.ports import ChildModel, ClientLog, Consent, NoChildModel, Progress, Sampler
+from managed_tools.tools.ports import (
+    ChildModel,
+    ClientLog,
+    Consent,
+    NoChildModel,
+    NoVariableInput,
+    Progress,
+    Sampler,
+    VariableInput,
+)
+from managed_tools.tools.variable_sources import VariableSources
 from managed_tools.tools.what_runs import WhatRuns
 
 if TYPE_CHECKING:
@@ -46,6 +57,7 @@ class Runtime:
     confinement: Confinement
     skills: SkillSet = field(default_factory=SkillSet)  # reloaded when its files change (server/watch.py)
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
+    variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class Ports:
     client_log: ClientLog
     # The client's model running a child session (session_run_child); absent for most clients.
     child_model: ChildModel = field(default_factory=NoChildModel)
+    # A person asked for a required variable's missing value; nobody by default.
+    variables: VariableInput = field(default_factory=NoVariableInput)
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,8 @@ class ToolContext:
     attachments: list[ResultFile] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
+    # The values of the tool's declared variables that resolved (tools/variables.py); never in arguments or events.
+    variables: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def agent_id(self) -> str:

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.definition import ToolDefinition, Variable
 from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.models import Arguments, WireModel
 
@@ -32,6 +32,8 @@ class CustomToolSpec(BaseModel):
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"}, alias="inputSchema")
     output_schema: dict[str, Any] = Field(alias="outputSchema")
     read_only: bool = Field(default=True, alias="readOnly")
+    # Text values the tool needs (docs: Variables); a tool without code never declares a secret.
+    variables: tuple[Variable, ...] = ()
 
 
 def schema_model(name: str, schema: dict[str, Any], base: type[M]) -> type[M]:
@@ -79,6 +81,7 @@ def schema_tool(spec: CustomToolSpec, **fields: Any) -> ToolDefinition:
         output_model=schema_model(f"{ident}Output", spec.output_schema, WireModel),
         handler=None,
         read_only=spec.read_only,
+        variables=spec.variables,
         **fields,
     )
 

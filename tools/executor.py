@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
@@ -22,7 +23,7 @@ from managed_tools.stores import events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
-from managed_tools.tools import latent
+from managed_tools.tools import latent, variables
 from managed_tools.tools.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.custom import OutputMismatch, check_output
@@ -42,6 +43,7 @@ ErrorKind = Literal[
     "deadline",
     "permission",
     "input_required",
+    "requires_action",
     "handed_back",
     "tool_error",
     "timeout",
@@ -53,6 +55,7 @@ RESULT_SUMMARY_CHARS = 300
 CONSENT_ARGS_CHARS = 2000
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
+REDACTED = "[secret redacted]"
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,21 @@ class _Call:
     ports: Ports
     span: _Span
     timeout: float
+    # The resolved values of the tool's variables, filled before anything runs (tools/variables.py).
+    values: dict[str, str] = field(default_factory=dict)
+
+    def redact(self, result: CallResult) -> CallResult:
+        """The call's secrets removed from everything it shows or records, whatever the handler did with them."""
+        hidden = variables.secret_values(self.definition, self.values)
+        if not hidden:
+            return result
+        return replace(
+            result,
+            text=_scrub(result.text, hidden),
+            structured=_scrub(result.structured, hidden),
+            content=tuple(_scrub_block(block, hidden) for block in result.content),
+            action_required=_scrub(result.action_required, hidden),
+        )
 
 
 async def _run(call: _Call) -> CallResult:
@@ -209,6 +227,7 @@ async def _run(call: _Call) -> CallResult:
     try:
         if call.timeout <= 0:
             raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
+        await _gather(call)
         if definition.handler is None:
             if definition.ownership == "latent":
                 with anyio.fail_after(call.timeout):
@@ -257,15 +276,30 @@ async def _run(call: _Call) -> CallResult:
             error_kind="timeout",
         )
     except Exception as exc:
-        log.exception("tool %s failed", definition.name)
+        trace = "".join(traceback.format_exception(exc))
+        log.error(
+            "tool %s failed:\n%s", definition.name, _scrub(trace, variables.secret_values(definition, call.values))
+        )
         result = CallResult(
             "error",
             f"{definition.name} failed unexpectedly ({type(exc).__name__}); {_undone(definition)}. "
             "The server log has the details.",
             error_kind="internal",
         )
+    result = call.redact(result)
     await _write_completed(span, result)
     return result
+
+
+async def _gather(call: _Call) -> None:
+    """The tool's variables, before anything runs; a required one nobody gives stops the call here."""
+    if not call.definition.variables:
+        return
+    try:
+        runtime, attachment = call.span.runtime, call.span.attachment
+        call.values.update(await variables.gather(runtime, attachment, call.ports.variables, call.definition))
+    except variables.Missing as missing:
+        raise _Refusal(missing.kind, str(missing), "blocked", missing.action) from None
 
 
 def _undone(definition: ToolDefinition) -> str:
@@ -282,6 +316,7 @@ def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolC
         deadline=anyio.current_time() + call.timeout,
         log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
         approved_run=approved_run,
+        variables=dict(call.values),
     )
 
 
@@ -307,7 +342,7 @@ async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = Non
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
-    return _success(output.model_dump(mode="json", by_alias=True), content, ctx)
+    return call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx))
 
 
 def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
@@ -325,7 +360,7 @@ async def _fulfil_latent(call: _Call) -> dict[str, Any]:
     """A model is the implementation: the client's, sampled, with one retry that shows it the schema error; or,
     where the client cannot be sampled, the calling model, to which the task is handed back."""
     definition, sampler = call.definition, call.ports.sampler
-    prompt = latent.sampling_prompt(definition, call.canonical)
+    prompt = latent.sampling_prompt(definition, call.canonical, call.values)
     try:
         answer = await sampler.sample(prompt, max_tokens=latent.SAMPLING_MAX_TOKENS)
     except SamplingUnavailableError:
@@ -333,7 +368,7 @@ async def _fulfil_latent(call: _Call) -> dict[str, Any]:
     try:
         return latent.check_text(definition, answer)
     except OutputMismatch as first:
-        retry = latent.sampling_prompt(definition, call.canonical, refused=str(first))
+        retry = latent.sampling_prompt(definition, call.canonical, call.values, refused=str(first))
         answer = await sampler.sample(retry, max_tokens=latent.SAMPLING_MAX_TOKENS)
     try:
         return latent.check_text(definition, answer)
@@ -353,7 +388,7 @@ async def _hand_back(call: _Call) -> _Refusal:
             tx, span.attachment.session_id, call.definition.name, span.span_id, call.canonical
         )
     action = {"callId": call_id, "toolName": call.definition.name, "submitWith": latent.SUBMIT_TOOL}
-    return _Refusal("handed_back", latent.handback_message(call.definition, call_id), "blocked", action)
+    return _Refusal("handed_back", latent.handback_message(call.definition, call_id, call.values), "blocked", action)
 
 
 async def _confirm(call: _Call) -> WhatRuns | None:
@@ -531,6 +566,25 @@ def _clip(text: str, limit: int) -> str:
 
 def _without_hidden(definition: ToolDefinition, canonical: dict[str, Any]) -> dict[str, Any]:
     return {key: "(not shown)" if key in definition.hidden_args else value for key, value in canonical.items()}
+
+
+def _scrub(value: Any, hidden: tuple[str, ...]) -> Any:
+    """Every string in `value` with each hidden value replaced (longest first, so no part of one survives)."""
+    if isinstance(value, str):
+        for secret in sorted(hidden, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [_scrub(item, hidden) for item in value]
+    if isinstance(value, dict):
+        return {key: _scrub(item, hidden) for key, item in value.items()}
+    return value
+
+
+def _scrub_block(block: Block, hidden: tuple[str, ...]) -> Block:
+    if isinstance(block, TextBlock | ResourceBlock) and block.text is not None:
+        return block.model_copy(update={"text": _scrub(block.text, hidden)})
+    return block
 
 
 def _preview(value: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -43,19 +44,31 @@ def check_text(definition: ToolDefinition, text: str) -> dict[str, Any]:
     return check_output(definition, value)
 
 
-def _task(definition: ToolDefinition) -> str:
+def _task(definition: ToolDefinition, values: Mapping[str, str]) -> str:
+    """The description, the instructions, and the tool's resolved variables (texts only: a latent tool declares no
+    secret)."""
     task = f"{definition.description.strip()}"
-    return task if not definition.instructions else f"{task}\n\n{definition.instructions.strip()}"
+    if definition.instructions:
+        task = f"{task}\n\n{definition.instructions.strip()}"
+    if values:
+        task += "\n\nIts variables:\n" + "\n".join(f"- {name} = {value}" for name, value in sorted(values.items()))
+    return task
 
 
 def _schema(definition: ToolDefinition) -> str:
     return json.dumps(definition.output_schema(), indent=2, ensure_ascii=False)
 
 
-def sampling_prompt(definition: ToolDefinition, arguments: dict[str, Any], refused: str | None = None) -> str:
+def sampling_prompt(
+    definition: ToolDefinition,
+    arguments: dict[str, Any],
+    values: Mapping[str, str],
+    refused: str | None = None,
+) -> str:
     """What the client's model is asked (again, with the reason, when its first answer was refused)."""
     prompt = (
-        f"You are the implementation of the tool `{definition.name}` ({definition.title}).\n\n{_task(definition)}\n\n"
+        f"You are the implementation of the tool `{definition.name}` ({definition.title}).\n\n"
+        f"{_task(definition, values)}\n\n"
         f"It was called with these arguments:\n{json.dumps(arguments, indent=2, ensure_ascii=False)}\n\n"
         f"Reply with one JSON object and nothing else. It must match this JSON Schema:\n{_schema(definition)}"
     )
@@ -64,11 +77,11 @@ def sampling_prompt(definition: ToolDefinition, arguments: dict[str, Any], refus
     return f"{prompt}\n\nYour previous answer was refused: {refused}. Answer again, fixing that."
 
 
-def handback_message(definition: ToolDefinition, call_id: str) -> str:
+def handback_message(definition: ToolDefinition, call_id: str, values: Mapping[str, str]) -> str:
     """What the calling model is told when nobody can be sampled: it does the work and hands the result back."""
     return (
         f"{definition.name} is a latent tool: no code runs it, and this client offers no sampling, so you "
-        f"produce its result yourself.\n\nTask: {_task(definition)}\n\n"
+        f"produce its result yourself.\n\nTask: {_task(definition, values)}\n\n"
         f"Work it out from the arguments you passed, then call {SUBMIT_TOOL} with "
         f'{{"callId": "{call_id}", "output": <your result>}}. The output must match this JSON Schema:\n'
         f"{_schema(definition)}"

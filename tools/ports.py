@@ -64,12 +64,13 @@ class VariableRequest(BaseModel):
 
 class VariableAnswer(BaseModel):
     """What the person gave. `provided` carries the value (a SecretStr, so no repr or log shows it);
-    `declined` means they said no; `unavailable` means nobody could be asked this way, and `note` says exactly what
-    to do instead (the `managed-tools secret set NAME` command)."""
+    `declined` means they said no; `input_required` means the server returns the question to the client, which
+    retries the call with the answer (2026-07-28); `unavailable` means nobody could be asked this way, and `note`
+    says exactly what to do instead (the `managed-tools secret set NAME` command)."""
 
     model_config = ConfigDict(frozen=True)
 
-    status: Literal["provided", "declined", "unavailable"]
+    status: Literal["provided", "declined", "input_required", "unavailable"]
     value: SecretStr | None = None
     note: str | None = None
 
@@ -79,6 +80,13 @@ class VariableInput(Protocol):
     to a one-time loopback page (never through a form: the MCP spec forbids secrets there)."""
 
     async def ask(self, request: VariableRequest) -> VariableAnswer: ...
+
+
+class NoVariableInput:
+    """Where nobody can be asked (reading resources, a child run): every question is unavailable."""
+
+    async def ask(self, request: VariableRequest) -> VariableAnswer:
+        return VariableAnswer(status="unavailable")
 
 
 class Progress(Protocol):

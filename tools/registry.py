@@ -52,7 +52,18 @@ class Registry:
         if definition.name in self._tools:
             raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
         check_definition(definition, user=user)
+        for variable in definition.variables:
+            kind = self.variable_types().get(variable.name, variable.type)
+            if kind != variable.type:
+                raise RegistryError(
+                    f"Tool {definition.name!r} declares {variable.name} as {variable.type}, another tool as {kind}; "
+                    "a variable is one kind of value everywhere."
+                )
         self._tools[definition.name] = definition
+
+    def variable_types(self) -> dict[str, str]:
+        """Each variable the catalogue declares, and whether it is a text or a secret."""
+        return {v.name: v.type for definition in self._tools.values() for v in definition.variables}
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
@@ -92,6 +103,14 @@ def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
         raise RegistryError(f"Tool {name!r} has no title.")
     if definition.ownership == "latent" and definition.handler is not None:
         raise RegistryError(f"Tool {name!r} is latent: a model fulfils it, so it cannot have a handler.")
+    names = [variable.name for variable in definition.variables]
+    if len(set(names)) != len(names):
+        raise RegistryError(f"Tool {name!r} declares a variable twice: {', '.join(sorted(names))}.")
+    if definition.handler is None and any(v.type == "secret" for v in definition.variables):
+        raise RegistryError(
+            f"Tool {name!r} has no code (a person or a model answers it), so it cannot declare a secret variable: "
+            "whoever answers would see it."
+        )
     if definition.read_only and definition.destructive:
         raise RegistryError(f"Tool {name!r} cannot be both read-only and destructive.")
     for label, schema in (("input", definition.input_schema()), ("output", definition.output_schema())):

@@ -23,8 +23,8 @@ from managed_tools.tools.ports import VariableAnswer, VariableRequest
 
 class PageSecretInput:
     """Built per `tools/call` like `CallConsent` (the same request context, params, attachment and wait), plus
-    the page server. After `ask`, `input_required` holds the round to send back when it answered `unavailable`
-    on a 2026-07-28 connection that can open URLs."""
+    the page server. After `ask` answered `input_required` (a 2026-07-28 connection that can open URLs),
+    `input_required` holds the round to send back."""
 
     def __init__(
         self,
@@ -86,7 +86,7 @@ class PageSecretInput:
             self.input_required = types.InputRequiredResult(
                 input_requests={key: types.ElicitRequest(params=params)}, request_state=self._params.request_state
             )
-            return unavailable(request)
+            return VariableAnswer(status="input_required")
         if reply.action != "accept":
             self._pages.close(page)
             return VariableAnswer(status="declined")

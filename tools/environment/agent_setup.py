@@ -1,10 +1,12 @@
 """`agent_describe_setup`, `agent_compare_setup` and `vault_list` (reference §2a): the setup contract a session
-ran under, read back from what attach recorded, and the vaults mounted now (names and paths, never contents)."""
+ran under, read back from what attach recorded, and the vaults mounted now (names and paths, never contents) beside
+the names of the agent's secrets (never values)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
+from managed_tools.stores import vault
 from managed_tools.tools.context import ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.environment.setup import (
@@ -98,14 +100,22 @@ async def agent_compare_setup(ctx: ToolContext, args: SetupInput) -> CompareSetu
     )
 
 
+class SecretView(WireModel):
+    name: str
+    scope: str = Field(description="agent: the agent's encrypted vault, used by every session of the agent.")
+    set_at: str
+
+
 class VaultListOutput(WireModel):
     count: int
     vaults: list[VaultView]
+    secrets: list[SecretView] = Field(description="The secrets in the agent's vault: names only, never values.")
 
 
 async def vault_list(ctx: ToolContext, _: NoArguments) -> VaultListOutput:
     found = vaults(ctx.runtime)
-    return VaultListOutput(count=len(found), vaults=found)
+    stored = await vault.list_secrets(ctx.tx, ctx.agent_id)
+    return VaultListOutput(count=len(found), vaults=found, secrets=[SecretView(**info.model_dump()) for info in stored])
 
 
 DEFINITIONS = (
@@ -132,8 +142,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="vault_list",
         title="List vaults",
-        description="List the read-only vaults mounted for this session: names, mount paths and access, never "
-        "their contents.",
+        description="List the read-only vaults mounted for this session and the names of the agent's secrets; "
+        "never contents or values.",
         input_model=NoArguments,
         output_model=VaultListOutput,
         handler=vault_list,
