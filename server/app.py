@@ -22,7 +22,7 @@ from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
-from managed_tools.server.watch import watch_skills, watch_when_asked
+from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
@@ -91,7 +91,8 @@ class InFlight:
 
 class ManagedServer(Server[Attachments]):
     """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
-    go (server/watch.py). Every transport asks for its options without any; 2026-07-28 derives them itself."""
+    go, the tool list when an upstream server's tools do (server/watch.py). Every transport asks for its options
+    without any; 2026-07-28 derives them itself."""
 
     def create_initialization_options(
         self,
@@ -100,7 +101,9 @@ class ManagedServer(Server[Attachments]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
+            notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
+            experimental_capabilities,
+            extensions,
         )
 
 
@@ -126,7 +129,7 @@ def build_server(
     files) and prompts (the planning strategies) are always served, with those of `extensions` beside them.
     A transport that stops on a signal passes `calls`, to end the calls in flight first.
     """
-    listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
+    listings: dict[int, types.ListToolsResult] = {}  # by registry version: upstream servers' tools come and go
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), PLANNING_PROMPTS)
     notifier = Notifier()
@@ -141,6 +144,7 @@ def build_server(
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
+                watcher.start_soon(watch_tools, runtime, notifier)
                 try:
                     yield resolved
                 finally:
@@ -150,7 +154,12 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return listing
+        notifier.tools_listed(ctx.session)
+        version = runtime.registry.version
+        if version not in listings:
+            listings.clear()
+            listings[version] = types.ListToolsResult(tools=[to_mcp_tool(d) for d in runtime.registry])
+        return listings[version]
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams

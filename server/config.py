@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
 
@@ -64,6 +65,7 @@ class UserConfig(BaseModel):
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    mcp_servers: UpstreamSpecs = Field(default_factory=dict, alias="mcpServers")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -100,6 +102,7 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    mcp_servers: UpstreamSpecs = Field(default_factory=dict)  # upstream MCP servers (server/upstream/)
 
     @classmethod
     def build(
@@ -147,6 +150,7 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            mcp_servers=user.mcp_servers,
         )
 
     @property

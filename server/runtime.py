@@ -13,6 +13,8 @@ from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
+from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
+from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
@@ -56,7 +58,9 @@ def served_registry(
     try:
         declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
         user_tools = tuple(declared) + extensions.tools
-        return build_registry(user_tools + extra_tools, config.policy)
+        upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
+        policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
+        return build_registry(user_tools + extra_tools, policy)
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
 
@@ -85,10 +89,14 @@ def skill_set(config: ServeConfig) -> SkillSet:
 
 @asynccontextmanager
 async def open_runtime(
-    config: ServeConfig, extensions: Extensions | None = None, *, extra_tools: tuple[ToolDefinition, ...] = ()
+    config: ServeConfig,
+    extensions: Extensions | None = None,
+    *,
+    extra_tools: tuple[ToolDefinition, ...] = (),
+    secrets: SecretLookup | None = None,
 ) -> AsyncIterator[Runtime]:
     """The runtime; `extensions` defaults to loading the configured modules (the server passes the ones it
-    also publishes resources and prompts from)."""
+    also publishes resources and prompts from). `secrets` resolves `${vault:NAME}` in the upstreams' env."""
     registry = served_registry(config, startup_extensions(config) if extensions is None else extensions, extra_tools)
     try:
         db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
@@ -135,7 +143,16 @@ async def open_runtime(
                 environment=environment, db=db, registry=registry, guard=guard, confinement=confinement, skills=skills
             )
             try:
-                yield runtime
+                async with running_upstreams(
+                    config.mcp_servers,
+                    registry,
+                    policy=config.policy,
+                    confinement=confinement,
+                    mounts=mounts,
+                    workspace=config.workspace,
+                    secrets=secrets,
+                ):
+                    yield runtime
             finally:
                 await shell_core.close_all(runtime)  # no shell or command outlives the server
         finally:
