@@ -24,7 +24,13 @@ from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.publish import to_mcp_tool
-from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
+from managed_tools.server.runtime import (
+    StartupError,
+    open_runtime,
+    served_registry,
+    startup_extensions,
+    with_upstream_tools,
+)
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.tools.context import Runtime
@@ -80,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))
+        anyio.run(with_upstream_tools, config, registry)
         return _cut_short_quietly(lambda: _print_tools(registry, as_json=args.json))
     if args.command == "serve":
         http = _http_config(args)

@@ -65,6 +65,24 @@ def served_registry(
         raise StartupError(str(exc)) from exc
 
 
+async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: SecretLookup | None = None) -> None:
+    """Add to `registry` the tools each configured upstream lists when started once (what `tools` prints)."""
+    if not config.mcp_servers:
+        return
+    mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
+    try:
+        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+    except (ConfinementError, StoreError) as exc:
+        raise StartupError(str(exc)) from exc
+    try:
+        specs, policy = config.mcp_servers, config.policy
+        async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
+                                     workspace=config.workspace, secrets=secrets):  # fmt: skip
+            pass
+    finally:
+        confinement.close()
+
+
 def user_skills_dir() -> Path:
     return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
 

@@ -18,7 +18,7 @@ from managed_tools.tools.registry import GROUP_SEPARATOR, Registry
 
 # How long start-up waits for the upstreams' first start, all at once, so that the first tools/list holds
 # theirs; one slower than this is published when it comes (tools/list_changed), one that fails is retried.
-START_WAIT_SECONDS = 10.0
+START_WAIT_SECONDS = 20.0
 
 
 def upstream_policy(policy: Mapping[str, PermissionPolicy], specs: UpstreamSpecs) -> dict[str, PermissionPolicy]:

@@ -29,7 +29,7 @@ log = logging.getLogger("managed_tools.upstream")
 CHUNK = 1 << 16
 MAX_MESSAGE_BYTES = 16 << 20  # one JSON-RPC line; a server that sends more is stopped
 STDERR_LINES = 20  # kept to say why an upstream stopped
-STOP_GRACE_SECONDS = 2.0
+STOP_GRACE_SECONDS = 0.5  # after its stdin closes, then again after SIGTERM (MCP's shutdown order)
 
 
 def base_env(home: Path) -> dict[str, str]:
@@ -106,15 +106,16 @@ class UpstreamProcess:
                 log.debug("upstream %s: %s", self.name, text)
 
     async def stop(self) -> None:
-        """Close its stdin, give it a moment, then kill its whole process group."""
+        """Close its stdin, then SIGTERM, then SIGKILL its whole process group (what it started goes with it)."""
         stdin = self.process.stdin
         if stdin is not None:
             with contextlib.suppress(OSError):
                 stdin.close()
-        with anyio.move_on_after(STOP_GRACE_SECONDS), contextlib.suppress(ProcessLookupError):
-            await self.process.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # what it started goes with it
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            with anyio.move_on_after(STOP_GRACE_SECONDS):
+                await self.process.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signum)
         with anyio.move_on_after(STOP_GRACE_SECONDS):
             await self.process.wait()
 

@@ -80,9 +80,8 @@ class Upstream:
 
     def unavailable(self) -> str:
         """Why a call cannot reach it now, and when to try again (never a host path or a secret)."""
-        wait = ""
-        if self._retry_at is not None:
-            wait = f"; try again in {max(1, math.ceil(self._retry_at - anyio.current_time()))} s"
+        seconds = 1 if self._retry_at is None else max(1, math.ceil(self._retry_at - anyio.current_time()))
+        wait = f"; try again in {seconds} s"
         return f"upstream '{self.name}' {self._down}{wait}."
 
     async def run(self) -> None:
