@@ -29,7 +29,10 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.server.upstream.secrets import SecretLookup
+from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.context import Runtime
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.registry import Registry
 
 pytestmark = pytest.mark.anyio
 
@@ -336,3 +339,37 @@ def test_the_tools_command_shows_upstream_tools(workspace: Path, tmp_path: Path)
     )  # fmt: skip
     rows = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[2:] if line.strip()}
     assert rows["probe__echo"] == "always_allow" and rows["probe__write_file"] == "always_ask"
+
+
+def _listed_tool(name: str, description: str = "An upstream tool.") -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema={"type": "object"})
+
+
+async def _never(tool: str, arguments: dict[str, Any], seconds: float) -> types.CallToolResult:
+    raise AssertionError("not called")
+
+
+def test_a_group_change_is_whole_or_not_at_all() -> None:
+    """An upstream whose tools collide with another's leaves the registry as it was (regression: the old tools
+    were dropped before the collision was found)."""
+    registry = Registry()
+    registry.replace_group("a", definitions("a", [_listed_tool("x")], _never, {}))
+    registry.replace_group("b", definitions("b", [_listed_tool("y")], _never, {}))
+    version = registry.version
+    clash = definitions("b", [_listed_tool("z"), _listed_tool("z")], _never, {})
+    with pytest.raises(RegistryError, match="registered twice"):
+        registry.replace_group("b", clash)
+    assert registry.names() == ["a__x", "b__y"] and registry.version == version
+    registry.replace_group("b", definitions("b", [_listed_tool("y")], _never, {}))
+    assert registry.version == version  # the same list: no change to tell anyone about
+    registry.replace_group("b", [], absent=lambda: "upstream 'b' is down.")
+    assert registry.names() == ["a__x"] and registry.version == version + 1
+    assert registry.absent_reason("b__y") == "upstream 'b' is down." and registry.absent_reason("c__y") is None
+
+
+def test_upstream_tools_keep_long_descriptions_and_skip_names_no_client_accepts() -> None:
+    listed = [_listed_tool("read", "Reads a file. " * 200), _listed_tool("bad.name"), _listed_tool("n" * 61)]
+    published = definitions("up", listed, _never, {})
+    assert [d.name for d in published] == ["up__read"]
+    assert len(published[0].description) == 2000 and published[0].description.endswith("…")
+    assert published[0].permission_policy == "always_ask"  # no annotations: it asks

@@ -77,11 +77,14 @@ class Registry:
                 raise RegistryError(f"Tool {definition.name!r} is not named {group}{GROUP_SEPARATOR}<tool>.")
             check_definition(definition, user=True)
         before = [self._tools[name] for name in self._groups.get(group, [])]
+        names = [d.name for d in fresh]
+        taken = (set(self._tools) - {d.name for d in before}) & set(names)
+        if taken or len(set(names)) != len(names):
+            twice = sorted(taken) or sorted({n for n in names if names.count(n) > 1})
+            raise RegistryError(f"Tool name {twice[0]!r} is registered twice; tool names must be unique.")
         for definition in before:
             del self._tools[definition.name]
         for definition in fresh:
-            if definition.name in self._tools:
-                raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
             self._tools[definition.name] = definition
         self._groups[group] = [d.name for d in fresh]
         if absent is None:

@@ -50,7 +50,7 @@ async def running_upstreams(
             name,
             spec,
             registry=registry,
-            policy=upstream_policy(policy, specs),
+            policy={tool: p for tool, p in policy.items() if _group(tool) == name},
             secrets=secrets or no_vault,
             confinement=confinement,
             mounts=mounts,

@@ -184,7 +184,11 @@ class Upstream:
             tools.extend(page.tools)
             if not (cursor := page.next_cursor):
                 break
-        self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+        published = definitions(self.name, tools, self._call, self._policy)
+        unknown = sorted(set(self._policy) - {d.name for d in published})
+        if unknown:
+            log.warning("upstream %s lists no tool for the policy entries %s", self.name, ", ".join(unknown))
+        self._registry.replace_group(self.name, published)
         self._published = True
 
     async def _relist_on_change(self, client: Client) -> None:
