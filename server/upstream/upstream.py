@@ -169,6 +169,12 @@ class Upstream:
 
     async def _watch_exit(self, started: process.UpstreamProcess) -> None:
         await started.exited.wait()
+        self._lost()
+
+    def _lost(self) -> None:
+        """The connection is gone: calls from now on hear so at once, and the supervisor restarts it."""
+        self._client = None
+        self._down = "stopped and is restarting"
         self._dead.set()
 
     def _stderr_tail(self) -> str:
@@ -199,7 +205,7 @@ class Upstream:
                 await self._publish(client)
             except Exception as exc:
                 log.warning("upstream %s: listing its tools again failed: %s", self.name, _why(exc))
-                self._dead.set()
+                self._lost()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -217,9 +223,9 @@ class Upstream:
                 raise TimeoutError from None  # the executor says the call did not finish in time
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise ToolError(f"upstream '{self.name}' refused {tool}: {exc.error.message[:500]}") from None
-            self._dead.set()
+            self._lost()
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._dead.set()
+            self._lost()
         raise ToolError(
             f"upstream '{self.name}' stopped during {tool}; it is restarting: try again in a few seconds "
             "(whether the call took effect is unknown)."
