@@ -25,9 +25,10 @@ from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
-from managed_tools.server.variables import CallVariables, RoundTripInput, SecretInputFactory
-from managed_tools.server.watch import watch_skills, watch_when_asked
-from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.server.variables import CallVariables, SecretInputFactory
+from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
@@ -95,7 +96,8 @@ class InFlight:
 
 class ManagedServer(Server[Attachments]):
     """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
-    go (server/watch.py). Every transport asks for its options without any; 2026-07-28 derives them itself."""
+    go, the tool list when an upstream server's tools do (server/watch.py). Every transport asks for its options
+    without any; 2026-07-28 derives them itself."""
 
     def create_initialization_options(
         self,
@@ -104,7 +106,9 @@ class ManagedServer(Server[Attachments]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
+            notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
+            experimental_capabilities,
+            extensions,
         )
 
 
@@ -135,18 +139,10 @@ def build_server(
     `secret_input` builds another URL-mode asker for a missing secret (tests). Without either, a person runs
     `managed-tools secret set NAME`.
     """
-    published = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
-    listing = types.ListToolsResult(tools=[tool for _, tool in published])
+    # By registry version (upstream servers' tools come and go): each definition beside its MCP tool, so a
+    # principal's scopes can filter the list without rebuilding it.
+    listings: dict[int, list[tuple[ToolDefinition, types.Tool]]] = {}
     in_flight = calls if calls is not None else InFlight()
-
-    def _secret_input(
-        runtime: Runtime, attachment: Attachment, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> RoundTripInput | None:
-        if secret_input is not None:
-            return secret_input(runtime, attachment, ctx, params)
-        if pages is not None:
-            return PageSecretInput(pages, ctx, params, attachment, wait_seconds=approval_wait_seconds)
-        return None
 
     library = Library(extensions or Extensions(), PLANNING_PROMPTS)
     notifier = Notifier()
@@ -161,6 +157,7 @@ def build_server(
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
+                watcher.start_soon(watch_tools, runtime, notifier)
                 try:
                     yield resolved
                 finally:
@@ -170,10 +167,16 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        notifier.tools_listed(ctx.session)
+        version = runtime.registry.version
+        if version not in listings:
+            listings.clear()
+            listings[version] = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
+        published = listings[version]
         principal = current_principal()
-        if principal.scopes is None:
-            return listing
-        return types.ListToolsResult(tools=[tool for definition, tool in published if principal.may_use(definition)])
+        return types.ListToolsResult(
+            tools=[tool for definition, tool in published if principal.scopes is None or principal.may_use(definition)]
+        )
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -189,7 +192,13 @@ def build_server(
             answers=principal.answers_approvals,
             pages=pages,
         )
-        secrets = _secret_input(runtime, attachment, ctx, params)
+        secrets = (
+            secret_input(runtime, attachment, ctx, params)
+            if secret_input is not None
+            else PageSecretInput(pages, ctx, params, attachment, wait_seconds=approval_wait_seconds)
+            if pages is not None
+            else None
+        )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
         with in_flight.running() as call:
             result = await execute(

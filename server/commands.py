@@ -26,7 +26,13 @@ from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, Se
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
-from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
+from managed_tools.server.runtime import (
+    StartupError,
+    open_runtime,
+    served_registry,
+    startup_extensions,
+    with_upstream_tools,
+)
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.tools.context import Runtime
@@ -82,12 +88,18 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))
+        anyio.run(_with_upstream_tools, config, registry)
         return _cut_short_quietly(lambda: _print_tools(registry, as_json=args.json))
     if args.command == "serve":
         http = _http_config(args, config)
         confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
         return _serve(config.model_copy(update=confinement), http, args.log_level)
     return _cut_short_quietly(lambda: _human(args, config))
+
+
+async def _with_upstream_tools(config: ServeConfig, registry: Registry) -> None:
+    async with secrets.vault_lookup(config) as lookup:
+        await with_upstream_tools(config, registry, lookup)
 
 
 def _cut_short_quietly(command: Callable[[], int]) -> int:

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
 from managed_tools.tools.variable_sources import ENV_NAME, ConfigValue
@@ -102,6 +103,7 @@ class UserConfig(BaseModel):
     approvals: Approvals = Field(default="form", description='"page": permission questions only on a one-time page.')
     # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
+    mcp_servers: UpstreamSpecs = Field(default_factory=dict, alias="mcpServers")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -141,6 +143,7 @@ class ServeConfig(BaseModel):
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
     approvals: Approvals = "form"  # config.json `approvals`: "page" asks permission only on the loopback page
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
+    mcp_servers: UpstreamSpecs = Field(default_factory=dict)  # upstream MCP servers (server/upstream/)
 
     @classmethod
     def build(
@@ -191,6 +194,7 @@ class ServeConfig(BaseModel):
             oauth=user.oauth,
             approvals=user.approvals,
             variables=user.variables,
+            mcp_servers=user.mcp_servers,
         )
 
     @property

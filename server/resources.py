@@ -16,7 +16,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ToolsListChanged
 
 from managed_tools.server.attach import Attachments
 from managed_tools.server.library import Library
@@ -42,9 +42,22 @@ class Notifier:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
         self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
+        self._tool_listers: set[ServerSession] = set()  # and those that listed tools
 
     def listed(self, session: ServerSession) -> None:
         self._listers.add(session)
+
+    def tools_listed(self, session: ServerSession) -> None:
+        self._tool_listers.add(session)
+
+    async def tools_changed(self) -> None:
+        """The tool list changed (an upstream server's tools came, went or changed)."""
+        await self.bus.publish(ToolsListChanged())
+        for session in list(self._tool_listers):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a connection that went away stops hearing
+                self._tool_listers.discard(session)
 
     async def list_changed(self) -> None:
         """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,8 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
+from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
+from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.attachments import directory
 from managed_tools.stores.confine import ConfinementError, open_confinement
@@ -24,6 +27,7 @@ from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.ripgrep import rg_binary
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.stores.vault_key import VaultKeyError
+from managed_tools.tools import variables
 from managed_tools.tools.catalogue import build_registry
 from managed_tools.tools.context import Environment, Runtime
 from managed_tools.tools.custom import custom_tool
@@ -60,7 +64,9 @@ def served_registry(
     try:
         declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
         user_tools = tuple(declared) + extensions.tools
-        registry = build_registry(user_tools + extra_tools, config.policy)
+        upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
+        policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
+        registry = build_registry(user_tools + extra_tools, policy)
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]
@@ -71,6 +77,24 @@ def served_registry(
                 f'{{"env": "VAR"}} to read it from the server\'s environment, or `managed-tools secret set {name}`.'
             )
     return registry
+
+
+async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: SecretLookup | None = None) -> None:
+    """Add to `registry` the tools each configured upstream lists when started once (what `tools` prints)."""
+    if not config.mcp_servers:
+        return
+    mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
+    try:
+        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+    except (ConfinementError, StoreError) as exc:
+        raise StartupError(str(exc)) from exc
+    try:
+        specs, policy = config.mcp_servers, config.policy
+        async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
+                                     workspace=config.workspace, secrets=secrets):  # fmt: skip
+            pass
+    finally:
+        confinement.close()
 
 
 def user_skills_dir() -> Path:
@@ -97,10 +121,14 @@ def skill_set(config: ServeConfig) -> SkillSet:
 
 @asynccontextmanager
 async def open_runtime(
-    config: ServeConfig, extensions: Extensions | None = None, *, extra_tools: tuple[ToolDefinition, ...] = ()
+    config: ServeConfig,
+    extensions: Extensions | None = None,
+    *,
+    extra_tools: tuple[ToolDefinition, ...] = (),
+    secrets: SecretLookup | None = None,
 ) -> AsyncIterator[Runtime]:
     """The runtime; `extensions` defaults to loading the configured modules (the server passes the ones it
-    also publishes resources and prompts from)."""
+    also publishes resources and prompts from). `secrets` resolves `${vault:NAME}` in the upstreams' env."""
     registry = served_registry(config, startup_extensions(config) if extensions is None else extensions, extra_tools)
     try:
         db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
@@ -159,7 +187,16 @@ async def open_runtime(
                 variables=sources,
             )
             try:
-                yield runtime
+                async with running_upstreams(
+                    config.mcp_servers,
+                    registry,
+                    policy=config.policy,
+                    confinement=confinement,
+                    mounts=mounts,
+                    workspace=config.workspace,
+                    secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
+                ):
+                    yield runtime
             finally:
                 await shell_core.close_all(runtime)  # no shell or command outlives the server
         finally:

@@ -6,9 +6,12 @@ in the data dir beside state.db, never inside a mount (refused).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import platformdirs
@@ -16,12 +19,15 @@ from pydantic import SecretStr
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.human import HumanError, state_database
+from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import vault
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import KeyStore, VaultKeyError
+from managed_tools.tools import variables
 from managed_tools.tools.definition import Variable
+from managed_tools.tools.variable_sources import VariableSources
 
 KEYS_DIR = "vault-keys"
 
@@ -93,3 +99,20 @@ async def secret_delete(config: ServeConfig, name: str) -> None:
         if not await vault.delete_secret(tx, config.agent, name):
             raise HumanError(f"No secret {name} in the vault of agent {config.agent}.")
     print(f"Deleted {name} from the vault of agent {config.agent}.")
+
+
+@asynccontextmanager
+async def vault_lookup(config: ServeConfig) -> AsyncIterator[SecretLookup]:
+    """`${vault:NAME}` outside a running server (the `tools` command starts each upstream once): the agent's
+    vault, then config.json; config.json alone while no server has made the state yet."""
+    sources = VariableSources(vault=open_vault(config), config=config.variables)
+    async with contextlib.AsyncExitStack() as stack:
+        db = await stack.enter_async_context(state_database(config)) if config.state_path.exists() else None
+
+        async def lookup(name: str) -> str | None:
+            if db is None:
+                return await variables.stored_or_configured(None, sources, config.agent, name)
+            async with db.read() as tx:
+                return await variables.stored_or_configured(tx, sources, config.agent, name)
+
+        yield lookup

@@ -74,3 +74,10 @@ async def watch_skills(stop: anyio.Event, runtime: Runtime, notifier: Notifier) 
             await notifier.updated(skill_uri(name) for name in gone_or_changed)
     except (OSError, RuntimeError) as exc:
         log.warning("not watching skills for changes: %s", exc)
+
+
+async def watch_tools(runtime: Runtime, notifier: Notifier) -> None:
+    """Tell who listens when the published tools change (an upstream server's came, went or changed)."""
+    while True:
+        await runtime.registry.changed()
+        await notifier.tools_changed()

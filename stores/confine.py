@@ -81,12 +81,25 @@ def read_only_policy(mounts: Iterable[Mount], binaries: Iterable[str]) -> Policy
     return Policy(tuple(_system(binaries) + _mount_rules(mounts, writable=False)), deny_tcp=True)
 
 
-def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool) -> Policy:
+def _shell_system() -> list[Rule]:
+    """What a shell or an interpreter needs of the system: binaries and libraries, a little of /etc, devices."""
     etc = sorted({path for pattern in SHELL_ETC for path in glob.glob(f"/etc/{pattern}")})
     rules = _system() + [Rule(path, READ) for path in etc] + [Rule("/sys/devices/system/cpu", READ)]
-    rules += [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
-    rules += [*_mount_rules(mounts, writable=True), Rule(str(private), RUN | WRITE)]
+    return rules + [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
+
+
+def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool) -> Policy:
+    rules = [*_shell_system(), *_mount_rules(mounts, writable=True), Rule(str(private), RUN | WRITE)]
     return Policy(tuple(rules), deny_tcp=not network)
+
+
+def upstream_policy(mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool) -> Policy:
+    """An upstream MCP server (server/upstream/): the shell's system view, the workspace as its mount says, vault
+    names, its own HOME, and the directories its program is installed in (read and run); nothing in the data dir
+    (the agent substrate lives there) and no other upstream's HOME."""
+    reachable = [m for m in mounts if m.kind in ("workspace", "vault")]
+    rules = [*_shell_system(), *_mount_rules(reachable, writable=True), Rule(str(home), RUN | WRITE)]
+    return Policy(tuple(rules + [Rule(str(p), RUN) for p in programs]), deny_tcp=not network)
 
 
 @dataclass
@@ -111,6 +124,19 @@ class Confinement:
     @property
     def tmp(self) -> Path:
         return self.private / "tmp"
+
+    def domain(self, policy: Policy) -> Domain | None:
+        """A domain of its own for `policy` (None in argv-only mode); its ruleset lives as long as the runtime."""
+        if self.mode != "landlock":
+            return None
+        try:
+            fd = landlock.build_ruleset(self.abi, policy.rules, deny_tcp=policy.deny_tcp)
+        except OSError as exc:
+            raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
+        self._fds.append(fd)
+        if self.spawn == "launcher" and self.shell is not None and self.shell.launcher is not None:
+            return Domain(fd, "launcher", self.shell.launcher)
+        return Domain(fd, "preexec", preexec=landlock.restrictor(fd))
 
     def close(self) -> None:
         for fd in self._fds:

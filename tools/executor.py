@@ -555,6 +555,8 @@ def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> st
 
 
 def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) -> str:
+    if (reason := runtime.registry.absent_reason(name)) is not None:
+        return reason
     near = runtime.registry.near_names(name, visible=visible)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
     return f"Unknown tool '{_clip(name, MAX_NAME_CHARS)}'.{hint}"

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from managed_tools.tools.definition import ToolDefinition
@@ -15,7 +16,12 @@ from managed_tools.tools.errors import RegistryError
 
 Visible = Callable[[ToolDefinition], bool]  # which tools a caller may see and call (server/principal.py)
 NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
+UPSTREAM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what clients accept as a tool name
 MAX_DESCRIPTION_CHARS = 200
+# An upstream server's tool (ownership `mcp`) keeps its own description, often a paragraph the model needs
+# (which directories it may touch); it is clipped to this, and its schema is the upstream's, kept verbatim.
+MAX_UPSTREAM_DESCRIPTION_CHARS = 2000
+GROUP_SEPARATOR = "__"
 MAX_SCHEMA_DEPTH = 7
 # The argument kinds seed 001 §3.2 allows: primitives, literals, enums, optional/nullable/default,
 # arrays, objects, records and unions. Anything else (conditionals, negation, ...) is refused.
@@ -46,6 +52,12 @@ class Registry:
             self.add(definition)
         for definition in user:
             self.add(definition, user=True)
+        # Groups of tools that come and go while serving (an upstream server's, `<group>__<tool>`), and why a
+        # group publishes nothing right now (it has not started).
+        self._groups: dict[str, list[str]] = {}
+        self._absent: dict[str, Callable[[], str]] = {}
+        self._changed: anyio.Event | None = None
+        self.version = 0
 
     def add(self, definition: ToolDefinition, *, user: bool = False) -> None:
         """`user`: the tool comes from the user (a --tools-module or config), whatever ownership it declares."""
@@ -64,6 +76,50 @@ class Registry:
     def variable_types(self) -> dict[str, str]:
         """Each variable the catalogue declares, and whether it is a text or a secret."""
         return {v.name: v.type for definition in self._tools.values() for v in definition.variables}
+
+    def replace_group(
+        self, group: str, definitions: Iterable[ToolDefinition], *, absent: Callable[[], str] | None = None
+    ) -> None:
+        """Publish `definitions` (named `<group>__<tool>`) in place of the group's current tools, after the
+        fixed catalogue; `absent` says why a call to one of its names finds nothing. Tells who waits on
+        `changed()` when the published set differs."""
+        fresh = list(definitions)
+        for definition in fresh:
+            if not definition.name.startswith(group + GROUP_SEPARATOR):
+                raise RegistryError(f"Tool {definition.name!r} is not named {group}{GROUP_SEPARATOR}<tool>.")
+            check_definition(definition, user=True)
+        before = [self._tools[name] for name in self._groups.get(group, [])]
+        names = [d.name for d in fresh]
+        taken = (set(self._tools) - {d.name for d in before}) & set(names)
+        if taken or len(set(names)) != len(names):
+            twice = sorted(taken) or sorted({n for n in names if names.count(n) > 1})
+            raise RegistryError(f"Tool name {twice[0]!r} is registered twice; tool names must be unique.")
+        for definition in before:
+            del self._tools[definition.name]
+        for definition in fresh:
+            self._tools[definition.name] = definition
+        self._groups[group] = [d.name for d in fresh]
+        if absent is None:
+            self._absent.pop(group, None)
+        else:
+            self._absent[group] = absent
+        if [_listed(d) for d in before] != [_listed(d) for d in fresh]:
+            self.version += 1
+            if self._changed is not None:
+                self._changed.set()
+                self._changed = None
+
+    async def changed(self) -> None:
+        """Return once the published set of tools changes."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def absent_reason(self, name: str) -> str | None:
+        """Why `name`, a tool of a group that publishes nothing right now, cannot be called."""
+        group, separator, _ = name.partition(GROUP_SEPARATOR)
+        reason = self._absent.get(group) if separator else None
+        return None if reason is None else reason()
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
@@ -85,7 +141,9 @@ class Registry:
 def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
     """Apply every registry rule; raise RegistryError naming the tool and the broken rule."""
     name = definition.name
-    if not NAME_PATTERN.fullmatch(name):
+    if definition.ownership == "mcp" and not UPSTREAM_NAME_PATTERN.fullmatch(name):
+        raise RegistryError(f"Tool name {name!r} must match {UPSTREAM_NAME_PATTERN.pattern}.")
+    if definition.ownership != "mcp" and not NAME_PATTERN.fullmatch(name):
         message = f"Tool name {name!r} must match {NAME_PATTERN.pattern}."
         if definition.ownership == "managed" and not user:
             raise RegistryError(message)
@@ -95,10 +153,10 @@ def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
     description = definition.description.strip()
     if not description:
         raise RegistryError(f"Tool {name!r} has no description; a model cannot choose a tool it cannot read about.")
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        raise RegistryError(
-            f"Tool {name!r} has a {len(description)}-character description; the limit is {MAX_DESCRIPTION_CHARS}."
-        )
+    upstream = definition.ownership == "mcp"
+    limit = MAX_UPSTREAM_DESCRIPTION_CHARS if upstream else MAX_DESCRIPTION_CHARS
+    if len(description) > limit:
+        raise RegistryError(f"Tool {name!r} has a {len(description)}-character description; the limit is {limit}.")
     if not definition.title.strip():
         raise RegistryError(f"Tool {name!r} has no title.")
     if definition.ownership == "latent" and definition.handler is not None:
@@ -114,10 +172,18 @@ def check_definition(definition: ToolDefinition, *, user: bool = False) -> None:
     if definition.read_only and definition.destructive:
         raise RegistryError(f"Tool {name!r} cannot be both read-only and destructive.")
     for label, schema in (("input", definition.input_schema()), ("output", definition.output_schema())):
-        _check_schema(name, label, schema, schema.get("$defs", {}))
+        if not upstream:  # an upstream's schemas are its own, published as written and validated by jsonschema
+            _check_schema(name, label, schema, schema.get("$defs", {}))
         if schema.get("type") != "object":
             raise RegistryError(f"Tool {name!r} {label} schema must be an object schema.")
     _check_examples(definition)
+
+
+def _listed(definition: ToolDefinition) -> tuple[Any, ...]:
+    """What tools/list shows of a definition: a change here is a list change."""
+    return (definition.name, definition.title, definition.description, definition.input_schema(),
+            definition.output_schema(), definition.permission_policy, definition.read_only, definition.destructive,
+            definition.idempotent, definition.open_world)  # fmt: skip
 
 
 def _check_schema(tool: str, label: str, root: dict[str, Any], defs: dict[str, Any]) -> None:

@@ -19,10 +19,11 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 from managed_tools.stores import events, session_variables, vault
+from managed_tools.stores.db import Tx
 from managed_tools.tools.context import Attachment, Runtime
 from managed_tools.tools.definition import ToolDefinition, Variable
 from managed_tools.tools.ports import VariableInput, VariableRequest
-from managed_tools.tools.variable_sources import config_value
+from managed_tools.tools.variable_sources import VariableSources, config_value
 
 DEFAULT_AGENT = "default"
 
@@ -52,10 +53,16 @@ async def resolve(runtime: Runtime, name: str, session_id: str | None = None, *,
             found = await session_variables.lineage_value(tx, session_id, name, inherited=not scoped)
             if found is not None:
                 return found
-        if sources.vault is not None:
-            stored = await vault.get_secret(tx, sources.vault, runtime.environment.agent_id, name)
-            if stored is not None:
-                return stored.get_secret_value()
+        return await stored_or_configured(tx, sources, runtime.environment.agent_id, name)
+
+
+async def stored_or_configured(tx: Tx | None, sources: VariableSources, agent_id: str, name: str) -> str | None:
+    """Steps 2 and 3: the agent's vault (when there is a state to read it in), then config.json: what an upstream
+    server's `${vault:NAME}` reads."""
+    if sources.vault is not None and tx is not None:
+        stored = await vault.get_secret(tx, sources.vault, agent_id, name)
+        if stored is not None:
+            return stored.get_secret_value()
     configured = sources.config.get(name)
     return None if configured is None else config_value(configured)
 

@@ -1,0 +1,238 @@
+"""One upstream server's life: connect, list its tools, follow `list_changed`, restart with backoff, close.
+
+Its tools stay published while it restarts and answer at once that it is restarting and when to try again;
+an upstream that never started publishes nothing, and a call to one of its names says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+
+from managed_tools.server.upstream import process
+from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
+from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
+from managed_tools.server.upstream.tools import definitions
+from managed_tools.stores.confine import Confinement, upstream_policy
+from managed_tools.stores.mounts import Mount
+from managed_tools.stores.spawn import Domain
+from managed_tools.tools.definition import PermissionPolicy
+from managed_tools.tools.errors import ToolError
+from managed_tools.tools.registry import Registry
+
+log = logging.getLogger("managed_tools.upstream")
+CONNECT_SECONDS = 20.0  # for each step of starting (the handshake, each page of its tools)
+FIRST_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+STABLE_SECONDS = 60.0  # an upstream that ran this long before stopping starts again from the first backoff
+MAX_LIST_PAGES = 20
+
+
+class Upstream:
+    """One configured upstream and its current connection (None while it is down)."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: StdioUpstream | HttpUpstream,
+        *,
+        registry: Registry,
+        policy: Mapping[str, PermissionPolicy],
+        secrets: SecretLookup,
+        confinement: Confinement,
+        mounts: list[Mount],
+        workspace: Path,
+    ) -> None:
+        self.name = name
+        self.spec = spec
+        self._registry = registry
+        self._policy = policy
+        self._secrets = secrets
+        self._confinement = confinement
+        self._mounts = mounts
+        self._workspace = workspace
+        self._domain: Domain | None = None
+        self._programs = [Path(os.path.realpath(p)) for p in spec.read_paths] if isinstance(spec, StdioUpstream) else []
+        self._client: Client | None = None
+        self._process: process.UpstreamProcess | None = None
+        self._dead = anyio.Event()
+        self._relist = anyio.Event()
+        self._published = False
+        self._down = "is starting"  # why it is not connected, said after "upstream 'x' "
+        self._retry_at: float | None = None
+        self.attempted = anyio.Event()  # its first start has succeeded or failed
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    def unavailable(self) -> str:
+        """Why a call cannot reach it now, and when to try again (never a host path or a secret)."""
+        seconds = 1 if self._retry_at is None else max(1, math.ceil(self._retry_at - anyio.current_time()))
+        wait = f"; try again in {seconds} s"
+        return f"upstream '{self.name}' {self._down}{wait}."
+
+    async def run(self) -> None:
+        """Keep it connected until cancelled: a failed start or a lost connection waits a backoff (doubling,
+        capped) and starts it again."""
+        failures = 0
+        while True:
+            began = anyio.current_time()
+            try:
+                await self._connected_once()
+                log.warning("upstream %s stopped%s", self.name, self._stderr_tail())
+                self._down = "stopped and is restarting"
+            except MissingSecret as exc:
+                log.warning("%s", exc)
+                self._down = str(exc).removeprefix(f"upstream '{self.name}' ").rstrip(".")
+            except Exception as exc:
+                log.warning("upstream %s failed: %s%s", self.name, _why(exc), self._stderr_tail())
+                self._down = "stopped and is restarting" if self._published else "failed to start (see the server log)"
+            if anyio.current_time() - began >= STABLE_SECONDS:
+                failures = 0
+            delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**failures)
+            failures += 1
+            self._retry_at = anyio.current_time() + delay
+            if not self._published:
+                self._registry.replace_group(self.name, [], absent=self.unavailable)
+            self.attempted.set()
+            await anyio.sleep(delay)
+            self._retry_at = None
+
+    async def _connected_once(self) -> None:
+        self._dead = anyio.Event()
+        self._process = None
+        async with AsyncExitStack() as stack:
+            # Bounded by the client's read timeout (a cancel scope cannot span entering it: it opens task groups).
+            client = await stack.enter_async_context(await self._client_for(stack))
+            await self._publish(client)
+            self._client = client
+            self.attempted.set()
+            log.info("upstream %s connected", self.name)
+            try:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._relist_on_change, client)
+                    if self._process is not None:
+                        tasks.start_soon(self._watch_exit, self._process)
+                    await self._dead.wait()
+                    tasks.cancel_scope.cancel()
+            finally:
+                self._client = None
+
+    async def _client_for(self, stack: AsyncExitStack) -> Client:
+        if isinstance(self.spec, HttpUpstream):
+            headers, _ = await resolve(self.name, self.spec.headers, self._secrets)
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, follow_redirects=False))
+            transport = streamable_http_client(self.spec.url, http_client=http)
+        else:
+            self._process = await stack.enter_async_context(self._spawn())
+            transport = self._process.streams()
+        return Client(
+            transport,
+            mode="legacy",  # the handshake era: what every upstream speaks, and it can tell us its list changed
+            message_handler=self._on_message,
+            cache=None,
+            read_timeout_seconds=CONNECT_SECONDS,
+        )
+
+    @asynccontextmanager
+    async def _spawn(self) -> AsyncIterator[process.UpstreamProcess]:
+        spec = self.spec
+        assert isinstance(spec, StdioUpstream)
+        env, secrets = await resolve(self.name, spec.env, self._secrets)
+        home = self._confinement.private / "upstreams" / self.name
+        (home / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self._domain is None and self._confinement.mode == "landlock":
+            policy = upstream_policy(self._mounts, home, self._programs, network=self._confinement.shell_network)
+            self._domain = self._confinement.domain(policy)
+        async with process.started(
+            self.name,
+            [spec.command, *spec.args],
+            domain=self._domain,
+            env={**process.base_env(home), **env},
+            cwd=self._workspace,
+            secrets=secrets,
+        ) as started:
+            yield started
+
+    async def _watch_exit(self, started: process.UpstreamProcess) -> None:
+        await started.exited.wait()
+        self._lost()
+
+    def _lost(self) -> None:
+        """The connection is gone: calls from now on hear so at once, and the supervisor restarts it."""
+        self._client = None
+        self._down = "stopped and is restarting"
+        self._dead.set()
+
+    def _stderr_tail(self) -> str:
+        """The last lines its process wrote on stderr (scrubbed of its secrets), for our log only."""
+        lines = list(self._process.stderr) if self._process is not None else []
+        return "; its stderr ended with:\n" + "\n".join(lines) if lines else ""
+
+    async def _publish(self, client: Client) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            if not (cursor := page.next_cursor):
+                break
+        published = definitions(self.name, tools, self._call, self._policy)
+        unknown = sorted(set(self._policy) - {d.name for d in published})
+        if unknown:
+            log.warning("upstream %s lists no tool for the policy entries %s", self.name, ", ".join(unknown))
+        self._registry.replace_group(self.name, published)
+        self._published = True
+
+    async def _relist_on_change(self, client: Client) -> None:
+        while True:
+            await self._relist.wait()
+            self._relist = anyio.Event()
+            try:
+                await self._publish(client)
+            except Exception as exc:
+                log.warning("upstream %s: listing its tools again failed: %s", self.name, _why(exc))
+                self._lost()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist.set()
+        await anyio.lowlevel.checkpoint()
+
+    async def _call(self, tool: str, arguments: dict[str, Any], seconds: float) -> types.CallToolResult:
+        client = self._client
+        if client is None:
+            raise ToolError(self.unavailable())
+        try:
+            return await client.call_tool(tool, arguments, read_timeout_seconds=max(seconds, 0.001))
+        except MCPError as exc:
+            if exc.error.code == types.REQUEST_TIMEOUT:
+                raise TimeoutError from None  # the executor says the call did not finish in time
+            if exc.error.code != types.CONNECTION_CLOSED:
+                raise ToolError(f"upstream '{self.name}' refused {tool}: {exc.error.message[:500]}") from None
+            self._lost()
+        except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._lost()
+        raise ToolError(
+            f"upstream '{self.name}' stopped during {tool}; it is restarting: try again in a few seconds "
+            "(whether the call took effect is unknown)."
+        )
+
+
+def _why(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:500]

@@ -1,0 +1,393 @@
+"""Upstream MCP servers behind our gate (issue 15 item 1): a real Python SDK server (tests/upstream_server.py)
+run as a subprocess over stdio, confined, and over Streamable HTTP; reached through a real `mcp.Client` to our
+server in both eras."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from conftest import ERAS, error_text
+from mcp import Client
+from mcp.client import ClientRequestContext
+from mcp.client.session import IncomingMessage
+from pydantic import SecretStr
+
+from managed_tools.server.app import build_server
+from managed_tools.server.config import ConfigError, ServeConfig
+from managed_tools.server.runtime import open_runtime
+from managed_tools.server.upstream.secrets import SecretLookup
+from managed_tools.server.upstream.tools import definitions
+from managed_tools.stores import vault
+from managed_tools.tools.context import Runtime
+from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.registry import Registry
+
+pytestmark = pytest.mark.anyio
+
+TESTS = Path(__file__).resolve().parent
+SERVER = TESTS / "upstream_server.py"
+# The interpreter and the test server live outside the system directories: the upstream may read and run them.
+PROGRAM = {"readPaths": sorted({sys.prefix, sys.base_prefix, str(TESTS)})}
+PROBE = {"command": sys.executable, "args": [str(SERVER)], **PROGRAM}
+YES = {"approve": True}
+
+
+def configured(workspace: Path, data_dir: Path, servers: dict[str, Any], **extra: Any) -> ServeConfig:
+    data_dir.mkdir(exist_ok=True)
+    (data_dir / "config.json").write_text(json.dumps({"mcpServers": servers, **extra}), encoding="utf-8")
+    return ServeConfig.build(workspace=workspace, data_dir=data_dir)
+
+
+@asynccontextmanager
+async def serving(
+    workspace: Path, tmp_path: Path, servers: dict[str, Any], secrets: SecretLookup | None = None, **extra: Any
+) -> AsyncIterator[Runtime]:
+    async with open_runtime(configured(workspace, tmp_path / "data", servers, **extra), secrets=secrets) as rt:
+        yield rt
+
+
+@asynccontextmanager
+async def client_for(rt: Runtime, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
+    async with Client(build_server(rt, transport="memory", approval_wait_seconds=5), mode=mode, **kwargs) as client:
+        yield client
+
+
+@asynccontextmanager
+async def probe_client(workspace: Path, tmp_path: Path, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
+    """A client of our server, which serves the probe upstream."""
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt, client_for(rt, mode, **kwargs) as client:
+        yield client
+
+
+def answering(action: str, content: dict[str, Any] | None = None, seen: list[str] | None = None) -> Callable[
+    [ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]
+]:  # fmt: skip
+    async def on_elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        if seen is not None:
+            seen.append(params.message)
+        return types.ElicitResult(action=action, content=content)
+
+    return on_elicit
+
+
+def text_of(result: types.CallToolResult) -> str:
+    assert not result.is_error, result.content
+    first = result.content[0]
+    assert first.type == "text"
+    return first.text
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_tools_are_published_with_prefix_ownership_schema_and_policy(
+    workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt, client_for(rt, mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"probe__echo", "probe__write_file", "probe__image", "probe__grow", "probe__crash"} <= set(tools)
+    echo, write = tools["probe__echo"], tools["probe__write_file"]
+    assert echo.input_schema["properties"]["text"]["type"] == "string"  # the upstream's schema, as it wrote it
+    assert echo.input_schema["required"] == ["text"]
+    assert echo.annotations is not None and echo.annotations.read_only_hint is True
+    assert write.annotations is not None and write.annotations.read_only_hint is False
+    meta = {name: (tool.meta or {})["managed-tools/tool"] for name, tool in tools.items() if "__" in name}
+    assert {m["ownership"] for m in meta.values()} == {"mcp"}
+    assert meta["probe__echo"]["permissionPolicy"] == "always_allow"
+    assert meta["probe__write_file"]["permissionPolicy"] == "always_ask"
+    assert meta["probe__grow"]["permissionPolicy"] == "always_ask"  # no readOnlyHint: it asks
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_read_only_tool_runs_without_asking_and_is_recorded(workspace: Path, tmp_path: Path, mode: str) -> None:
+    asked: list[str] = []
+    callback = answering("decline", seen=asked)
+    async with probe_client(workspace, tmp_path, mode, elicitation_callback=callback) as client:
+        assert "echo: hi" in text_of(await client.call_tool("probe__echo", {"text": "hi"}))
+        bad = await client.call_tool("probe__echo", {"text": 3})
+        got = await client.call_tool("session_get_events", {"limit": 50})
+    assert asked == []
+    assert "Invalid arguments for probe__echo" in error_text(bad)  # our validation, against the upstream's schema
+    spans = [(e["type"], e["payload"]) for e in (got.structured_content or {})["events"]]
+    echo = [payload for kind, payload in spans if payload.get("toolName") == "probe__echo"]
+    assert echo[0]["ownership"] == "mcp" and echo[0]["args"] == {"text": "hi"}
+    assert [p.get("result") for p in echo[1::2]] == ["success", "error"]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_writing_tool_waits_for_a_person(workspace: Path, tmp_path: Path, mode: str) -> None:
+    target = workspace / "note.txt"
+    args = {"path": str(target), "text": "hello"}
+    seen: list[str] = []
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt:
+        async with client_for(rt, mode, elicitation_callback=answering("decline", seen=seen)) as client:
+            denied = await client.call_tool("probe__write_file", args)
+        assert "denied" in error_text(denied) and not target.exists()
+        assert "probe__write_file" in seen[0] and str(target) in seen[0]
+        async with client_for(rt, mode, elicitation_callback=answering("accept", YES)) as client:
+            assert "wrote 5 characters" in text_of(await client.call_tool("probe__write_file", args))
+    assert target.read_text() == "hello"
+
+
+async def test_a_policy_entry_overrides_an_upstream_tool(workspace: Path, tmp_path: Path) -> None:
+    target = workspace / "free.txt"
+    policy = {"probe__write_file": "always_allow"}
+    async with serving(workspace, tmp_path, {"probe": PROBE}, policy=policy) as rt, client_for(rt, "legacy") as client:
+        text_of(await client.call_tool("probe__write_file", {"path": str(target), "text": "x"}))
+    assert target.read_text() == "x"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_image_comes_back_as_image_content(workspace: Path, tmp_path: Path, mode: str) -> None:
+    """Stored as an attachment of the session, as our own tools' images are: image content and a resource link."""
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt, client_for(rt, mode) as client:
+        result = await client.call_tool("probe__image", {})
+        assert not result.is_error
+        [link] = [block for block in result.content if isinstance(block, types.ResourceLink)]
+        stored = await client.read_resource(str(link.uri))
+    images = [block for block in result.content if isinstance(block, types.ImageContent)]
+    assert len(images) == 1 and images[0].mime_type == "image/png" and images[0].data.startswith("iVBOR")
+    assert str(link.uri).startswith("attachments://") and link.mime_type == "image/png"
+    [blob] = stored.contents
+    assert isinstance(blob, types.BlobResourceContents) and blob.blob == images[0].data
+
+
+async def test_list_changed_propagates_in_the_handshake_era(workspace: Path, tmp_path: Path) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    yes = answering("accept", YES)
+    async with probe_client(
+        workspace, tmp_path, "legacy", message_handler=on_message, elicitation_callback=yes
+    ) as client:
+        assert "probe__extra" not in {t.name for t in (await client.list_tools()).tools}
+        text_of(await client.call_tool("probe__grow", {}))
+        with anyio.fail_after(10):
+            await changed.wait()
+        assert "probe__extra" in {t.name for t in (await client.list_tools()).tools}
+        assert "extra" in text_of(await client.call_tool("probe__extra", {}))
+
+
+async def test_list_changed_propagates_in_the_2026_era(workspace: Path, tmp_path: Path) -> None:
+    yes = answering("accept", YES)
+    async with probe_client(workspace, tmp_path, "auto", elicitation_callback=yes) as client:
+        async with client.listen(tools_list_changed=True) as events:
+            text_of(await client.call_tool("probe__grow", {}))
+            with anyio.fail_after(10):
+                await events.__aiter__().__anext__()
+        assert "probe__extra" in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_a_crash_answers_clearly_then_the_upstream_restarts(workspace: Path, tmp_path: Path) -> None:
+    yes = answering("accept", YES)
+    async with probe_client(workspace, tmp_path, "legacy", elicitation_callback=yes) as client:
+        before = text_of(await client.call_tool("probe__pid", {}))
+        crashed = error_text(await client.call_tool("probe__crash", {}))
+        assert "upstream 'probe' stopped during crash" in crashed
+        meanwhile = error_text(await client.call_tool("probe__pid", {}))
+        assert "upstream 'probe' stopped and is restarting; try again in 1 s" in meanwhile
+        await anyio.sleep(1)  # the first backoff
+        with anyio.fail_after(15):
+            while (result := await client.call_tool("probe__pid", {})).is_error:  # noqa: ASYNC110 (polling a peer)
+                await anyio.sleep(0.2)
+        assert text_of(result) != before
+
+
+async def test_a_bad_upstream_blocks_neither_start_up_nor_the_others(workspace: Path, tmp_path: Path) -> None:
+    servers = {"broken": {"command": str(tmp_path / "no-such-program")}, "probe": PROBE}
+    with anyio.fail_after(15):
+        async with serving(workspace, tmp_path, servers) as rt, client_for(rt, "legacy") as client:
+            assert "echo: ok" in text_of(await client.call_tool("probe__echo", {"text": "ok"}))
+            message = error_text(await client.call_tool("broken__anything", {}))
+    assert message.startswith("upstream 'broken' failed to start (see the server log); try again in ")
+    assert str(tmp_path) not in message
+
+
+async def test_an_upstream_cannot_write_outside_its_confinement(workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt:
+        if rt.confinement.mode != "landlock":
+            pytest.skip("this kernel cannot confine spawned programs")
+        async with client_for(rt, "legacy", elicitation_callback=answering("accept", YES)) as client:
+            refused = await client.call_tool("probe__write_file", {"path": str(outside), "text": "x"})
+            inside = await client.call_tool("probe__write_file", {"path": str(workspace / "in.txt"), "text": "x"})
+            home = json.loads(text_of(await client.call_tool("probe__env", {"name": "HOME"})))["result"]
+            into_home = await client.call_tool("probe__write_file", {"path": f"{home}/cache", "text": "x"})
+            data_dir = await client.call_tool("probe__write_file", {"path": str(tmp_path / "data" / "x"), "text": "x"})
+    assert "upstream 'probe' reported an error from write_file" in error_text(refused)
+    assert not outside.exists() and not (tmp_path / "data" / "x").exists()
+    assert data_dir.is_error
+    assert not inside.is_error and not into_home.is_error  # the workspace as its mount says, and its own HOME
+
+
+async def test_the_environment_is_minimal_and_vault_references_resolve(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MANAGED_TOOLS_TOKEN", "our-own-secret-token-value")
+    asked: list[str] = []
+
+    async def vault(name: str) -> str | None:
+        asked.append(name)
+        return "s3cret-value" if name == "API_KEY" else None
+
+    probe = {**PROBE, "env": {"KEY": "${vault:API_KEY}", "PLAIN": "p"}}
+    async with serving(workspace, tmp_path, {"probe": probe}, secrets=vault) as rt, client_for(rt, "legacy") as c:
+        assert "s3cret-value" in text_of(await c.call_tool("probe__env", {"name": "KEY"}))
+        assert "(unset)" in text_of(await c.call_tool("probe__env", {"name": "MANAGED_TOOLS_TOKEN"}))
+        assert '"p"' in text_of(await c.call_tool("probe__env", {"name": "PLAIN"}))
+        home = json.loads(text_of(await c.call_tool("probe__env", {"name": "HOME"})))["result"]
+    assert asked == ["API_KEY"]
+    assert Path(home).name == "probe" and not Path(home).is_relative_to(Path.home())
+
+
+async def test_vault_references_read_the_agents_encrypted_vault(workspace: Path, tmp_path: Path) -> None:
+    async with serving(workspace, tmp_path, {}) as rt:
+        assert rt.variables.vault is not None
+        async with rt.db.write() as tx:
+            await vault.set_secret(tx, rt.variables.vault, "default", "API_KEY", SecretStr("from-the-vault"))
+    probe = {**PROBE, "env": {"KEY": "${vault:API_KEY}"}}
+    async with serving(workspace, tmp_path, {"probe": probe}) as rt, client_for(rt, "legacy") as client:
+        assert "from-the-vault" in text_of(await client.call_tool("probe__env", {"name": "KEY"}))
+
+
+async def test_a_missing_secret_keeps_the_upstream_down_and_says_how_to_set_it(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    probe = {**PROBE, "env": {"KEY": "${vault:MISSING_KEY}"}}
+    async with serving(workspace, tmp_path, {"probe": probe}) as rt, client_for(rt, "legacy") as client:
+        message = error_text(await client.call_tool("probe__echo", {"text": "x"}))
+    assert "needs the secret MISSING_KEY" in message and "`managed-tools secret set MISSING_KEY`" in message
+
+
+async def test_a_secret_never_reaches_the_log(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def vault(name: str) -> str | None:
+        return "leaky-secret-value"
+
+    # The program prints its environment and exits: its stderr is logged, scrubbed.
+    leak = {"command": "/bin/sh", "args": ["-c", "echo KEY=$KEY >&2; exit 1"], "env": {"KEY": "${vault:K}"}}
+    async with serving(workspace, tmp_path, {"leak": leak}, secrets=vault):
+        pass
+    assert "KEY=***" in caplog.text and "leaky-secret-value" not in caplog.text
+
+
+@pytest.fixture
+def http_upstream() -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(300):  # until it answers HTTP (a GET without a session is refused: it is up)
+            try:
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise AssertionError("the HTTP upstream exited") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(5)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_streamable_http_upstream(workspace: Path, tmp_path: Path, http_upstream: str, mode: str) -> None:
+    servers = {"remote": {"url": http_upstream, "headers": {"X-Probe": "1"}}}
+    no = answering("decline")
+    async with serving(workspace, tmp_path, servers) as rt, client_for(rt, mode, elicitation_callback=no) as client:
+        assert "echo: far" in text_of(await client.call_tool("remote__echo", {"text": "far"}))
+        denied = await client.call_tool("remote__write_file", {"path": str(tmp_path / "x"), "text": "x"})
+    assert "denied" in error_text(denied)
+
+
+async def test_stopping_kills_the_upstream(workspace: Path, tmp_path: Path) -> None:
+    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt, client_for(rt, "legacy") as client:
+        pid = int(json.loads(text_of(await client.call_tool("probe__pid", {})))["result"])
+        os.kill(pid, 0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(
+    ("servers", "says"),
+    [
+        ({"two__parts": PROBE}, "mcpServers.two__parts"),
+        ({"x" * 25: PROBE}, "at most 24 characters"),
+        ({"neither": {"args": []}}, "needs a `command` or a `url`"),
+        ({"web": {"url": "ftp://host/mcp"}}, "mcpServers.web.http.url"),
+        ({"env": {"command": "x", "env": {"BAD NAME": "1"}}}, "mcpServers.env.stdio.env"),
+        ({"hdr": {"url": "http://h/mcp", "headers": {"X": "a\r\nb"}}}, "mcpServers.hdr.http.headers.X"),
+    ],
+)
+def test_a_bad_entry_is_a_clear_start_up_error(
+    workspace: Path, tmp_path: Path, servers: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        configured(workspace, tmp_path / "data", servers)
+    assert says in str(caught.value)
+
+
+def test_the_tools_command_shows_upstream_tools(workspace: Path, tmp_path: Path) -> None:
+    configured(workspace, tmp_path / "data", {"probe": PROBE})
+    listing = subprocess.run(
+        [sys.executable, "-m", "managed_tools.server", "tools", "--workspace", str(workspace), "--data-dir",
+         str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    rows = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[2:] if line.strip()}
+    assert rows["probe__echo"] == "always_allow" and rows["probe__write_file"] == "always_ask"
+
+
+def _listed_tool(name: str, description: str = "An upstream tool.") -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema={"type": "object"})
+
+
+async def _never(tool: str, arguments: dict[str, Any], seconds: float) -> types.CallToolResult:
+    raise AssertionError("not called")
+
+
+def test_a_group_change_is_whole_or_not_at_all() -> None:
+    """An upstream whose tools collide with another's leaves the registry as it was (regression: the old tools
+    were dropped before the collision was found)."""
+    registry = Registry()
+    registry.replace_group("a", definitions("a", [_listed_tool("x")], _never, {}))
+    registry.replace_group("b", definitions("b", [_listed_tool("y")], _never, {}))
+    version = registry.version
+    clash = definitions("b", [_listed_tool("z"), _listed_tool("z")], _never, {})
+    with pytest.raises(RegistryError, match="registered twice"):
+        registry.replace_group("b", clash)
+    assert registry.names() == ["a__x", "b__y"] and registry.version == version
+    registry.replace_group("b", definitions("b", [_listed_tool("y")], _never, {}))
+    assert registry.version == version  # the same list: no change to tell anyone about
+    registry.replace_group("b", [], absent=lambda: "upstream 'b' is down.")
+    assert registry.names() == ["a__x"] and registry.version == version + 1
+    assert registry.absent_reason("b__y") == "upstream 'b' is down." and registry.absent_reason("c__y") is None
+
+
+def test_upstream_tools_keep_long_descriptions_and_skip_names_no_client_accepts() -> None:
+    listed = [_listed_tool("read", "Reads a file. " * 200), _listed_tool("bad.name"), _listed_tool("n" * 61)]
+    published = definitions("up", listed, _never, {})
+    assert [d.name for d in published] == ["up__read"]
+    assert len(published[0].description) == 2000 and published[0].description.endswith("…")
+    assert published[0].permission_policy == "always_ask"  # no annotations: it asks
