@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
+from mcp.server import CacheHint, InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 
@@ -17,8 +17,9 @@ from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
+from managed_tools.server.instructions import instructions
 from managed_tools.server.library import Library
-from managed_tools.server.planning_prompts import PLANNING_PROMPTS
+from managed_tools.server.planning_prompts import planning_prompts
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.resources import Notifier, Resources
@@ -27,11 +28,10 @@ from managed_tools.tools.context import Runtime
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
-INSTRUCTIONS = (
-    "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
-    "and tools marked always_ask wait for a person's approval. Start with environment_describe and "
-    "session_get_snapshot."
-)
+# tools/list is the same for every connection and changes only with the configuration (a restart) or when an
+# upstream server's list changes, which tools/list_changed announces: a client may reuse it for a minute, and
+# share it across callers (it depends on no caller). docs/decisions.md "tools/list is cacheable".
+TOOLS_LIST_CACHE = CacheHint(ttl_ms=60_000, scope="public")
 
 
 TIMEOUT_META_KEY = "managed-tools/timeoutMs"
@@ -128,7 +128,7 @@ def build_server(
     """
     listing = types.ListToolsResult(tools=[to_mcp_tool(definition) for definition in runtime.registry])
     in_flight = calls if calls is not None else InFlight()
-    library = Library(extensions or Extensions(), PLANNING_PROMPTS)
+    library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
 
@@ -183,7 +183,8 @@ def build_server(
         SERVER_NAME,
         version=__version__,
         title="Managed tools",
-        instructions=INSTRUCTIONS,
+        instructions=instructions(runtime.registry),
+        cache_hints={"tools/list": TOOLS_LIST_CACHE},
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

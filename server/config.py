@@ -21,6 +21,7 @@ from managed_tools.server.http_allowlist import Address, host_entry, origin_entr
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
+from managed_tools.tools.toolsets import ToolSelection
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -64,6 +65,11 @@ class UserConfig(BaseModel):
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    # Which tools are served (tools/toolsets.py); `serve --toolsets/--tools/--exclude-tools/--read-only` win.
+    toolsets: list[str] | None = None
+    tools: list[str] | None = None
+    exclude_tools: list[str] | None = Field(default=None, alias="excludeTools")
+    read_only: bool | None = Field(default=None, alias="readOnly")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -100,6 +106,7 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    selection: ToolSelection = ToolSelection()  # the tools served
 
     @classmethod
     def build(
@@ -115,6 +122,7 @@ class ServeConfig(BaseModel):
         tool_modules: tuple[str, ...] = (),
         vaults: dict[str, Path] | None = None,
         skills_dirs: tuple[Path, ...] = (),
+        selection: Selecting | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -147,11 +155,37 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            selection=_selection(user, selection or Selecting()),
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+
+class Selecting(BaseModel):
+    """The tool selection flags as given; None where a flag was not given (config.json's key applies)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    toolsets: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] | None = None
+    read_only: bool | None = None
+
+
+def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
+    """Each flag given overrides its config.json key, key by key."""
+
+    def either(flag: tuple[str, ...] | None, key: list[str] | None) -> tuple[str, ...] | None:
+        return flag if flag is not None else None if key is None else tuple(key)
+
+    return ToolSelection(
+        toolsets=either(flags.toolsets, file.toolsets),
+        tools=either(flags.tools, file.tools) or (),
+        exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),
+        read_only=bool(flags.read_only if flags.read_only is not None else file.read_only),
+    )
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

@@ -53,10 +53,18 @@ def served_registry(
     for name, path in config.vaults.items():
         if not path.is_dir():
             raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
+    return configured_registry(config, extensions, extra_tools)
+
+
+def configured_registry(
+    config: ServeConfig, extensions: Extensions, extra_tools: tuple[ToolDefinition, ...] = ()
+) -> Registry:
+    """The catalogue as configured, mounts unchecked: what the approval commands filter requests with."""
     try:
         declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
-        user_tools = tuple(declared) + extensions.tools
-        return build_registry(user_tools + extra_tools, config.policy)
+        return build_registry(
+            (*declared, *extra_tools), config.policy, extensions=extensions.tools, selection=config.selection
+        )
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
 

@@ -37,21 +37,46 @@ log = logging.getLogger(__name__)
 
 
 class Registry:
-    """An ordered, validated set of tool definitions."""
+    """An ordered, validated set of tool definitions, each in a toolset (tools/toolsets.py)."""
 
     def __init__(self, definitions: Iterable[ToolDefinition] = (), *, user: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
+        self._toolsets: dict[str, str] = {}
+        # Every tool this server could serve, before `only` left some out: what `managed-tools tools` shows, and
+        # how `managed-tools pending` tells a hidden tool's request. Never shown to a model.
+        self.unfiltered = self
         for definition in definitions:
             self.add(definition)
         for definition in user:
             self.add(definition, user=True)
 
-    def add(self, definition: ToolDefinition, *, user: bool = False) -> None:
+    def add(self, definition: ToolDefinition, *, user: bool = False, toolset: str = "") -> None:
         """`user`: the tool comes from the user (a --tools-module or config), whatever ownership it declares."""
         if definition.name in self._tools:
             raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
         check_definition(definition, user=user)
         self._tools[definition.name] = definition
+        self._toolsets[definition.name] = toolset
+
+    def only(self, names: Iterable[str]) -> Registry:
+        """The registry of just these tools (already checked), in this registry's order."""
+        keep = set(names)
+        selected = Registry()
+        selected._tools = {name: d for name, d in self._tools.items() if name in keep}
+        selected._toolsets = {name: self._toolsets[name] for name in selected._tools}
+        selected.unfiltered = self.unfiltered
+        return selected
+
+    def hidden(self, name: str) -> bool:
+        """A tool this server knows but does not serve (its toolsets, --exclude-tools or --read-only)."""
+        return name not in self._tools and self.unfiltered.get(name) is not None
+
+    def toolsets(self) -> dict[str, list[str]]:
+        """Each toolset with tools here, and their names, in publishing order."""
+        grouped: dict[str, list[str]] = {}
+        for name, toolset in self._toolsets.items():
+            grouped.setdefault(toolset, []).append(name)
+        return grouped
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
@@ -61,6 +86,9 @@ class Registry:
 
     def near_names(self, name: str, count: int = 3) -> list[str]:
         return difflib.get_close_matches(name, list(self._tools), n=count, cutoff=0.5)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
 
     def __iter__(self) -> Iterator[ToolDefinition]:
         return iter(self._tools.values())
