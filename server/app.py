@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
+from mcp.server import CacheHint, InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 
@@ -17,10 +17,11 @@ from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
+from managed_tools.server.instructions import instructions
 from managed_tools.server.library import Library
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
-from managed_tools.server.planning_prompts import PLANNING_PROMPTS
+from managed_tools.server.planning_prompts import planning_prompts
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
@@ -32,11 +33,11 @@ from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
-INSTRUCTIONS = (
-    "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite, "
-    "and tools marked always_ask wait for a person's approval. Start with environment_describe and "
-    "session_get_snapshot."
-)
+# tools/list is the same for every connection and changes only with the configuration (a restart) or when an
+# upstream server's list changes, which tools/list_changed announces: a client may reuse it for a minute. Private:
+# off loopback the list is behind a token, and a shared cache would hand it to callers we never authenticated.
+# docs/decisions.md "tools/list: deterministic, cacheable".
+TOOLS_LIST_CACHE = CacheHint(ttl_ms=60_000, scope="private")
 
 
 TIMEOUT_META_KEY = "managed-tools/timeoutMs"
@@ -143,8 +144,7 @@ def build_server(
     # principal's scopes can filter the list without rebuilding it.
     listings: dict[int, list[tuple[ToolDefinition, types.Tool]]] = {}
     in_flight = calls if calls is not None else InFlight()
-
-    library = Library(extensions or Extensions(), PLANNING_PROMPTS)
+    library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
 
@@ -229,7 +229,8 @@ def build_server(
         SERVER_NAME,
         version=__version__,
         title="Managed tools",
-        instructions=INSTRUCTIONS,
+        instructions=instructions(runtime.registry),
+        cache_hints={"tools/list": TOOLS_LIST_CACHE},
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

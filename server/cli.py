@@ -38,6 +38,29 @@ def _approval_wait(value: str) -> float:
     return seconds
 
 
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _selection_flags() -> argparse.ArgumentParser:
+    """serve, tools and the approval commands: which tools are served (a hidden tool's request is never shown)."""
+    select = argparse.ArgumentParser(add_help=False)
+    chosen = select.add_argument_group("which tools are served (see README: Toolsets; config.json has the same keys)")
+    chosen.add_argument(
+        "--toolsets", metavar="A,B", type=_names, action="append",
+        help="serve only these toolsets: families of tools, custom, extensions, mcp; all (default)",
+    )  # fmt: skip
+    chosen.add_argument("--tools", metavar="A,B", type=_names, action="append", help="also serve these tools")
+    chosen.add_argument(
+        "--exclude-tools", metavar="A,B", type=_names, action="append", help="never serve these tools (wins)"
+    )
+    chosen.add_argument(
+        "--read-only", action=argparse.BooleanOptionalAction, default=None,
+        help="serve only tools that neither write nor run anything (wins over everything)",
+    )  # fmt: skip
+    return select
+
+
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="managed-tools",
@@ -67,11 +90,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
         "(its TOOLS, RESOURCES, PROMPTS)",
     )
+    select = _selection_flags()
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
         "serve",
-        parents=[where, extend],
+        parents=[where, extend, select],
         help="serve the catalogue over stdio (one local client) or HTTP (remote clients)",
     )
     serve.add_argument(
@@ -115,18 +139,22 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     tools = commands.add_parser(
         "tools",
-        parents=[where, extend],
-        help="print the tool catalogue as served here: config.json's custom tools and --tools-module's included",
+        parents=[where, extend, select],
+        help="print the toolsets and the tool catalogue as served here (config.json's tools, --tools-module's too)",
     )
     tools.add_argument("--json", action="store_true", help="one JSON document for machines")
 
-    pending = commands.add_parser("pending", parents=[where], help="list permission requests waiting for a person")
+    pending = commands.add_parser(
+        "pending", parents=[where, extend, select], help="list permission requests waiting for a person"
+    )
     pending.add_argument("--json", action="store_true", help="one JSON document for machines")
     for name, verb in (("approve", "approve"), ("deny", "refuse")):
-        sub = commands.add_parser(name, parents=[where], help=f"{verb} a waiting permission request")
+        sub = commands.add_parser(name, parents=[where, extend, select], help=f"{verb} a waiting permission request")
         sub.add_argument("request_id", metavar="ID")
         sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
-    respond = commands.add_parser("respond", parents=[where], help="answer a custom tool's request with its result")
+    respond = commands.add_parser(
+        "respond", parents=[where, extend, select], help="answer a custom tool's request with its result"
+    )
     respond.add_argument("request_id", metavar="ID")
     respond.add_argument("--json", dest="answer", required=True, metavar="OBJECT", help="the result, a JSON object")
     stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")

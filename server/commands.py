@@ -22,12 +22,13 @@ from pydantic import ValidationError
 
 from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
-from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
+from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.runtime import (
     StartupError,
+    configured_registry,
     open_runtime,
     served_registry,
     startup_extensions,
@@ -35,6 +36,7 @@ from managed_tools.server.runtime import (
 )
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
+from managed_tools.tools.catalogue import PURPOSES
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.registry import Registry
 
@@ -85,6 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         tool_modules=tuple(getattr(args, "tools_module", ())),
         vaults=_vaults(getattr(args, "vault", [])),
         skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
+        selection=_selecting(args),
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))
@@ -112,6 +115,19 @@ def _cut_short_quietly(command: Callable[[], int]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return status
+
+
+def _selecting(args: argparse.Namespace) -> Selecting:
+    def flattened(name: str) -> tuple[str, ...] | None:
+        given = getattr(args, name, None)
+        return None if given is None else tuple(n for names in given for n in names)
+
+    return Selecting(
+        toolsets=flattened("toolsets"),
+        tools=flattened("tools"),
+        exclude_tools=flattened("exclude_tools"),
+        read_only=getattr(args, "read_only", None),
+    )
 
 
 def _vaults(specs: list[str]) -> dict[str, Path]:
@@ -176,11 +192,12 @@ def _oauth(file: OAuthConfig | None, flags: dict[str, Any]) -> OAuthConfig | Non
 
 
 def _human(args: argparse.Namespace, config: ServeConfig) -> int:
+    served = configured_registry(config, startup_extensions(config))
     commands: dict[str, Callable[[], Awaitable[None]]] = {
-        "pending": lambda: human.pending(config, as_json=args.json),
-        "approve": lambda: human.decide(config, args.request_id, approve=True, note=args.note),
-        "deny": lambda: human.decide(config, args.request_id, approve=False, note=args.note),
-        "respond": lambda: human.respond(config, args.request_id, args.answer),
+        "pending": lambda: human.pending(config, served, as_json=args.json),
+        "approve": lambda: human.decide(config, served, args.request_id, approve=True, note=args.note),
+        "deny": lambda: human.decide(config, served, args.request_id, approve=False, note=args.note),
+        "respond": lambda: human.respond(config, served, args.request_id, args.answer),
         "interrupt": lambda: human.interrupt(config, args.session, note=args.note),
         "secret": lambda: _secret(args, config),
     }
@@ -251,16 +268,27 @@ def _announce_confinement(runtime: Runtime) -> None:
 
 
 def _print_tools(registry: Registry, *, as_json: bool) -> int:
+    """The toolsets (what each serves of what it has), then the tools this configuration and these flags serve."""
+    everything, served = registry.unfiltered.toolsets(), registry.toolsets()
+    toolsets = [(name, len(served.get(name, [])), len(everything.get(name, []))) for name in PURPOSES]
     if as_json:
         listing = [to_mcp_tool(d).model_dump(mode="json", by_alias=True, exclude_none=True) for d in registry]
-        print(json.dumps({"tools": listing}, indent=2))
+        sets = [
+            {"name": name, "purpose": PURPOSES[name], "served": served.get(name, []),
+             "hidden": [n for n in everything.get(name, []) if n not in registry]}
+            for name in PURPOSES
+        ]  # fmt: skip
+        print(json.dumps({"toolsets": sets, "tools": listing}, indent=2))
         return 0
+    print(f"{len(PURPOSES)} toolsets (serve --toolsets A,B; default all)\n")
+    for name, count, total in toolsets:
+        print(f"{name:<12}  {count:>2}/{total:<2} served  {PURPOSES[name]}")
     rows = [
         (d.name, d.permission_policy, "read-only" if d.read_only else "writes", d.description.split(". ")[0])
         for d in registry
     ]
-    width = max(len(name) for name, *_ in rows)
-    print(f"{len(rows)} tools (always_ask tools wait for a person's approval)\n")
+    print(f"\n{len(rows)} tools served (always_ask tools wait for a person's approval)\n")
+    width = max((len(name) for name, *_ in rows), default=0)
     for name, policy, mode, summary in rows:
         print(f"{name:<{width}}  {policy:<12}  {mode:<9}  {summary}")
     return 0

@@ -23,6 +23,7 @@ from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, appr
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
+from managed_tools.tools.toolsets import ToolSelection
 from managed_tools.tools.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -104,6 +105,11 @@ class UserConfig(BaseModel):
     # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
     mcp_servers: UpstreamSpecs = Field(default_factory=dict, alias="mcpServers")
+    # Which tools are served (tools/toolsets.py); `serve --toolsets/--tools/--exclude-tools/--read-only` win.
+    toolsets: list[str] | None = None
+    tools: list[str] | None = None
+    exclude_tools: list[str] | None = Field(default=None, alias="excludeTools")
+    read_only: bool | None = Field(default=None, alias="readOnly")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -144,6 +150,7 @@ class ServeConfig(BaseModel):
     approvals: Approvals = "form"  # config.json `approvals`: "page" asks permission only on the loopback page
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
     mcp_servers: UpstreamSpecs = Field(default_factory=dict)  # upstream MCP servers (server/upstream/)
+    selection: ToolSelection = ToolSelection()  # the tools served
 
     @classmethod
     def build(
@@ -159,6 +166,7 @@ class ServeConfig(BaseModel):
         tool_modules: tuple[str, ...] = (),
         vaults: dict[str, Path] | None = None,
         skills_dirs: tuple[Path, ...] = (),
+        selection: Selecting | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -195,11 +203,37 @@ class ServeConfig(BaseModel):
             approvals=user.approvals,
             variables=user.variables,
             mcp_servers=user.mcp_servers,
+            selection=_selection(user, selection or Selecting()),
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+
+class Selecting(BaseModel):
+    """The tool selection flags as given; None where a flag was not given (config.json's key applies)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    toolsets: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] | None = None
+    read_only: bool | None = None
+
+
+def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
+    """Each flag given overrides its config.json key, key by key."""
+
+    def either(flag: tuple[str, ...] | None, key: list[str] | None) -> tuple[str, ...] | None:
+        return flag if flag is not None else None if key is None else tuple(key)
+
+    return ToolSelection(
+        toolsets=either(flags.toolsets, file.toolsets),
+        tools=either(flags.tools, file.tools) or (),
+        exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),
+        read_only=bool(flags.read_only if flags.read_only is not None else file.read_only),
+    )
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

@@ -19,8 +19,7 @@ from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
-from managed_tools.tools.catalogue import build_registry
-from managed_tools.tools.custom import custom_tool
+from managed_tools.tools.registry import Registry
 from managed_tools.tools.what_runs import visible_lines
 
 BY = "cli"
@@ -83,9 +82,9 @@ def _indented(text: str) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-async def pending(config: ServeConfig, *, as_json: bool) -> None:
+async def pending(config: ServeConfig, served: Registry, *, as_json: bool) -> None:
     async with state_database(config) as db, db.read() as tx:
-        records = await approvals.list_open(tx)
+        records = [r for r in await approvals.list_open(tx) if not served.hidden(r.tool_name)]
     if as_json:
         # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
         print(json.dumps({"requests": [_view(r) for r in records]}, indent=2, ensure_ascii=True))
@@ -101,9 +100,9 @@ async def pending(config: ServeConfig, *, as_json: bool) -> None:
         print(_indented(_question(r)))
 
 
-async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: str | None) -> None:
+async def decide(config: ServeConfig, served: Registry, request_id: str, *, approve: bool, note: str | None) -> None:
     async with state_database(config) as db, db.write() as tx:
-        record = await _get(tx, request_id)
+        record = await _get(tx, served, request_id)
         if record.kind == "custom_tool" and approve:
             raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
         await _decide(tx, record, approved=approve, note=note)
@@ -113,7 +112,7 @@ async def decide(config: ServeConfig, request_id: str, *, approve: bool, note: s
         print("It runs when the model calls it again with the same arguments.")
 
 
-async def respond(config: ServeConfig, request_id: str, answer: str) -> None:
+async def respond(config: ServeConfig, served: Registry, request_id: str, answer: str) -> None:
     try:
         value = json.loads(answer)
     except json.JSONDecodeError as exc:
@@ -121,11 +120,10 @@ async def respond(config: ServeConfig, request_id: str, answer: str) -> None:
     if not isinstance(value, dict):
         raise HumanError("--json must be a JSON object.")
     async with state_database(config) as db, db.write() as tx:
-        record = await _get(tx, request_id)
+        record = await _get(tx, served, request_id)
         if record.kind != "custom_tool":
             raise HumanError(f"Request {request_id} asks for approval, not a result: use approve or deny.")
-        registry = build_registry(tuple(custom_tool(spec) for spec in config.custom_tools))
-        definition = registry.get(record.tool_name)
+        definition = served.get(record.tool_name)
         if definition is None:
             raise HumanError(f"{record.tool_name} is no longer declared in the configuration.")
         try:
@@ -154,11 +152,15 @@ async def interrupt(config: ServeConfig, session_id: str | None, *, note: str | 
     print(f"Interrupted session {session_id}: {cleared} open request(s) cleared; the session is idle.")
 
 
-async def _get(tx: Tx, request_id: str) -> ApprovalRecord:
+async def _get(tx: Tx, served: Registry, request_id: str) -> ApprovalRecord:
+    """The request, unless it is for a tool this server does not serve: then it does not exist here either."""
     try:
-        return await approvals.get(tx, request_id)
+        record = await approvals.get(tx, request_id)
     except StoreError as exc:
         raise HumanError(str(exc)) from exc
+    if served.hidden(record.tool_name):
+        raise HumanError(f"No permission request {request_id} exists.")  # as stores/approvals.get says
+    return record
 
 
 async def _decide(

@@ -10,7 +10,15 @@ from mcp import MCPError
 
 from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage
 from managed_tools.tools.content import TextBlock
-from managed_tools.tools.planning.strategies import PLAN_CHOICES, SUMMARIES, TITLES, Strategy, render_guidance
+from managed_tools.tools.planning.strategies import (
+    GUIDED_TOOLS,
+    PLAN_CHOICES,
+    SUMMARIES,
+    TITLES,
+    Strategy,
+    render_guidance,
+)
+from managed_tools.tools.registry import Registry
 
 
 def _prompt(strategy: Strategy) -> Prompt:
@@ -39,3 +47,8 @@ def _prompt(strategy: Strategy) -> Prompt:
 
 
 PLANNING_PROMPTS: tuple[Prompt, ...] = tuple(_prompt(strategy) for strategy in get_args(Strategy))
+
+
+def planning_prompts(registry: Registry) -> tuple[Prompt, ...]:
+    """The strategies, where the planning tools their guidance names are all served."""
+    return PLANNING_PROMPTS if all(name in registry for name in GUIDED_TOOLS) else ()

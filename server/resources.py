@@ -27,6 +27,7 @@ from managed_tools.tools import resources
 from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.executor import reading_context
+from managed_tools.tools.registry import Registry
 from managed_tools.tools.uris import ATTACHMENT_SCHEME, SCHEME, parse, parse_attachment, parse_file
 
 SKILL_SCHEME = "skill"
@@ -151,13 +152,13 @@ async def read(ctx: ToolContext, uri: str) -> types.ReadResourceResult:
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
 
-def templates(extra: list[types.ResourceTemplate]) -> types.ListResourceTemplatesResult:
+def templates(registry: Registry, extra: list[types.ResourceTemplate]) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(
         resource_templates=[
             types.ResourceTemplate(
                 uri_template=t.uri_template, name=t.name, description=t.description, mime_type=t.mime_type
             )
-            for t in resources.TEMPLATES
+            for t in resources.templates(registry)
         ]
         + extra
     )
@@ -191,7 +192,7 @@ class Resources:
         self._notifier.listed(ctx.session)
         async with self._reader(ctx) as reader:
             found = (
-                resources.listing(reader.session_id)
+                resources.listing(reader.session_id, self._runtime.registry)
                 + await resources.attachment_listing(reader)
                 + await resources.file_listing(reader)
             )
@@ -202,7 +203,9 @@ class Resources:
     async def list_templates(
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return templates((await self._library.list_resource_templates(ctx, params)).resource_templates)
+        return templates(
+            self._runtime.registry, (await self._library.list_resource_templates(ctx, params)).resource_templates
+        )
 
     async def read_resource(
         self, ctx: ServerRequestContext[Attachments], params: types.ReadResourceRequestParams

@@ -61,12 +61,24 @@ def served_registry(
     for name, path in config.vaults.items():
         if not path.is_dir():
             raise StartupError(f"The vault {name!r} ({path}) is not a directory.")
+    return configured_registry(config, extensions, extra_tools)
+
+
+def configured_registry(
+    config: ServeConfig, extensions: Extensions, extra_tools: tuple[ToolDefinition, ...] = ()
+) -> Registry:
+    """The catalogue as configured, mounts unchecked: what the approval commands filter requests with."""
     try:
         declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
-        user_tools = tuple(declared) + extensions.tools
         upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
         policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
-        registry = build_registry(user_tools + extra_tools, policy)
+        registry = build_registry(
+            (*declared, *extra_tools),
+            policy,
+            extensions=extensions.tools,
+            selection=config.selection,
+            upstreams=tuple(config.mcp_servers),
+        )
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]

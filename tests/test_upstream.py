@@ -391,3 +391,25 @@ def test_upstream_tools_keep_long_descriptions_and_skip_names_no_client_accepts(
     assert [d.name for d in published] == ["up__read"]
     assert len(published[0].description) == 2000 and published[0].description.endswith("…")
     assert published[0].permission_policy == "always_ask"  # no annotations: it asks
+
+
+@pytest.mark.parametrize(
+    ("selection", "served"),
+    [
+        ({"toolsets": ["files"], "tools": ["probe__echo"]}, {"probe__echo"}),
+        ({"readOnly": True, "excludeTools": ["probe__env"]}, {"probe__echo", "probe__pid", "probe__image"}),
+        ({"toolsets": ["mcp"], "excludeTools": ["probe__crash", "probe__grow"]},
+         {"probe__echo", "probe__env", "probe__pid", "probe__image", "probe__write_file"}),
+    ],
+)  # fmt: skip
+async def test_toolset_flags_apply_to_upstream_tools(
+    workspace: Path, tmp_path: Path, selection: dict[str, Any], served: set[str]
+) -> None:
+    """An upstream's tools arrive after start-up, in toolset `mcp`: the same selection narrows them, and a hidden
+    one cannot be called."""
+    async with serving(workspace, tmp_path, {"probe": PROBE}, **selection) as rt, client_for(rt, "legacy") as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        hidden = error_text(await client.call_tool("probe__crash", {}))
+    assert {name for name in listed if name.startswith("probe__")} == served
+    assert hidden.startswith("Unknown tool 'probe__crash'")
+    assert ("read" in listed) == (selection.get("toolsets") != ["mcp"])

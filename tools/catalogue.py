@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 
 from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.environment import tools as environment
@@ -22,43 +22,90 @@ from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
 from managed_tools.tools.skills import tools as skill_tools
 from managed_tools.tools.substrate import tools as substrate_tools
+from managed_tools.tools.toolsets import USER_TOOLSETS, ToolSelection, select
 
-FAMILIES: tuple[tuple[ToolDefinition, ...], ...] = (
-    environment.DEFINITIONS,
-    session_tools.DEFINITIONS,
-    delegation.DEFINITIONS,
-    outcome_tools.DEFINITIONS,
-    memory_tools.DEFINITIONS,
-    memory_search.DEFINITIONS,
-    recall.DEFINITIONS,
-    planning.DEFINITIONS,
-    skill_tools.DEFINITIONS,
-    file_tools.DEFINITIONS,
-    sandbox.DEFINITIONS,
-    substrate_tools.DEFINITIONS,
-    shell_tools.DEFINITIONS,
-    permissions.DEFINITIONS,  # last, as in the reference
-)
+# The families (toolsets of `serve --toolsets`), in publishing order, each with what it is for.
+FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {
+    "environment": environment.DEFINITIONS,
+    "sessions": session_tools.DEFINITIONS + delegation.DEFINITIONS,
+    "outcomes": outcome_tools.DEFINITIONS,
+    "memory": memory_tools.DEFINITIONS + memory_search.DEFINITIONS,
+    "recall": recall.DEFINITIONS,
+    "planning": planning.DEFINITIONS,
+    "skills": skill_tools.DEFINITIONS,
+    "files": file_tools.DEFINITIONS,
+    "sandbox": sandbox.DEFINITIONS,
+    "substrate": substrate_tools.DEFINITIONS,
+    "shell": shell_tools.DEFINITIONS,
+    "permissions": permissions.DEFINITIONS,  # last, as in the reference
+}
+PURPOSES: dict[str, str] = {
+    "environment": "mounts, vaults, the agent setup",
+    "sessions": "sessions, events, traces, child sessions",
+    "outcomes": "what done means, grading, evaluation",
+    "memory": "versioned memory stores and learnings",
+    "recall": "search past sessions' events",
+    "planning": "the session's plan and steps",
+    "skills": "SKILL.md instructions",
+    "files": "read, write, edit, glob, grep",
+    "sandbox": "the sandbox view over files and shell",
+    "substrate": "the agent's shared files, staged and promoted",
+    "shell": "bash, commands, the persistent shell",
+    "permissions": "permission posture and checks",
+    "custom": "config.json's custom and latent tools",
+    "extensions": "--tools-module tools",
+    "mcp": "upstream MCP servers' tools",
+}
+assert PURPOSES.keys() == {*FAMILIES, *USER_TOOLSETS}
+
+
+def toolsets(
+    extra: Sequence[ToolDefinition] = (), extensions: Sequence[ToolDefinition] = ()
+) -> dict[str, tuple[ToolDefinition, ...]]:
+    """Every toolset and its tools in publishing order: the families, then the user's. `extra` are config.json's
+    custom and latent tools (`custom`; a test's own tools go to `extensions`), `extensions` the --tools-module
+    ones; a tool of ownership `mcp` is in `mcp` wherever it came from."""
+    groups: dict[str, list[ToolDefinition]] = {name: list(family) for name, family in FAMILIES.items()}
+    groups.update({name: [] for name in USER_TOOLSETS})
+    for definition in extra:
+        declared = "custom" if definition.ownership in ("custom", "latent") else "extensions"
+        groups["mcp" if definition.ownership == "mcp" else declared].append(definition)
+    for definition in extensions:
+        groups["mcp" if definition.ownership == "mcp" else "extensions"].append(definition)
+    for name in USER_TOOLSETS:
+        if any(d.ownership == "latent" for d in groups[name]):
+            # the way back for a latent call handed to the calling model, in the toolset of the first latent tools
+            groups[name][:0] = latent_calls.DEFINITIONS
+            break
+    return {name: tuple(group) for name, group in groups.items()}
 
 
 def build_registry(
-    extra: tuple[ToolDefinition, ...] = (), policy: Mapping[str, PermissionPolicy] | None = None
+    extra: Sequence[ToolDefinition] = (),
+    policy: Mapping[str, PermissionPolicy] | None = None,
+    *,
+    extensions: Sequence[ToolDefinition] = (),
+    selection: ToolSelection | None = None,
+    upstreams: Sequence[str] = (),
 ) -> Registry:
-    """The managed tools plus `extra` (user or test tools), all checked against the registry rules.
+    """The managed tools plus the user's (`extra`, `extensions`: see `toolsets`), all checked against the
+    registry rules, then narrowed to `selection`: the registry holds only the tools this server serves.
 
     `policy` is the user's per-tool override of permissionPolicy; naming a tool that does not exist is an error,
-    so a typo never silently leaves a tool ungated.
+    so a typo never silently leaves a tool ungated (a tool the selection hides may be named). `upstreams` are
+    the configured upstream servers, whose tools the selection may name before they are listed.
     """
-    managed = [definition for family in FAMILIES for definition in family]
-    if any(definition.ownership == "latent" for definition in extra):
-        managed.extend(latent_calls.DEFINITIONS)  # the way back for a latent call handed to the calling model
+    groups = toolsets(extra, extensions)
     overrides = dict(policy or {})
-    unknown = sorted(set(overrides) - {d.name for d in [*managed, *extra]})
+    unknown = sorted(set(overrides) - {d.name for group in groups.values() for d in group})
     if unknown:
         raise RegistryError(f"The permission policy names tools that do not exist: {', '.join(unknown)}.")
-
-    def applied(definitions: Iterable[ToolDefinition]) -> list[ToolDefinition]:
-        return [d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d
-                for d in definitions]  # fmt: skip
-
-    return Registry(applied(managed), user=applied(extra))
+    registry = Registry()
+    ours = {d.name for d in latent_calls.DEFINITIONS}
+    for name, group in groups.items():
+        for d in group:
+            policed = d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d
+            registry.add(policed, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
+    if selection is None:
+        return registry
+    return registry.only((d.name for d in select(groups, selection, upstreams=upstreams)), selection)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
@@ -129,13 +130,13 @@ class ToolDefinition(BaseModel):
 @functools.cache
 def _input_schema(model: type[Arguments]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
-    return schema if _verbatim(model) else _drop_null_options(_clean_schema(schema))
+    return schema if _verbatim(model) else _without_refusals(_drop_null_options(_clean_schema(schema)))
 
 
 @functools.cache
 def _output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
-    return schema if _verbatim(model) else _clean_schema(schema)
+    return schema if _verbatim(model) else hoist_repeats(_clean_schema(schema))
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
@@ -174,3 +175,85 @@ def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
                 merged.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
                 holder["properties"][name] = merged
     return schema
+
+
+# What the executor refuses anyway, with a message naming the field: an empty string, a field not in the schema.
+# Published, they cost ~3,000 characters of every model's context and teach it nothing (docs/decisions.md
+# "The catalogue budget").
+REFUSED_ANYWAY = (("minLength", 1), ("additionalProperties", False))
+
+
+def _without_refusals(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_without_refusals(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: value if key in ("default", "const", "enum", "examples") else _without_refusals(value)
+        for key, value in node.items()
+        if (key, value) not in REFUSED_ANYWAY
+    }
+
+
+HOISTED_MIN_CHARS = 60  # a shorter repeat costs less than the $ref that would replace it
+
+
+def repeated_parts(schema: dict[str, Any]) -> list[str]:
+    """The subschemas (as canonical JSON) written out more than once: pydantic hoists nested models into $defs,
+    not the Literal types several models share."""
+    counts: dict[str, int] = {}
+
+    def walk(node: Any, top: bool) -> None:
+        if isinstance(node, dict):
+            text = json.dumps(node, sort_keys=True)
+            if not top and len(text) >= HOISTED_MIN_CHARS:
+                counts[text] = counts.get(text, 0) + 1
+            for key, value in node.items():
+                if key not in ("default", "const", "enum", "examples"):
+                    walk(value, False)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, False)
+
+    walk(schema, True)
+    return [text for text, count in counts.items() if count > 1]
+
+
+def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each repeated subschema once, in $defs, named after the first property that uses it."""
+    repeats = set(repeated_parts(schema))
+    if not repeats:
+        return schema
+    defs: dict[str, Any] = schema.get("$defs", {})
+    added: dict[str, Any] = {}
+    names: dict[str, str] = {}
+
+    def name_for(text: str, hint: str) -> str:
+        if text not in names:
+            base = hint[:1].upper() + hint[1:] or "Shared"
+            name, n = base, 1
+            while name in defs or name in added:
+                n += 1
+                name = f"{base}{n}"
+            names[text] = name
+            added[name] = replace(json.loads(text), name, top=True)
+        return names[text]
+
+    def replace(node: Any, hint: str, *, top: bool = False) -> Any:
+        if isinstance(node, list):
+            return [replace(item, hint) for item in node]
+        if not isinstance(node, dict):
+            return node
+        text = json.dumps(node, sort_keys=True)
+        if not top and text in repeats:
+            return {"$ref": f"#/$defs/{name_for(text, hint)}"}
+        return {
+            key: value if key in ("default", "const", "enum", "examples")
+            else {k: replace(v, k) for k, v in value.items()} if key == "properties"
+            else replace(value, hint)
+            for key, value in node.items()
+        }  # fmt: skip
+
+    body: dict[str, Any] = replace({key: value for key, value in schema.items() if key != "$defs"}, "", top=True)
+    kept = {name: replace(sub, name, top=True) for name, sub in defs.items()}
+    return body | {"$defs": kept | added}

@@ -25,8 +25,9 @@ class Arguments(WireModel):
     model_config = ConfigDict(validate_by_name=False)
 
 
+# The input of a tool that takes no arguments. No docstring: pydantic would publish it in every such schema.
 class NoArguments(Arguments):
-    """The input of a tool that takes no arguments."""
+    pass
 
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -43,7 +44,7 @@ NoNul = AfterValidator(_refuse_nul)
 SessionId = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
-    Field(description="A session of this agent; defaults to the current session."),
+    Field(description="Default: the current session."),
 ]
 
 
@@ -56,14 +57,12 @@ class NextTool(WireModel):
 
 
 # Optimistic preconditions of a versioned write (memory_write, the promotions): write only if nobody else did.
-ExpectedVersionId = Annotated[
-    str | None, Field(description="Write only if this is still the latest version (compare-and-swap).")
-]
+ExpectedVersionId = Annotated[str | None, Field(description="Write only if this is still the latest version.")]
 ExpectedContentHash = Annotated[
     str | None,
     Field(pattern=r"^[0-9a-f]{64}$", description="Write only if the current content has this sha256."),
 ]
 RequireOutcomePass = Annotated[
     bool | None,
-    Field(description="true: require a passing outcome; false: skip the gate; omitted: gate if defined."),
+    Field(description="true: need a passing outcome; false: no gate; omitted: gate if defined."),
 ]

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.toolsets import ToolSelection, keeps
 
 Visible = Callable[[ToolDefinition], bool]  # which tools a caller may see and call (server/principal.py)
 NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -41,13 +42,18 @@ ALLOWED_KEYWORDS = frozenset(
 )  # fmt: skip
 
 log = logging.getLogger(__name__)
+GROUP_TOOLSET = "mcp"  # the toolset of the groups published while serving: upstream servers' tools
 
 
 class Registry:
-    """An ordered, validated set of tool definitions."""
+    """An ordered, validated set of tool definitions, each in a toolset (tools/toolsets.py)."""
 
     def __init__(self, definitions: Iterable[ToolDefinition] = (), *, user: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
+        self._toolsets: dict[str, str] = {}
+        # Every tool this server could serve, before `only` left some out: what `managed-tools tools` shows, and
+        # how `managed-tools pending` tells a hidden tool's request. Never shown to a model.
+        self.unfiltered = self
         for definition in definitions:
             self.add(definition)
         for definition in user:
@@ -58,8 +64,9 @@ class Registry:
         self._absent: dict[str, Callable[[], str]] = {}
         self._changed: anyio.Event | None = None
         self.version = 0
+        self._selection: ToolSelection | None = None
 
-    def add(self, definition: ToolDefinition, *, user: bool = False) -> None:
+    def add(self, definition: ToolDefinition, *, user: bool = False, toolset: str = "") -> None:
         """`user`: the tool comes from the user (a --tools-module or config), whatever ownership it declares."""
         if definition.name in self._tools:
             raise RegistryError(f"Tool name {definition.name!r} is registered twice; tool names must be unique.")
@@ -72,6 +79,29 @@ class Registry:
                     "a variable is one kind of value everywhere."
                 )
         self._tools[definition.name] = definition
+        self._toolsets[definition.name] = toolset
+
+    def only(self, names: Iterable[str], selection: ToolSelection | None = None) -> Registry:
+        """The registry of just these tools (already checked), in this registry's order; `selection` also
+        narrows the groups published later (an upstream server's tools, toolset `mcp`)."""
+        keep = set(names)
+        selected = Registry()
+        selected._tools = {name: d for name, d in self._tools.items() if name in keep}
+        selected._toolsets = {name: self._toolsets[name] for name in selected._tools}
+        selected.unfiltered = self.unfiltered
+        selected._selection = selection
+        return selected
+
+    def hidden(self, name: str) -> bool:
+        """A tool this server knows but does not serve (its toolsets, --exclude-tools or --read-only)."""
+        return name not in self._tools and self.unfiltered.get(name) is not None
+
+    def toolsets(self) -> dict[str, list[str]]:
+        """Each toolset with tools here, and their names, in publishing order."""
+        grouped: dict[str, list[str]] = {}
+        for name, toolset in self._toolsets.items():
+            grouped.setdefault(toolset, []).append(name)
+        return grouped
 
     def variable_types(self) -> dict[str, str]:
         """Each variable the catalogue declares, and whether it is a text or a secret."""
@@ -88,6 +118,7 @@ class Registry:
             if not definition.name.startswith(group + GROUP_SEPARATOR):
                 raise RegistryError(f"Tool {definition.name!r} is not named {group}{GROUP_SEPARATOR}<tool>.")
             check_definition(definition, user=True)
+        fresh = [d for d in fresh if self._selection is None or keeps(self._selection, GROUP_TOOLSET, d)]
         before = [self._tools[name] for name in self._groups.get(group, [])]
         names = [d.name for d in fresh]
         taken = (set(self._tools) - {d.name for d in before}) & set(names)
@@ -96,8 +127,10 @@ class Registry:
             raise RegistryError(f"Tool name {twice[0]!r} is registered twice; tool names must be unique.")
         for definition in before:
             del self._tools[definition.name]
+            del self._toolsets[definition.name]
         for definition in fresh:
             self._tools[definition.name] = definition
+            self._toolsets[definition.name] = GROUP_TOOLSET
         self._groups[group] = [d.name for d in fresh]
         if absent is None:
             self._absent.pop(group, None)
@@ -130,6 +163,9 @@ class Registry:
     def near_names(self, name: str, count: int = 3, visible: Visible | None = None) -> list[str]:
         names = [key for key, definition in self._tools.items() if visible is None or visible(definition)]
         return difflib.get_close_matches(name, names, n=count, cutoff=0.5)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
 
     def __iter__(self) -> Iterator[ToolDefinition]:
         return iter(self._tools.values())

@@ -22,6 +22,7 @@ from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.executor import CallResult
 from managed_tools.tools.memory.tools import STORES, render
 from managed_tools.tools.outcomes.gate import posture
+from managed_tools.tools.registry import Registry
 from managed_tools.tools.scope import scoped_session
 from managed_tools.tools.uris import (
     AGENT_TARGETS,
@@ -58,8 +59,13 @@ class Template(BaseModel):
     mime_type: str | None
 
 
-def listing(session_id: str) -> list[Resource]:
-    """The current session's stores and evaluation, and the agent's shared memory."""
+def served_views(registry: Registry) -> dict[str, View]:
+    """The session views whose tool this server serves: a hidden tool has no view either."""
+    return {name: view for name, view in VIEWS.items() if view.tool in registry}
+
+
+def listing(session_id: str, registry: Registry) -> list[Resource]:
+    """The current session's stores and evaluation, the agent's shared memory, and the views served."""
     found = [
         Resource(
             uri=memory_uri(target, session_id),
@@ -82,7 +88,7 @@ def listing(session_id: str) -> list[Resource]:
     found.extend(
         Resource(uri=view_uri(name, session_id), name=name, title=view.title, description=view.description,
                  mime_type="application/json")
-        for name, view in VIEWS.items()
+        for name, view in served_views(registry).items()
     )  # fmt: skip
     return found
 
@@ -220,7 +226,28 @@ def blob(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-TEMPLATES = [
+def templates(registry: Registry) -> list[Template]:
+    """The templates reaching other sessions' resources and every file, views of the served tools only."""
+    return [*FIXED_TEMPLATES, *(
+        Template(
+            uri_template=view_uri(name, "{sessionId}"),
+            name=f"session_{name}",
+            description=f"{view.title} of another session of this agent.",
+            mime_type="application/json",
+        )
+        for name, view in served_views(registry).items()
+    ), ATTACHMENT_TEMPLATE]  # fmt: skip
+
+
+ATTACHMENT_TEMPLATE = Template(
+    uri_template=attachment_uri("{sessionId}", "{attachmentId}"),
+    name="attachment",
+    description="A file or image a tool attached in a session of this agent (an AttachmentRef's uri).",
+    mime_type=None,
+)
+
+
+FIXED_TEMPLATES = [
     Template(
         uri_template=f"{SCHEME}://files/workspace/{{+path}}",
         name="workspace_file",
@@ -245,21 +272,6 @@ TEMPLATES = [
         description="The outcome evaluation of another session of this agent.",
         mime_type="application/json",
     ),
-    *(
-        Template(
-            uri_template=view_uri(name, "{sessionId}"),
-            name=f"session_{name}",
-            description=f"{view.title} of another session of this agent.",
-            mime_type="application/json",
-        )
-        for name, view in VIEWS.items()
-    ),
-    Template(
-        uri_template=attachment_uri("{sessionId}", "{attachmentId}"),
-        name="attachment",
-        description="A file or image a tool attached in a session of this agent (an AttachmentRef's uri).",
-        mime_type=None,
-    ),
 ]
 
 
@@ -276,6 +288,8 @@ async def read(ctx: ToolContext, uri: str) -> tuple[str, str]:
         state = await posture(ctx, session.id)
         return "application/json", json.dumps(state.model_dump(mode="json", by_alias=True), indent=2)
     if target in VIEWS:
+        if target not in served_views(ctx.runtime.registry):
+            raise NotFoundError(f"No resource {uri}; resources/list shows what there is.")
         return "application/json", await _view(ctx, target, session.id)
     content, _, _ = await render(ctx, target, session.id)
     return MIME[STORES[target].format], content

@@ -190,8 +190,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_search",
         title="Search memory",
-        description="Search this agent's memory, learnings, outcomes, checkpoint summaries and shell commands "
-        "(full text plus boosts); each hit says why it matched and what to read next.",
+        description="Search this agent's memory, learnings, outcomes, checkpoint summaries and shell commands; "
+        "each hit says why it matched and what to read next.",
         input_model=SearchArgs,
         output_model=SearchOutput,
         handler=memory_search,

@@ -415,8 +415,7 @@ class RecordArgs(Arguments):
     detail: Annotated[NonEmptyStr, Field(max_length=400)]
     promote_to_memory: bool = Field(
         default=False,
-        description="Also show it in the agent's shared workspace memory (MEMORY.md): a person approves that, "
-        "and it is gated on a passing outcome like memory_promote_note.",
+        description="Also add it to the shared MEMORY.md; a person approves that, and it needs a passing outcome.",
     )
 
 

@@ -11,6 +11,8 @@ from typing import Literal
 Strategy = Literal["REACT", "PLAN_ACT_REFLECT", "GOAL_DECOMPOSE_ROUTE_SYNTHESISE"]
 PlanChoice = Literal["new", "continue"]
 PLAN_CHOICES: tuple[PlanChoice, ...] = ("new", "continue")
+# The tools the guidance tells a model to call: a server that hides any of them does not offer the guidance.
+GUIDED_TOOLS = ("planning_setup_plan", "planning_read_plan", "planning_add_step", "planning_update_step")
 
 TITLES: dict[Strategy, str] = {
     "REACT": "Plan with ReAct",

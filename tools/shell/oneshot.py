@@ -36,8 +36,8 @@ TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill the comma
                                  "this long.")]  # fmt: skip
 BashTimeoutMs = Annotated[int, Field(ge=100, le=60_000, description="Kill the program after this long.")]
 MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Keep at most this many characters of each stream.")]
-WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="Return a running handle (the command id) if the "
-                              "command is still running after this long; follow it with shell_wait.")]  # fmt: skip
+WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="After this long, return the still-running "
+                              "command's id; follow it with shell_wait.")]  # fmt: skip
 CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), NoNul]
 
 

@@ -288,8 +288,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="resources_compare_with_substrate",
         title="Compare a draft with the substrate",
-        description="Line diff of a draft against its substrate file, with the promotePrecondition "
-        "(expectedVersionId, expectedContentHash) to pass to resources_promote_to_substrate.",
+        description="Line diff of a draft against its substrate file, with the promotePrecondition to pass to "
+        "resources_promote_to_substrate.",
         input_model=CompareArgs,
         output_model=CompareOutput,
         handler=resources_compare_with_substrate,

@@ -1,0 +1,25 @@
+"""The server's `instructions`: what it is, the toolsets it serves, and which tool to reach for first."""
+
+from __future__ import annotations
+
+from managed_tools.tools.catalogue import PURPOSES
+from managed_tools.tools.registry import Registry
+
+MAX_INSTRUCTIONS_BYTES = 2048  # clients cut or drop longer instructions
+# Where a model starts, best first (two are named): orient (mounts, setup), the session it is in, the files.
+FIRST_TOOLS = ("environment_describe", "session_get_snapshot", "read")
+
+
+def instructions(registry: Registry) -> str:
+    """Only what this server serves: a hidden toolset or tool is never named."""
+    served = registry.toolsets()
+    families = "; ".join(f"{name} ({PURPOSES[name]})" for name in PURPOSES if served.get(name))
+    first = [name for name in FIRST_TOOLS if name in registry][:2]
+    start = f" Start with {' then '.join(first)}." if first else ""
+    asks = " Tools marked always_ask wait for a person's approval." if any(
+        d.permission_policy == "always_ask" for d in registry
+    ) else ""  # fmt: skip
+    return (
+        "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite "
+        f"and every call is recorded.{asks} Toolsets served: {families or 'none'}.{start}"
+    )
