@@ -50,6 +50,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     where.add_argument(
         "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
     )
+    where.add_argument(
+        "--database",
+        metavar="URL",
+        help="keep the state in PostgreSQL at URL (postgresql://...; default: $MANAGED_TOOLS_DATABASE, else "
+        "SQLite in the data dir); put the password in $PGPASSWORD or ~/.pgpass, not in the URL",
+    )
     # Every command that reads the state or the configuration: a failure is one line, its traceback at debug.
     where.add_argument(
         "--log-level",

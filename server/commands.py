@@ -24,6 +24,7 @@ from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import ConfigError, HttpConfig, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.rules import DATABASE_ENV
 from managed_tools.server.runtime import StartupError, open_runtime, served_registry, startup_extensions
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
@@ -77,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
         tool_modules=tuple(getattr(args, "tools_module", ())),
         vaults=_vaults(getattr(args, "vault", [])),
         skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
+        database=args.database or os.environ.get(DATABASE_ENV) or None,
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))

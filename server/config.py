@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.stores.db import is_database_url
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
 
@@ -100,6 +101,16 @@ class ServeConfig(BaseModel):
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
+    database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
+
+    @field_validator("database")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        if value is not None and not is_database_url(value):
+            raise ConfigError(
+                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
+            )
+        return value
 
     @classmethod
     def build(
@@ -115,6 +126,7 @@ class ServeConfig(BaseModel):
         tool_modules: tuple[str, ...] = (),
         vaults: dict[str, Path] | None = None,
         skills_dirs: tuple[Path, ...] = (),
+        database: str | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -147,11 +159,17 @@ class ServeConfig(BaseModel):
             vaults=vault_roots,
             skills=_skills(user.skills, data),
             skills_dirs=_skill_dirs(data, tuple(p.expanduser().resolve() for p in skills_dirs)),
+            database=database,
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+    @property
+    def state(self) -> Path | str:
+        """Where the state is: the SQLite file, or the PostgreSQL URL."""
+        return self.database or self.state_path
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

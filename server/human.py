@@ -32,10 +32,10 @@ class HumanError(Exception):
 
 @asynccontextmanager
 async def _database(config: ServeConfig) -> AsyncIterator[Database]:
-    if not config.state_path.exists():
+    if config.database is None and not config.state_path.exists():
         raise HumanError(f"No state database at {config.state_path}; has a server run with this data dir?")
     try:
-        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+        db = await Database.open(config.state, local_dir=config.data_dir, busy_timeout_ms=config.busy_timeout_ms)
     except DatabaseOpenError as exc:
         raise HumanError(str(exc)) from exc
     try:

@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import db as db_module
+from managed_tools.stores import db_sqlite as db_module
 from managed_tools.stores import events, sessions
 from managed_tools.stores.db import Database
 from managed_tools.stores.migrations import MIGRATIONS
