@@ -16,10 +16,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from managed_tools.stores.dialect import Dialect
+from managed_tools.stores.errors import DatabaseOpenError
 
 Params = Sequence[Any] | dict[str, Any]
 
@@ -179,7 +181,12 @@ class Database(ABC):
         `synchronous` applies to `write()` transactions (FULL unless a benchmark compares it with NORMAL).
         Raises DatabaseOpenError, saying what to do, when the database cannot be used."""
         if is_database_url(target):
-            from managed_tools.stores.db_postgres import PostgresDatabase
+            try:
+                from managed_tools.stores.db_postgres import PostgresDatabase
+            except ImportError as exc:  # asyncpg is the optional extra
+                raise DatabaseOpenError(
+                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools[postgres]'."
+                ) from exc
 
             if local_dir is None:
                 raise ValueError("a PostgreSQL database needs the local data dir")
@@ -213,3 +220,12 @@ class Database(ABC):
 
 def is_database_url(target: Path | str) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, fit for an error message or a log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -15,12 +15,11 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import asyncpg
 
-from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
+from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx, redacted
 from managed_tools.stores.dialect import POSTGRESQL, placeholders
 from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError, StoreError
 from managed_tools.stores.migrations import MIGRATIONS, statements
@@ -30,16 +29,6 @@ WRITE_LOCK = 0x6D74_7772  # "mtwr"
 MIGRATE_LOCK = 0x6D74_6D67  # "mtmg"
 
 NUL = "PostgreSQL cannot store the NUL character (U+0000) this text holds; remove it and try again."
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, fit for an error message or a log."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _values(params: Params) -> list[Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -82,14 +82,12 @@ def postgres_server() -> Iterator[str]:
             pytest.fail(f"CI runs every store test on PostgreSQL too: {SKIP_REASON}")
         pytest.skip(SKIP_REASON)
     with running_server() as server:
-        from managed_tools.stores.db import Database
-
         _psql(server, f"CREATE DATABASE {TEMPLATE}")
-
-        async def migrate() -> None:
-            await (await Database.open(database_url(server, TEMPLATE), local_dir=Path("/nonexistent"))).close()
-
-        anyio.run(migrate)
+        # In its own process: this may be set up while a test's event loop runs.
+        migrate = "import anyio, pathlib, sys; from managed_tools.stores.db import Database\n" \
+            "async def main():\n    await (await Database.open(sys.argv[1], local_dir=pathlib.Path('.'))).close()\n" \
+            "anyio.run(main)"  # fmt: skip
+        subprocess.run([sys.executable, "-c", migrate, database_url(server, TEMPLATE)], check=True, timeout=120)
         yield server
 
 
