@@ -17,6 +17,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import event_search, events, search, sessions
 from managed_tools.stores.db import Database
+from managed_tools.stores.errors import StoreError
 from managed_tools.stores.event_search import EventScope
 from managed_tools.stores.fulltext import words
 
@@ -136,3 +137,16 @@ async def test_bad_databases_are_one_clear_line_without_the_password(tmp_path: P
     assert not_a_url.returncode == 2 and "--database takes a PostgreSQL URL" in not_a_url.stderr
     no_source = _run("migrate", "--from", str(tmp_path / "nothing"), "--to", "postgresql://127.0.0.1:1/x")
     assert no_source.returncode == 2 and "No SQLite state" in no_source.stderr
+
+
+async def test_a_nul_character_is_a_clear_refusal_on_postgresql(tmp_path: Path, postgres_server: str) -> None:
+    _psql(postgres_server, f"CREATE DATABASE nul_text TEMPLATE {TEMPLATE}")
+    db = await Database.open(database_url(postgres_server, "nul_text"), local_dir=tmp_path)
+    try:
+        with pytest.raises(StoreError, match="cannot store the NUL character"):
+            async with db.write() as tx:
+                await sessions.create_session(tx, "default", title="a\x00b")
+        async with db.read() as tx:
+            assert await tx.scalar("SELECT COUNT(*) FROM sessions") == 0
+    finally:
+        await db.close()
