@@ -104,9 +104,14 @@ def database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Pa
 
 
 @pytest.fixture
-def config(workspace: Path, backend: str, request: pytest.FixtureRequest) -> ServeConfig:
-    database = None if backend == "sqlite" else request.getfixturevalue("database")
-    return ServeConfig.build(workspace=workspace, data_dir=None, database=database)
+def database_option(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """What `--database` a test's server gets: None (SQLite in the data dir), or a fresh PostgreSQL database."""
+    return None if backend == "sqlite" else str(request.getfixturevalue("database"))
+
+
+@pytest.fixture
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
+    return ServeConfig.build(workspace=workspace, data_dir=None, database=database_option)
 
 
 @pytest.fixture
