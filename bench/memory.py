@@ -48,7 +48,7 @@ from noports import PORTS
 from managed_tools.server.attach import attach, detach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import learnings, memory, search, sessions
+from managed_tools.stores import fulltext, learnings, memory, search, sessions
 from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
 from managed_tools.tools.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.environment.setup import setup_fingerprint
@@ -311,7 +311,7 @@ async def time_queries(
     matches: list[int] = []  # texts sharing at least one word with the query: what a naive OR query would score
     async with runtime.db.read() as tx:
         for terms, phrases, fallback in parts:
-            any_word = search.match_any([*terms, *fallback], phrases)
+            any_word = fulltext.match_any([*terms, *fallback], phrases).fts5()
             matches.append(
                 int(await tx.scalar("SELECT count(*) FROM search_fts WHERE search_fts MATCH ?", (any_word,)))
             )
@@ -376,7 +376,7 @@ async def run_search(
             store, handler, tool, by_tier, matches, errors = await time_queries(
                 runtime, attachment, queries, rounds, size
             )
-            db_bytes = sum(p.stat().st_size for p in runtime.db.path.parent.glob(runtime.db.path.name + "*"))
+            db_bytes = sum(p.stat().st_size for p in runtime.db.local_dir.glob(Path(runtime.db.key).name + "*"))
             results.append(
                 SearchSize(
                     documents=size,

@@ -61,6 +61,24 @@ def _selection_flags() -> argparse.ArgumentParser:
     return select
 
 
+def _add_postgresql(
+    where: argparse.ArgumentParser, commands: argparse._SubParsersAction[argparse.ArgumentParser]
+) -> None:
+    """--database for every command that opens the state, and `migrate`, which copies an SQLite state there."""
+    where.add_argument(
+        "--database",
+        metavar="URL",
+        help="keep the state in PostgreSQL at URL (postgresql://...; default: $MANAGED_TOOLS_DATABASE, else "
+        "SQLite in the data dir); put the password in $PGPASSWORD or ~/.pgpass, not in the URL",
+    )
+    move = commands.add_parser("migrate", help="copy an SQLite state into PostgreSQL (then serve with --database)")
+    move.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH",
+                      help="the SQLite state: a data dir, or its state.db")  # fmt: skip
+    move.add_argument("--to", dest="target", metavar="URL", help="postgresql://... (default: $MANAGED_TOOLS_DATABASE)")
+    move.add_argument("--replace", action="store_true", help="empty a target that already holds state first")
+    move.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="managed-tools",
@@ -92,6 +110,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     select = _selection_flags()
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_postgresql(where, commands)
 
     serve = commands.add_parser(
         "serve",

@@ -22,10 +22,11 @@ from pydantic import ValidationError
 
 from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
-from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
+from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.rules import DATABASE_ENV
 from managed_tools.server.runtime import (
     StartupError,
     configured_registry,
@@ -36,6 +37,9 @@ from managed_tools.server.runtime import (
 )
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
+from managed_tools.stores.db import Database, is_database_url, redacted
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.transfer import copy_state
 from managed_tools.tools.catalogue import PURPOSES
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.registry import Registry
@@ -76,6 +80,8 @@ def _failure(exc: Exception, command: str) -> tuple[str, int]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "migrate":
+        return anyio.run(_migrate, args)
     config = ServeConfig.build(
         workspace=args.workspace,
         data_dir=args.data_dir,
@@ -88,6 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         vaults=_vaults(getattr(args, "vault", [])),
         skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
         selection=_selecting(args),
+        database=args.database or os.environ.get(DATABASE_ENV) or None,
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))
@@ -103,6 +110,34 @@ def _run(args: argparse.Namespace) -> int:
 async def _with_upstream_tools(config: ServeConfig, registry: Registry) -> None:
     async with secrets.vault_lookup(config) as lookup:
         await with_upstream_tools(config, registry, lookup)
+
+
+async def _migrate(args: argparse.Namespace) -> int:
+    """Copy the SQLite state at --from into the PostgreSQL database at --to, and say what was copied."""
+    url = args.target or os.environ.get(DATABASE_ENV)
+    if not url or not is_database_url(url):
+        raise ConfigError(f"migrate --to takes a postgresql://... URL (or ${DATABASE_ENV}).")
+    source_path = args.source.expanduser().resolve()
+    if source_path.is_dir():
+        source_path = source_path / STATE_FILE
+    if not source_path.is_file():
+        raise ConfigError(f"No SQLite state at {source_path}: --from takes a data dir or its {STATE_FILE}.")
+    try:
+        source = await Database.open(source_path)
+        try:
+            target = await Database.open(url, local_dir=source_path.parent)
+            try:
+                copied = await copy_state(source, target, replace=args.replace)
+            finally:
+                await target.close()
+        finally:
+            await source.close()
+    except StoreError as exc:
+        raise human.HumanError(str(exc)) from exc
+    for entry in copied:
+        print(f"{entry.table:<22} {entry.rows:>9} rows")
+    print(f"copied {sum(e.rows for e in copied)} rows from {source_path} into {redacted(url)}; verified by counts.")
+    return 0
 
 
 def _cut_short_quietly(command: Callable[[], int]) -> int:

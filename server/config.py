@@ -21,6 +21,7 @@ from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.server.upstream.spec import UpstreamSpecs
+from managed_tools.stores.db import is_database_url
 from managed_tools.tools.custom import CustomToolSpec
 from managed_tools.tools.latent import LatentToolSpec
 from managed_tools.tools.toolsets import ToolSelection
@@ -151,6 +152,16 @@ class ServeConfig(BaseModel):
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
     mcp_servers: UpstreamSpecs = Field(default_factory=dict)  # upstream MCP servers (server/upstream/)
     selection: ToolSelection = ToolSelection()  # the tools served
+    database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
+
+    @field_validator("database")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        if value is not None and not is_database_url(value):
+            raise ConfigError(
+                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
+            )
+        return value
 
     @classmethod
     def build(
@@ -167,6 +178,7 @@ class ServeConfig(BaseModel):
         vaults: dict[str, Path] | None = None,
         skills_dirs: tuple[Path, ...] = (),
         selection: Selecting | None = None,
+        database: str | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -204,11 +216,17 @@ class ServeConfig(BaseModel):
             variables=user.variables,
             mcp_servers=user.mcp_servers,
             selection=_selection(user, selection or Selecting()),
+            database=database,
         )
 
     @property
     def state_path(self) -> Path:
         return self.data_dir / STATE_FILE
+
+    @property
+    def state(self) -> Path | str:
+        """Where the state is: the SQLite file, or the PostgreSQL URL."""
+        return self.database or self.state_path
 
 
 class Selecting(BaseModel):

@@ -31,13 +31,14 @@ class HumanError(Exception):
 
 @asynccontextmanager
 async def state_database(config: ServeConfig, *, create: bool = False) -> AsyncIterator[Database]:
-    """The state file, as a server process opens it; `create` makes it (a secret may be set before a first run)."""
+    """The state database, as a server process opens it; `create` makes the SQLite file (a secret may be set before
+    a first run)."""
     if create:
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    elif not config.state_path.exists():
+    elif config.database is None and not config.state_path.exists():
         raise HumanError(f"No state database at {config.state_path}; has a server run with this data dir?")
     try:
-        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+        db = await Database.open(config.state, local_dir=config.data_dir, busy_timeout_ms=config.busy_timeout_ms)
     except DatabaseOpenError as exc:
         raise HumanError(str(exc)) from exc
     try:

@@ -143,7 +143,7 @@ async def open_runtime(
     also publishes resources and prompts from). `secrets` resolves `${vault:NAME}` in the upstreams' env."""
     registry = served_registry(config, startup_extensions(config) if extensions is None else extensions, extra_tools)
     try:
-        db = await Database.open(config.state_path, busy_timeout_ms=config.busy_timeout_ms)
+        db = await Database.open(config.state, local_dir=config.data_dir, busy_timeout_ms=config.busy_timeout_ms)
     except DatabaseOpenError as exc:
         raise StartupError(str(exc)) from exc
     try:

@@ -107,7 +107,8 @@ async def vault_lookup(config: ServeConfig) -> AsyncIterator[SecretLookup]:
     vault, then config.json; config.json alone while no server has made the state yet."""
     sources = VariableSources(vault=open_vault(config), config=config.variables)
     async with contextlib.AsyncExitStack() as stack:
-        db = await stack.enter_async_context(state_database(config)) if config.state_path.exists() else None
+        made = config.database is not None or config.state_path.exists()
+        db = await stack.enter_async_context(state_database(config)) if made else None
 
         async def lookup(name: str) -> str | None:
             if db is None:

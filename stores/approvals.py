@@ -8,13 +8,12 @@ any request of it waits for a person, `idle` otherwise.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from managed_tools.stores import events
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Row, Tx, as_dict
 from managed_tools.stores.errors import NotFoundError, StoreError
 from managed_tools.stores.ids import utc_now, uuid7
 
@@ -41,8 +40,8 @@ class ApprovalRecord(BaseModel):
     question: str = ""  # exactly what the person is asked (the elicitation message); shown again by the CLI
 
 
-def _record(row: sqlite3.Row) -> ApprovalRecord:
-    data = dict(row)
+def _record(row: Row) -> ApprovalRecord:
+    data = as_dict(row)
     data["arguments"] = json.loads(data["arguments"])
     data["response"] = None if data["response"] is None else json.loads(data["response"])
     return ApprovalRecord(**data)

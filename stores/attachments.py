@@ -19,7 +19,7 @@ import anyio
 from pydantic import BaseModel
 
 from managed_tools.stores import fsaccess, images
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.errors import NotFoundError, StoreError
 from managed_tools.stores.fsaccess import DIR_FLAGS, open_beneath, opened
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
@@ -91,7 +91,7 @@ async def save(
     )
     if row is None or row["known"] is None:
         raise AttachmentError(f"There is no session {session_id} to attach to.")
-    count, total = row["n"], row["total"]
+    count, total = int(row["n"]), int(row["total"])  # PostgreSQL sums a bigint as numeric
     if count >= limits.max_count:
         raise AttachmentError(f"This session already has {count} attachments, the most it may keep.")
     if total + len(data) > limits.max_session_bytes:
@@ -156,7 +156,7 @@ async def get(tx: Tx, agent_id: str, session_id: str, attachment_id: str, *, own
     )
     if row is None:
         raise NotFoundError("No such attachment.")
-    return AttachmentRecord(**dict(row))
+    return AttachmentRecord(**as_dict(row))
 
 
 async def of_session(tx: Tx, session_id: str) -> list[AttachmentRecord]:
@@ -164,4 +164,4 @@ async def of_session(tx: Tx, session_id: str) -> list[AttachmentRecord]:
     rows = await tx.fetchall(
         f"SELECT {_COLUMNS} FROM attachments a WHERE a.session_id = ? ORDER BY a.id LIMIT 1000", (session_id,)
     )
-    return [AttachmentRecord(**dict(row)) for row in rows]
+    return [AttachmentRecord(**as_dict(row)) for row in rows]

@@ -1,27 +1,27 @@
-"""The async SQLite database: one writer connection, a small pool of readers, migrations at start-up.
+"""The state database, whichever engine holds it: one `Database` interface, one `Tx` every store writes through.
 
-Several server processes share one file (every stdio client spawns its own process), so every write runs
-in `BEGIN IMMEDIATE`: SQLite's own lock serialises writers across processes, the busy timeout makes a
-writer wait for another process instead of failing at once, and WAL lets readers see a consistent
-snapshot while a writer works.
+`Database.open` picks the engine: a file path is SQLite (`stores.db_sqlite`, the embedded default), a
+`postgresql://` URL is PostgreSQL (`stores.db_postgres`). Stores write one body of SQL in SQLite's spelling with `?`
+placeholders; what differs between the engines is named once, on `tx.dialect` (`stores.dialect`), never branched on
+in a store. Both engines give a store the same guarantees: every `write()` transaction runs alone among all the
+processes sharing the database (so a read-then-write inside it, such as a compare-and-swap on `expectedVersionId`,
+has exactly one winner), and `read()` is one consistent snapshot.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
-import aiosqlite
 import anyio
 
-from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
-from managed_tools.stores.migrations import MIGRATIONS
+from managed_tools.stores.dialect import Dialect
+from managed_tools.stores.errors import DatabaseOpenError
 
 Params = Sequence[Any] | dict[str, Any]
 
@@ -33,47 +33,31 @@ Synchronous = Literal["NORMAL", "FULL"]
 # committed: WAL at NORMAL would lose the last commits to a power cut (docs/decisions.md has the figures).
 DURABLE: Synchronous = "FULL"
 
-
 LOCKED = "The state database is locked by another process; try again in a moment."
 
 log = logging.getLogger("managed_tools.db")
 
-
-@contextmanager
-def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
-    """SQLite's "database is locked" after the busy timeout becomes an error a person can act on."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "locked" in text or "busy" in text:
-            raise DatabaseBusyError(message) from exc
-        raise
-
-
 Undo = Callable[[], None]
 
 
-T = TypeVar("T")
+class Row(Protocol):
+    """A result row, by position or by column name (sqlite3.Row and asyncpg's Record both are)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> Iterable[str]: ...
 
 
-async def _again_if_stale(run: Callable[[], Awaitable[T]]) -> T:
-    """SQLite 3.40 (Debian 12's) fails the first write into `events` after another connection changed the schema
-    (a migration in another process, a test's table) with "no such table: events": compiling the FTS trigger on
-    a stale schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
-    try:
-        return await run()
-    except sqlite3.OperationalError as exc:
-        if not str(exc).startswith("no such table: "):
-            raise
-        return await run()
+def as_dict(row: Row) -> dict[str, Any]:
+    return {key: row[key] for key in row.keys()}  # noqa: SIM118 (iterating a sqlite3.Row yields its values)
 
 
-class Tx:
+class Tx(ABC):
     """One open transaction. Savepoints nest inside it; nothing is visible to others until it commits."""
 
-    def __init__(self, conn: aiosqlite.Connection, *, writing: bool = False) -> None:
-        self._conn = conn
+    dialect: Dialect
+
+    def __init__(self, *, writing: bool = False) -> None:
         self._depth = 0
         self._writing = writing
         self._undo: list[Undo] = []
@@ -107,33 +91,37 @@ class Tx:
             except Exception:
                 log.exception("an undo step failed while rolling back; the state outside the database may differ")
 
+    def _committed(self) -> None:
+        self._undo.clear()
+        for step in self._after_commit:
+            try:
+                step()
+            except Exception:
+                log.exception("a step after a commit failed; the commit itself stands")
+
+    @abstractmethod
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
-        count = cursor.rowcount
-        await cursor.close()
-        return count
 
-    async def insert(self, sql: str, params: Params = ()) -> int:
-        """Run an INSERT; returns the new rowid. One hop to the database thread."""
-        row = await _again_if_stale(lambda: self._conn.execute_insert(sql, params))
-        return 0 if row is None else int(row[0])
+    @abstractmethod
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None: ...
 
-    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        await self._conn.executemany(sql, rows)
+    @abstractmethod
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        """Every row; one hop to the database."""
 
-    async def fetchone(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
         """The first row; callers bound their queries (LIMIT 1 or a key) so nothing large is fetched."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
-    async def fetchall(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
-        # One hop to the database thread: every extra hop costs tens of microseconds per call.
-        return list(await self._conn.execute_fetchall(sql, params))
-
     async def scalar(self, sql: str, params: Params = ()) -> Any:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
+
+    @abstractmethod
+    async def _statement(self, sql: str) -> None:
+        """Run a fixed statement of the transaction's own (a savepoint)."""
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[Tx]:
@@ -141,17 +129,17 @@ class Tx:
         self._depth += 1
         name = f"sp_{self._depth}"
         undo_mark = len(self._undo)
-        await self._conn.execute(f"SAVEPOINT {name}")
+        await self._statement(f"SAVEPOINT {name}")
         try:
             yield self
         except BaseException:
             with anyio.CancelScope(shield=True):
                 self._run_undo(keep=undo_mark)
-                await self._conn.execute(f"ROLLBACK TO {name}")
-                await self._conn.execute(f"RELEASE {name}")
+                await self._statement(f"ROLLBACK TO SAVEPOINT {name}")
+                await self._statement(f"RELEASE SAVEPOINT {name}")
             raise
         else:
-            await self._conn.execute(f"RELEASE {name}")
+            await self._statement(f"RELEASE SAVEPOINT {name}")
         finally:
             self._depth -= 1
 
@@ -160,247 +148,89 @@ class NoTransaction(Tx):
     """The `tx` of a handler that opens its own short transactions (it waits on a process, which must not hold
     the database meanwhile): any use of it is a programming error, caught at once rather than silently unlocked."""
 
-    def __init__(self) -> None:
-        self._depth = 0
-        self._writing = False
-
     def _refuse(self) -> RuntimeError:
         return RuntimeError("This tool opens its own transactions (db.read() / db.write()); ctx.tx is not open.")
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         raise self._refuse()
 
-    async def insert(self, sql: str, params: Params = ()) -> int:
-        raise self._refuse()
-
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         raise self._refuse()
 
-    async def fetchall(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         raise self._refuse()
 
-    @asynccontextmanager
-    async def savepoint(self) -> AsyncIterator[Tx]:
+    async def _statement(self, sql: str) -> None:
         raise self._refuse()
-        yield self  # pragma: no cover
 
 
-class Database:
-    """The state file. Open it with `Database.open(path)`; it applies pending migrations first."""
+class Database(ABC):
+    """The state database. Open it with `Database.open(target)`; it applies pending migrations first."""
 
-    def __init__(
-        self,
-        path: Path,
-        writer: aiosqlite.Connection,
-        appender: aiosqlite.Connection,
-        readers: list[aiosqlite.Connection],
-    ) -> None:
-        self.path = path
-        self._writer = writer
-        self._appender = appender
-        self._write_lock = anyio.Lock()
-        self._readers = readers
-        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
-        for conn in readers:
-            self._reader_send.send_nowait(conn)
+    dialect: Dialect
+    local_dir: Path  # this machine's data dir: notes that must sit beside the files they describe (substrate)
+    key: str  # names this database among others in one process (never a password)
 
     @classmethod
     async def open(
         cls,
-        path: Path,
+        target: Path | str,
         *,
+        local_dir: Path | None = None,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         readers: int = DEFAULT_READERS,
         synchronous: Synchronous = DURABLE,
     ) -> Database:
-        """`synchronous` applies to `write()` transactions (FULL unless a benchmark compares it with NORMAL).
+        """A file path opens SQLite; a `postgresql://` URL opens PostgreSQL (with `local_dir`, the data dir).
 
-        Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open closes
-        every connection it made, so no database thread outlives it (they would keep the process alive)."""
-        opened: list[aiosqlite.Connection] = []
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _refuse_unusable_file(path)
-            opened.append(await _connect(path, busy_timeout_ms, synchronous))
-            await _prepare(opened[0], busy_timeout_ms)
-            for _ in range(1 + max(1, readers)):  # the appender, then the readers
-                opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
-        except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                for conn in opened:
-                    await conn.close()
-            if isinstance(exc, sqlite3.Error | OSError):
-                raise DatabaseOpenError(_unusable(path, exc)) from exc
-            raise
-        return cls(path, opened[0], opened[1], opened[2:])
-
-    async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            for conn in [self._writer, self._appender, *self._readers]:
-                await conn.close()
-            self._reader_send.close()
-            self._reader_recv.close()
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[Tx]:
-        """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
-        async with self._write_lock:
-            with _busy_is_an_error():
-                await self._writer.execute("BEGIN IMMEDIATE")
-            tx = Tx(self._writer, writing=True)
+        `synchronous` applies to `write()` transactions (FULL unless a benchmark compares it with NORMAL).
+        Raises DatabaseOpenError, saying what to do, when the database cannot be used."""
+        if is_database_url(target):
             try:
-                yield tx
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    tx._run_undo()
-                    await self._writer.rollback()
-                raise
-            else:
-                stayed_locked = "The state database stayed locked by another process; nothing was written."
-                with anyio.CancelScope(shield=True), _busy_is_an_error(stayed_locked):
-                    try:
-                        await self._writer.commit()
-                    except sqlite3.OperationalError:
-                        # A failed COMMIT keeps the transaction, and its lock, until this rollback.
-                        tx._run_undo()
-                        await self._writer.rollback()
-                        raise
-                tx._undo.clear()
-                for step in tx._after_commit:
-                    try:
-                        step()
-                    except Exception:
-                        log.exception("a step after a commit failed; the commit itself stands")
+                from managed_tools.stores.db_postgres import PostgresDatabase
+            except ImportError as exc:  # asyncpg is the optional extra
+                raise DatabaseOpenError(
+                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools[postgres]'."
+                ) from exc
 
-    @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[Tx]:
-        """The writer outside any transaction: each statement commits on its own, atomically.
+            if local_dir is None:
+                raise ValueError("a PostgreSQL database needs the local data dir")
+            return await PostgresDatabase.connect(
+                str(target), local_dir=local_dir, busy_timeout_ms=busy_timeout_ms, readers=readers,
+                synchronous=synchronous,
+            )  # fmt: skip
+        from managed_tools.stores.db_sqlite import SqliteDatabase
 
-        For single-statement writes (an event append), which then cost one hop instead of three. Its own
-        connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
-        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions.md).
-        """
-        async with self._write_lock:
-            with _busy_is_an_error():
-                yield Tx(self._appender)
-
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[Tx]:
-        """A read-only snapshot on a pooled connection, so reads never wait for this process's writer."""
-        conn = await self._reader_recv.receive()
-        try:
-            await conn.execute("BEGIN")
-            try:
-                yield Tx(conn)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await conn.rollback()
-        finally:
-            self._reader_send.send_nowait(conn)
-
-
-def _refuse_unusable_file(path: Path) -> None:
-    """A directory where the file should be, or a file SQLite would open read-only without a word (the first
-    write would fail much later)."""
-    if path.exists() and not path.is_file():
-        raise DatabaseOpenError(f"The state database {path} is not a file: move it aside, or choose another data dir.")
-    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        if file.exists() and not os.access(file, os.W_OK):
-            raise DatabaseOpenError(
-                f"The state database file {file} is read-only: the server writes to it; make it writable, "
-                "or choose another data dir."
-            )
-
-
-async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> aiosqlite.Connection:
-    conn = aiosqlite.connect(str(path), isolation_level=None)
-    try:
-        await conn
-    except BaseException:
-        # aiosqlite stops its thread after a failed connect without waiting for it; wait here (it only closes
-        # nothing), or it may outlive the event loop and report the closed loop on stderr.
-        conn._thread.join(timeout=5)
-        raise
-    try:
-        conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute(f"PRAGMA synchronous={synchronous}")
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
-        raise
-    return conn
-
-
-def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
-    """Why the state file cannot be used and what to do, in one sentence for the person who started the server
-    (never shown to a model: it names host paths)."""
-    if isinstance(exc, FileExistsError):
-        return f"The data dir {path.parent} is a file, not a directory; choose another data dir."
-    if isinstance(exc, OSError):
-        return f"Cannot create the data dir {path.parent}: {exc.strerror or exc}; choose another data dir."
-    code = getattr(exc, "sqlite_errorname", "")
-    if code.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-        return (
-            f"The state database {path} is not a usable SQLite database ({exc}: corrupt, cut short, or another "
-            "kind of file): move it aside to start afresh, or choose another data dir."
+        return await SqliteDatabase.connect(
+            Path(target), busy_timeout_ms=busy_timeout_ms, readers=readers, synchronous=synchronous
         )
-    if code.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")):
-        return (
-            f"The state database {path} is read-only ({exc}): the server writes to it and to its directory; "
-            "make both writable, or choose another data dir."
-        )
-    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"The state database {path} stayed locked by another process; try again in a moment."
-    if code.startswith("SQLITE_CANTOPEN"):
-        return (
-            f"Cannot open or create the state database {path} ({exc}): its directory must be a writable "
-            "directory; choose another data dir."
-        )
-    return f"Cannot use the state database {path} ({exc}): check it and its directory, or choose another data dir."
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    def write(self) -> AbstractAsyncContextManager[Tx]:
+        """A write transaction that runs alone among every process sharing the database; committed when the body
+        returns (durably), rolled back if it raises."""
+
+    @abstractmethod
+    def autocommit(self) -> AbstractAsyncContextManager[Tx]:
+        """For single-statement writes (an event append): each statement commits on its own, atomically, and may
+        be lost with the last few commits if the machine loses power (docs/decisions.md)."""
+
+    @abstractmethod
+    def read(self) -> AbstractAsyncContextManager[Tx]:
+        """A read-only snapshot, on a pooled connection so reads never wait for this process's writer."""
 
 
-async def _prepare(conn: aiosqlite.Connection, busy_timeout_ms: int) -> None:
-    """Switch to WAL and migrate, retrying while other processes do the same.
-
-    On a fresh file two processes can meet where SQLite answers "locked" at once instead of waiting (switching
-    the journal mode, or two readers both upgrading to writers), so the busy timeout alone is not enough here.
-    """
-    deadline = anyio.current_time() + max(busy_timeout_ms / 1000, 1.0) * 3
-    while True:
-        try:
-            rows = await conn.execute_fetchall("PRAGMA journal_mode")
-            if str(next(iter(rows))[0]).lower() != "wal":
-                await conn.execute("PRAGMA journal_mode=WAL")
-            await _migrate(conn)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc).lower() or anyio.current_time() > deadline:
-                raise
-            await anyio.sleep(0.02 + secrets.randbelow(80) / 1000)
+def is_database_url(target: Path | str) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-async def _migrate(conn: aiosqlite.Connection) -> None:
-    """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
-
-    The version is read inside the transaction, so two processes starting at once never apply one twice.
-    """
-    for version, name, statements in MIGRATIONS:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
-            )
-            cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
-            done = await cursor.fetchone()
-            await cursor.close()
-            if done is None:
-                for statement in statements:
-                    await conn.execute(statement)
-                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
-        except BaseException:
-            await conn.rollback()
-            raise
-        await conn.commit()
+def redacted(url: str) -> str:
+    """The URL without its password, fit for an error message or a log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

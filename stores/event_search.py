@@ -3,6 +3,10 @@
 The agent, session and event type are index columns holding hex tokens, so every filter (this agent only, not the
 current session, these sessions, these types) is applied inside FTS5 and never costs a place among the results.
 As in `stores.search`, user text only ever reaches FTS5 as quoted strings.
+
+On PostgreSQL the store writes each event's text and words into `event_search` as it appends the event
+(`stores.events.index_event`); the filters are plain columns there, and phrases are checked on the text
+(`stores.fulltext`).
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from managed_tools.stores.db import Tx
+from managed_tools.stores import fulltext
+from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.events import EventHead
-from managed_tools.stores.search import match_all, passes
+from managed_tools.stores.fulltext import Match, match_all
+from managed_tools.stores.search import passes
 from managed_tools.stores.sessions import LOCAL_OWNER
 
 
@@ -41,10 +47,10 @@ def _any_of(column: str, values: Collection[str]) -> str:
     return f"{column}:(" + " OR ".join(_token(v) for v in sorted(values)) + ")"
 
 
-def _expression(scope: EventScope, text: str) -> str:
-    # The index's `agent` column is the agent and the session's owner (the view of migration 10).
+def _expression(scope: EventScope, query: Match) -> str:
+    # The index's `agent` column is the agent and the session's owner (the view of migration 11).
     agent = scope.agent_id if scope.owner == LOCAL_OWNER else f"{scope.agent_id}\n{scope.owner}"
-    parts = [f"agent:{_token(agent)}", f"body:({text})"]
+    parts = [f"agent:{_token(agent)}", f"body:({query.fts5()})"]
     if scope.sessions is not None:
         parts.append(_any_of("session", scope.sessions))
     if scope.types:
@@ -55,25 +61,57 @@ def _expression(scope: EventScope, text: str) -> str:
     return expression
 
 
-async def _newest(tx: Tx, scope: EventScope, text: str, limit: int) -> list[int]:
-    """The seqs of the newest `limit` events in scope matching `text`. FTS5 walks its doclists backwards and stops
+async def _newest(tx: Tx, scope: EventScope, query: Match, limit: int) -> list[int]:
+    """The seqs of the newest `limit` events in scope matching `query`. FTS5 walks its doclists backwards and stops
     there, so a common word costs what `limit` costs (a rare phrase of common words still walks their doclists)."""
+    if tx.dialect.name == "postgresql":
+        return await _newest_postgresql(tx, scope, query, limit)
     rows = await tx.fetchall(
         "SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-        (_expression(scope, text), limit),
+        (_expression(scope, query), limit),
     )
     return [int(r[0]) for r in rows]
+
+
+async def _newest_postgresql(tx: Tx, scope: EventScope, query: Match, limit: int) -> list[int]:
+    """As `_newest`: the GIN index and the scope's columns narrow the rows, newest first, and each candidate's
+    phrases are checked on its text until `limit` match."""
+    prefilter = query.tsquery()
+    if prefilter is None:
+        return []
+    sql = "SELECT seq, body FROM event_search WHERE agent_id = ? AND owner = ? AND words @@ ?::tsquery"
+    params: list[object] = [scope.agent_id, scope.owner, prefilter]
+    if scope.sessions is not None:
+        sql += f" AND session_id IN ({','.join('?' * len(scope.sessions))})"
+        params.extend(sorted(scope.sessions))
+    if scope.types:
+        sql += f" AND type IN ({','.join('?' * len(scope.types))})"
+        params.extend(scope.types)
+    if scope.exclude_session is not None:
+        sql += " AND session_id != ?"
+        params.append(scope.exclude_session)
+    found: list[int] = []
+    below = 2**62
+    batch = max(limit, 64)
+    while len(found) < limit:
+        rows = await tx.fetchall(f"{sql} AND seq < ? ORDER BY seq DESC LIMIT ?", [*params, below, batch])
+        found.extend(int(r["seq"]) for r in rows if query.hits(fulltext.words(r["body"])) is not None)
+        if len(rows) < batch:
+            break
+        below = int(rows[-1]["seq"])
+    return found[:limit]
 
 
 async def _events(tx: Tx, seqs: list[int]) -> list[EventMatch]:
     if not seqs:
         return []
+    docs = "event_search_docs" if tx.dialect.name == "sqlite" else "event_search"
     rows = await tx.fetchall(
         "SELECT e.seq, e.id, e.session_id, e.wake_id, e.type, e.created_at, d.body FROM events e "
-        f"JOIN event_search_docs d ON d.seq = e.seq WHERE e.seq IN ({','.join('?' * len(seqs))})",
+        f"JOIN {docs} d ON d.seq = e.seq WHERE e.seq IN ({','.join('?' * len(seqs))})",
         seqs,
     )
-    return sorted((EventMatch(**dict(row)) for row in rows), key=lambda m: -m.seq)
+    return sorted((EventMatch(**as_dict(row)) for row in rows), key=lambda m: -m.seq)
 
 
 async def search_events(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Tx
+from managed_tools.stores import fulltext
+from managed_tools.stores.db import Row, Tx, as_dict
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
@@ -49,8 +49,8 @@ class EventFilter(BaseModel):
     limit: int = 20
 
 
-def _event(row: sqlite3.Row) -> EventRecord:
-    data = dict(row)
+def _event(row: Row) -> EventRecord:
+    data = as_dict(row)
     data["payload"] = json.loads(data["payload"])
     data["processed"] = bool(data["processed"])
     return EventRecord(**data)
@@ -68,11 +68,15 @@ async def append_event(
 ) -> EventRecord:
     event_id, created_at = uuid7(), utc_now()
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    seq = await tx.insert(
-        "INSERT INTO events (id, session_id, wake_id, type, created_at, processed, summary, payload) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (event_id, session_id, wake_id, event_type, created_at, int(processed), summary, body),
+    seq = int(
+        await tx.scalar(
+            "INSERT INTO events (id, session_id, wake_id, type, created_at, processed, summary, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            (event_id, session_id, wake_id, event_type, created_at, int(processed), summary, body),
+        )
     )
+    if tx.dialect.name == "postgresql" and (text := event_text(event_type, summary, payload)) is not None:
+        await index_event(tx, seq, session_id, event_type, text)
     return EventRecord(
         seq=seq,
         id=event_id,
@@ -83,6 +87,38 @@ async def append_event(
         processed=processed,
         summary=summary,
         payload=payload,
+    )
+
+
+# What an event's searchable text leaves out (SQLite: the event_search_docs view of migration 8).
+_UNSEARCHED_KEYS = frozenset({"spanId", "spanKind", "argsDigest", "requestId"})
+_SEARCH_TOOLS = frozenset({"session_search_context", "session_search_traces", "retrieval_search", "memory_search"})
+
+
+def _strings(value: object, key: object = None) -> list[str]:
+    """The string leaves of a JSON value in document order, as SQLite's json_tree walks them."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, k)]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, i)]
+    return [value] if isinstance(value, str) and key not in _UNSEARCHED_KEYS else []
+
+
+def event_text(event_type: str, summary: str | None, payload: dict[str, Any]) -> str | None:
+    """An event's searchable text, or None for a search tool's own span (left out of the index)."""
+    if event_type in ("span.started", "span.completed") and payload.get("toolName") in _SEARCH_TOOLS:
+        return None
+    leaves = " ".join(_strings(payload))
+    return f"{summary or ''} {leaves}".strip(" ")
+
+
+async def index_event(tx: Tx, seq: int, session_id: str, event_type: str, text: str) -> None:
+    """PostgreSQL: index one appended event, in the appending transaction, under its session's agent and owner
+    (SQLite's event_search_docs view of migration 11 spells the same pair into its `agent` token)."""
+    await tx.execute(
+        "INSERT INTO event_search (seq, agent_id, owner, session_id, type, body, words) "
+        "SELECT ?, agent_id, owner, ?, ?, ?, ?::tsvector FROM sessions WHERE id = ?",
+        (seq, session_id, event_type, text, fulltext.tsvector(fulltext.words(text)), session_id),
     )
 
 
@@ -100,7 +136,7 @@ async def _neighbour_seq(tx: Tx, session_id: str, seq: int, steps: int, *, befor
     op, order = ("<", "DESC") if before else (">", "ASC")
     value = await tx.scalar(
         f"SELECT seq FROM (SELECT seq FROM events WHERE session_id = ? AND seq {op} ? ORDER BY seq {order} "
-        f"LIMIT ?) ORDER BY seq {'ASC' if before else 'DESC'} LIMIT 1",
+        f"LIMIT ?) AS w ORDER BY seq {'ASC' if before else 'DESC'} LIMIT 1",
         (session_id, seq, steps),
     )
     return seq if value is None else int(value)
@@ -143,7 +179,8 @@ async def window_events(
         params.extend(flt.types)
     if not flt.include_processed:
         sql += " AND processed = 0"
-    rows = await tx.fetchall(f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) ORDER BY seq ASC", [*params, flt.limit])
+    sql = f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) AS w ORDER BY seq ASC"
+    rows = await tx.fetchall(sql, [*params, flt.limit])
     return [_event(row) for row in rows]
 
 
@@ -198,7 +235,7 @@ async def latest_summary(tx: Tx, session_id: str) -> str | None:
 async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | None]:
     """(number of events, number of unprocessed events, id of the newest event)."""
     row = await tx.fetchone(
-        "SELECT COUNT(*) AS n, COALESCE(SUM(processed = 0), 0) AS pending, "
+        "SELECT COUNT(*) AS n, COUNT(CASE WHEN processed = 0 THEN 1 END) AS pending, "
         "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id "
         "FROM events WHERE session_id = ?",
         (session_id, session_id),
@@ -212,7 +249,7 @@ async def count_tool_calls(tx: Tx, session_id: str) -> int:
     return int(
         await tx.scalar(
             "SELECT COUNT(*) FROM events WHERE session_id = ? AND type = 'span.completed' "
-            "AND json_extract(payload, '$.spanKind') = 'tool'",
+            f"AND {tx.dialect.json_text('payload', 'spanKind')} = 'tool'",
             (session_id,),
         )
     )

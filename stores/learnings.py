@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from managed_tools.stores import search
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.ids import utc_now, uuid7
 
 Kind = Literal["lesson", "correction", "error"]
@@ -59,7 +59,7 @@ async def latest(tx: Tx, agent_id: str, limit: int, *, promoted_only: bool = Fal
     where = " AND promote_to_memory = 1" if promoted_only else ""
     rows = await tx.fetchall(
         f"SELECT * FROM (SELECT * FROM learnings WHERE agent_id = ?{where} ORDER BY created_at DESC, id DESC "
-        "LIMIT ?) ORDER BY created_at, id",
+        "LIMIT ?) AS l ORDER BY created_at, id",
         (agent_id, limit),
     )
-    return [Learning(**{**dict(row), "promote_to_memory": bool(row["promote_to_memory"])}) for row in rows]
+    return [Learning(**{**as_dict(row), "promote_to_memory": bool(row["promote_to_memory"])}) for row in rows]

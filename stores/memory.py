@@ -8,13 +8,12 @@ are one atomic step across every process sharing the database: of N writers raci
 from __future__ import annotations
 
 import re
-import sqlite3
 from typing import Literal
 
 from pydantic import BaseModel
 
 from managed_tools.stores import search
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Row, Tx
 from managed_tools.stores.errors import NotFoundError, PreconditionError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 
@@ -154,7 +153,7 @@ async def write(
     return record, current.version_id, new_content
 
 
-def _version(row: sqlite3.Row) -> VersionRecord:
+def _version(row: Row) -> VersionRecord:
     return VersionRecord(**{k: row[k] for k in VersionRecord.model_fields})
 
 

@@ -125,7 +125,7 @@ async def history(tx: Tx, session_id: str, limit: int = HISTORY_CAP) -> list[Eva
     """The last `limit` evaluations, oldest first."""
     rows = await tx.fetchall(
         "SELECT * FROM (SELECT * FROM outcome_evaluations WHERE session_id = ? ORDER BY evaluated_at DESC, id DESC "
-        "LIMIT ?) ORDER BY evaluated_at, id",
+        "LIMIT ?) AS h ORDER BY evaluated_at, id",
         (session_id, limit),
     )
     return [_record(row) for row in rows]

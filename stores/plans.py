@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now
 
@@ -37,7 +37,7 @@ async def read(tx: Tx, session_id: str) -> Plan:
     return Plan(
         objective=row["objective"],
         status=row["status"],
-        steps=[Step(**dict(s)) for s in steps],
+        steps=[Step(**as_dict(s)) for s in steps],
         updated_at=row["updated_at"],
     )
 

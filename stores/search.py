@@ -1,4 +1,5 @@
-"""The full-text search index (SQLite FTS5 with bm25) over every searchable text of an agent.
+"""The full-text search index (bm25) over every searchable text of an agent: SQLite's FTS5, or on PostgreSQL the
+same words, matches and scores through `stores.fulltext`.
 
 Each text has a stable key, so rewriting a document replaces its entry. Queries are built here from quoted terms
 and phrases only, so user text is never FTS syntax.
@@ -10,7 +11,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from managed_tools.stores import fulltext
 from managed_tools.stores.db import Tx
+from managed_tools.stores.fulltext import Match, match_all, match_any
 from managed_tools.stores.ids import utc_now
 
 SNIPPET_CHARS = 180
@@ -18,7 +21,8 @@ RANK_WINDOW = 1_000
 MAX_FETCH = 4096
 # The agent's knowledge (its memory scope, learnings) is every principal's; a session's texts (its memory, outcome,
 # evaluation, shell state) are its owner's alone, though a shared text also names the session that wrote it.
-SHARED = "(session_id IS NULL OR key GLOB 'learning:*' OR key GLOB 'memory:agent:*')"
+# (A key prefix by substr: GLOB is SQLite's alone, and LIKE folds case and reads `_` as a wildcard.)
+SHARED = "(session_id IS NULL OR substr(key, 1, 9) = 'learning:' OR substr(key, 1, 13) = 'memory:agent:')"
 
 
 class SearchRow(BaseModel):
@@ -32,20 +36,11 @@ class SearchRow(BaseModel):
     bm25: float
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+# Candidate rows a PostgreSQL pass reads at a time while it looks for RANK_WINDOW exact matches.
+_BATCH = 512
 
 
-def match_all(terms: list[str], phrases: list[str]) -> str:
-    """An FTS5 query matching texts that hold every term and phrase; each is quoted, so no user text is syntax."""
-    return " AND ".join(_quote(part) for part in [*phrases, *terms])
-
-
-def match_any(terms: list[str], phrases: list[str]) -> str:
-    return " OR ".join(_quote(part) for part in [*phrases, *terms])
-
-
-def passes(terms: list[str], phrases: list[str], fallback_words: Sequence[str]) -> list[str]:
+def passes(terms: list[str], phrases: list[str], fallback_words: Sequence[str]) -> list[Match]:
     """The queries a search runs in turn: every term and phrase, then (when that differs) any term, phrase or
     fallback word."""
     found = [match_all(terms, phrases)]
@@ -70,6 +65,16 @@ async def upsert(
     if not body.strip():
         await tx.execute("DELETE FROM search_docs WHERE key = ?", (key,))
         return
+    if tx.dialect.name == "postgresql":
+        tokens = fulltext.words(body)
+        await tx.execute(
+            "INSERT INTO search_docs (key, source, agent_id, session_id, title, created_at, body, tokens, words) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::tsvector) ON CONFLICT(key) DO UPDATE SET body = excluded.body, "
+            "title = excluded.title, created_at = excluded.created_at, tokens = excluded.tokens, "
+            "words = excluded.words",
+            (key, source, agent_id, session_id, title, utc_now(), body, len(tokens), fulltext.tsvector(tokens)),
+        )
+        return
     await tx.execute(
         "INSERT INTO search_docs (key, source, agent_id, session_id, title, created_at, body) "
         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET body = excluded.body, "
@@ -78,22 +83,67 @@ async def upsert(
     )
 
 
-async def _ranked(tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
+async def _ranked(tx: Tx, query: Match, limit: int) -> list[tuple[int, float]]:
     """Best-first (rowid, bm25) among the newest RANK_WINDOW matches, inside the index alone.
 
     Walking matches in rowid order is cheap; scoring each with bm25 is not, so at most RANK_WINDOW are scored,
     and documents are joined only for the best `limit`.
     """
+    if tx.dialect.name == "postgresql":
+        return await _ranked_postgresql(tx, query, limit)
+    expression = query.fts5()
     edge = await tx.scalar(
         "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (query, RANK_WINDOW - 1),
+        (expression, RANK_WINDOW - 1),
     )
     rows = await tx.fetchall(
         "SELECT rowid, bm25(search_fts) AS score FROM search_fts WHERE search_fts MATCH ? AND rowid >= ? "
         "ORDER BY score, rowid LIMIT ?",
-        (query, edge or 0, limit),
+        (expression, edge or 0, limit),
     )
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+async def _ranked_postgresql(tx: Tx, query: Match, limit: int) -> list[tuple[int, float]]:
+    """The same window and scores as FTS5's: the GIN index narrows the rows, each candidate's phrases are counted
+    on its text, and the index-wide statistics bm25 needs are read as FTS5 keeps them."""
+    prefilter = query.tsquery()
+    if prefilter is None:
+        return []
+    window: list[tuple[int, int, list[int]]] = []  # (id, tokens, hits of each phrase), newest first
+    below: int | None = None
+    while len(window) < RANK_WINDOW:
+        rows = await tx.fetchall(
+            "SELECT id, tokens, body FROM search_docs WHERE words @@ ?::tsquery AND id < ? ORDER BY id DESC LIMIT ?",
+            (prefilter, 2**62 if below is None else below, _BATCH),
+        )
+        for row in rows:
+            hits = query.hits(fulltext.words(row["body"]))
+            if hits is not None and len(window) < RANK_WINDOW:
+                window.append((int(row["id"]), int(row["tokens"]), hits))
+        if len(rows) < _BATCH:
+            break
+        below = int(rows[-1]["id"])
+    if not window:
+        return []
+    totals = await tx.fetchone("SELECT COUNT(*) AS n, COALESCE(SUM(tokens), 0) AS total FROM search_docs")
+    assert totals is not None
+    count, average = int(totals["n"]), int(totals["total"]) / int(totals["n"])
+    rows_with = [await _rows_with(tx, phrase) for phrase in query.phrases()]
+    scored = [(doc, fulltext.bm25(hits, size, count, average, rows_with)) for doc, size, hits in window]
+    return sorted(scored, key=lambda pair: (pair[1], pair[0]))[:limit]
+
+
+async def _rows_with(tx: Tx, phrase: list[str]) -> int:
+    """How many texts of the whole index hold the phrase (FTS5's n(q) for its idf)."""
+    single = fulltext.Match((" ".join(phrase),), every=True)
+    prefilter = single.tsquery()
+    if prefilter is None:
+        return 0
+    if len(phrase) == 1:
+        return int(await tx.scalar("SELECT COUNT(*) FROM search_docs WHERE words @@ ?::tsquery", (prefilter,)))
+    rows = await tx.fetchall("SELECT body FROM search_docs WHERE words @@ ?::tsquery", (prefilter,))
+    return sum(1 for row in rows if fulltext.occurrences(fulltext.words(row["body"]), phrase))
 
 
 async def _documents(

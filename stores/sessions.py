@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Row, Tx, as_dict
 from managed_tools.stores.errors import AccessDeniedError, NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
@@ -40,8 +39,8 @@ class WakeRecord(BaseModel):
     setup_fingerprint: str
 
 
-def _session(row: sqlite3.Row) -> SessionRecord:
-    return SessionRecord(**dict(row))
+def _session(row: Row) -> SessionRecord:
+    return SessionRecord(**as_dict(row))
 
 
 async def create_session(
@@ -62,9 +61,8 @@ async def create_session(
     )
     await tx.execute(
         "INSERT INTO sessions (id, agent_id, owner, parent_id, title, status, stop_reason, created_at, updated_at, "
-        "last_activity_at) VALUES (:id, :agent_id, :owner, :parent_id, :title, :status, :stop_reason, :created_at, "
-        ":updated_at, :last_activity_at)",
-        record.model_dump(),
+        "last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        list(record.model_dump().values()),
     )
     return record
 
@@ -87,7 +85,7 @@ async def get_agent_session(tx: Tx, session_id: str, agent_id: str, *, owner: st
 
 
 async def list_agent_sessions(
-    tx: Tx, agent_id: str, *, owner: str, active_since: str | None = None, limit: int = -1
+    tx: Tx, agent_id: str, *, owner: str, active_since: str | None = None, limit: int | None = None
 ) -> list[SessionRecord]:
     """The sessions of the agent's `owner` (all, or the `limit` latest), most recently active first."""
     sql = "SELECT * FROM sessions WHERE agent_id = ? AND owner = ?"
@@ -95,7 +93,11 @@ async def list_agent_sessions(
     if active_since is not None:
         sql += " AND last_activity_at >= ?"
         params.append(active_since)
-    rows = await tx.fetchall(sql + " ORDER BY last_activity_at DESC, id DESC LIMIT ?", [*params, limit])
+    sql += " ORDER BY last_activity_at DESC, id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    rows = await tx.fetchall(sql, params)
     return [_session(row) for row in rows]
 
 
@@ -120,8 +122,8 @@ async def open_wake(tx: Tx, session_id: str, *, transport: str, setup_fingerprin
     )
     await tx.execute(
         "INSERT INTO wakes (id, session_id, started_at, ended_at, transport, pid, setup_fingerprint) "
-        "VALUES (:id, :session_id, :started_at, :ended_at, :transport, :pid, :setup_fingerprint)",
-        record.model_dump(),
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        list(record.model_dump().values()),
     )
     return record
 
@@ -134,7 +136,7 @@ async def latest_wake(tx: Tx, session_id: str) -> WakeRecord | None:
     row = await tx.fetchone(
         "SELECT * FROM wakes WHERE session_id = ? ORDER BY started_at DESC, id DESC LIMIT 1", (session_id,)
     )
-    return None if row is None else WakeRecord(**dict(row))
+    return None if row is None else WakeRecord(**as_dict(row))
 
 
 async def latest_setup_fingerprints(tx: Tx, agent_id: str) -> dict[str, str]:

@@ -12,7 +12,8 @@ from managed_tools.stores.ids import utc_now
 async def record_setup(tx: Tx, agent_id: str, fingerprint: str, contract: str) -> None:
     """Keep the contract (JSON) unless this agent already recorded the same setup."""
     await tx.execute(
-        "INSERT OR IGNORE INTO agent_setups (agent_id, fingerprint, contract, recorded_at) VALUES (?, ?, ?, ?)",
+        "INSERT INTO agent_setups (agent_id, fingerprint, contract, recorded_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         (agent_id, fingerprint, contract, utc_now()),
     )
 
@@ -45,24 +46,22 @@ class WakeResults(BaseModel):
     largest: list[ResultSize]
 
 
-# The same expression as the index events_result_chars, so it answers both queries: results of older servers (no
-# recorded size) are left out.
-_CHARS = "json_extract(payload, '$.resultChars')"
-_RESULTS = f"FROM events WHERE wake_id = ? AND type = 'span.completed' AND {_CHARS} IS NOT NULL"
-
-
 async def wake_results(tx: Tx, wake_id: str, top: int) -> WakeResults:
     """How many tool results a wake returned, their total size, and the `top` largest."""
-    totals = await tx.fetchone(f"SELECT COUNT(*) AS n, COALESCE(SUM({_CHARS}), 0) AS chars {_RESULTS}", (wake_id,))
+    # The same expression as the index events_result_chars, so it answers both queries: results of older servers
+    # (no recorded size) are left out.
+    chars = tx.dialect.json_int("payload", "resultChars")
+    results = f"FROM events WHERE wake_id = ? AND type = 'span.completed' AND {chars} IS NOT NULL"
+    totals = await tx.fetchone(f"SELECT COUNT(*) AS n, COALESCE(SUM({chars}), 0) AS chars {results}", (wake_id,))
     rows = await tx.fetchall(
-        f"SELECT id, created_at, json_extract(payload, '$.toolName') AS tool, {_CHARS} AS chars {_RESULTS} "
-        f"ORDER BY {_CHARS} DESC, seq LIMIT ?",
+        f"SELECT id, created_at, {tx.dialect.json_text('payload', 'toolName')} AS tool, {chars} AS chars "
+        f"{results} ORDER BY {chars} DESC, seq LIMIT ?",
         (wake_id, top),
     )
     largest = [
         ResultSize(event_id=r["id"], tool_name=r["tool"], created_at=r["created_at"], chars=r["chars"]) for r in rows
     ]
-    return WakeResults(count=totals["n"] if totals else 0, chars=totals["chars"] if totals else 0, largest=largest)
+    return WakeResults(count=totals["n"] if totals else 0, chars=int(totals["chars"]) if totals else 0, largest=largest)
 
 
 async def wake_setup(tx: Tx, agent_id: str, wake_id: str) -> tuple[str | None, RecordedSetup | None]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from managed_tools.stores import search
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import Row, Tx
 from managed_tools.stores.ids import canonical_json, sha256_hex, utc_now
 
 CommandKind = Literal["bash", "shell", "persistent-shell"]
@@ -144,7 +143,7 @@ async def _index(tx: Tx, session_id: str) -> None:
     )  # fmt: skip
 
 
-def _record(row: sqlite3.Row) -> CommandRecord:
+def _record(row: Row) -> CommandRecord:
     return CommandRecord(
         id=row["id"],
         session_id=row["session_id"],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import sqlite3
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from managed_tools.stores import files
-from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.db import Database, Row, Tx
 from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.memory import preview
@@ -60,7 +59,7 @@ class StagedDraft(BaseModel):
 _COLUMNS = ", ".join(SubstrateVersion.model_fields)
 
 
-def _version(row: sqlite3.Row) -> SubstrateVersion:
+def _version(row: Row) -> SubstrateVersion:
     return SubstrateVersion(**{k: row[k] for k in SubstrateVersion.model_fields})
 
 
@@ -167,7 +166,7 @@ async def record_version(
 # ---- the staging manifest --------------------------------------------------------------------------------
 
 
-def _draft(row: sqlite3.Row) -> StagedDraft:
+def _draft(row: Row) -> StagedDraft:
     return StagedDraft(**{k: row[k] for k in StagedDraft.model_fields})
 
 
@@ -238,7 +237,7 @@ def note_pending(
         content_hash=version.content_hash,
         previous=None if previous is None else base64.b64encode(previous).decode("ascii"),
     )
-    folder = db.path.parent / PENDING_DIR
+    folder = db.local_dir / PENDING_DIR
     folder.mkdir(mode=0o700, exist_ok=True)
     note = folder / f"{version.id}.json"
     temp = folder / f".{version.id}.tmp"
@@ -269,7 +268,7 @@ async def heal_interrupted(db: Database) -> list[str]:
 
     Runs under the write lock, so no live process is between its rename and its commit (each holds that lock
     throughout). Returns the virtual paths put back."""
-    folder = db.path.parent / PENDING_DIR
+    folder = db.local_dir / PENDING_DIR
     if not folder.is_dir():
         return []
     healed: list[str] = []

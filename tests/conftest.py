@@ -1,8 +1,12 @@
-"""Shared fixtures: a real workspace on disk, a real SQLite file, and a real MCP client."""
+"""Shared fixtures: a real workspace on disk, a real SQLite file (or PostgreSQL server), and a real MCP client."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -11,6 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
+from postgres_server import SKIP_REASON, TEMPLATE, binaries, database_url, running_server
 
 from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
@@ -48,9 +53,65 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test (or module) marked `both_backends` runs once on SQLite and once on PostgreSQL."""
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+def _psql(server: str, sql: str) -> None:
+    bin_dir = binaries()
+    assert bin_dir is not None
+    subprocess.run(
+        [str(bin_dir / "psql"), "-v", "ON_ERROR_STOP=1", "-qc", sql, server], check=True, capture_output=True
+    )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL cluster for the whole run; skipped where PostgreSQL is absent, except in CI."""
+    if binaries() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs every store test on PostgreSQL too: {SKIP_REASON}")
+        pytest.skip(SKIP_REASON)
+    with running_server() as server:
+        _psql(server, f"CREATE DATABASE {TEMPLATE}")
+        # In its own process: this may be set up while a test's event loop runs.
+        migrate = "import anyio, pathlib, sys; from managed_tools.stores.db import Database\n" \
+            "async def main():\n    await (await Database.open(sys.argv[1], local_dir=pathlib.Path('.'))).close()\n" \
+            "anyio.run(main)"  # fmt: skip
+        subprocess.run([sys.executable, "-c", migrate, database_url(server, TEMPLATE)], check=True, timeout=120)
+        yield server
+
+
+@pytest.fixture
+def database(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a test's state lives: a fresh SQLite file, or a fresh (already migrated) PostgreSQL database."""
+    if backend == "sqlite":
+        return tmp_path / "state.db"
+    server: str = request.getfixturevalue("postgres_server")
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    _psql(server, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    return database_url(server, name)
+
+
+@pytest.fixture
+def database_option(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """What `--database` a test's server gets: None (SQLite in the data dir), or a fresh PostgreSQL database."""
+    return None if backend == "sqlite" else str(request.getfixturevalue("database"))
+
+
+@pytest.fixture
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
+    return ServeConfig.build(workspace=workspace, data_dir=None, database=database_option)
 
 
 @pytest.fixture

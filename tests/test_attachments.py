@@ -70,8 +70,10 @@ def test_image_sizes_come_from_the_headers() -> None:
 
 
 @pytest.fixture
-def module_config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_attachments",))
+def module_config(workspace: Path, database_option: str | None) -> ServeConfig:
+    return ServeConfig.build(
+        workspace=workspace, data_dir=None, tool_modules=("probe_attachments",), database=database_option
+    )
 
 
 @pytest.fixture
@@ -171,6 +173,7 @@ async def test_only_the_sessions_agent_reads_an_attachment(rt: Runtime, connect:
     assert read_refusals == ["No such attachment."] * 3
 
 
+@pytest.mark.both_backends
 async def test_another_principal_of_the_agent_cannot_reach_an_attachment(rt: Runtime) -> None:
     """Under OAuth two principals share an agent; a session's attachments stay with the principal that owns it."""
     async with rt.db.write() as tx:
@@ -244,6 +247,7 @@ async def test_a_linked_attachments_directory_is_never_written_through(
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.both_backends
 async def test_caps_and_checks(rt: Runtime, connect: Connect) -> None:
     limits = AttachmentLimits(max_bytes=1000, max_session_bytes=2500, max_count=3)
     capped = dataclasses.replace(rt, attachment_limits=limits)
@@ -287,6 +291,7 @@ async def test_caps_and_checks(rt: Runtime, connect: Connect) -> None:
         assert await tx.scalar("SELECT count(*) FROM attachments WHERE session_id = ?", (session,)) == 3
 
 
+@pytest.mark.both_backends
 async def test_the_store_function_for_code_outside_a_tool_call(rt: Runtime, connect: Connect) -> None:
     """What the server calls for an upstream server's image: (runtime, session id, bytes, name, mime type)."""
     async with connect(rt) as client:

@@ -230,7 +230,7 @@ LOCKER = textwrap.dedent(
 
 async def hold_lock(rt: Runtime, seconds: float) -> Process:
     """Another process takes the write lock and keeps it for `seconds`."""
-    proc = await anyio.open_process([sys.executable, "-c", LOCKER, str(rt.db.path), str(seconds)])
+    proc = await anyio.open_process([sys.executable, "-c", LOCKER, rt.db.key, str(seconds)])
     assert proc.stdout is not None
     assert (await proc.stdout.receive()).startswith(b"locked")  # a pipe may deliver the line in pieces
     return proc

@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,9 +15,10 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client, StdioServerParameters
 from test_permissions import answer
 
+from managed_tools.server.config import ServeConfig
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 async def versions(client: Client, target: str = "session_state") -> list[dict[str, Any]]:
@@ -172,42 +172,34 @@ async def test_learning_promotion_is_outcome_gated(runtime: Runtime, connect: Co
 
 
 @asynccontextmanager
-async def server_process(workspace: Path, session_id: str) -> AsyncIterator[Client]:
+async def server_process(config: ServeConfig, session_id: str | None = None) -> AsyncIterator[Client]:
+    """A server process on the test's state (its SQLite file, or its PostgreSQL database)."""
+    resume = [] if session_id is None else ["--session", session_id]
+    database = [] if config.database is None else ["--database", config.database]
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace), "--session", session_id],
+        args=["-m", "managed_tools.server", "serve", "--workspace", str(config.workspace), *resume, *database],
         env=dict(os.environ),
     )
     async with Client(params) as client:
         yield client
 
 
-async def _session_and_base(workspace: Path) -> tuple[str, str]:
-    async with server_process_new(workspace) as client:
+async def _session_and_base(config: ServeConfig) -> tuple[str, str]:
+    async with server_process(config) as client:
         base = data(await client.call_tool("memory_write", {"target": "session_state", "content": "base"}))
     return base["sessionId"], base["versionId"]
 
 
-@asynccontextmanager
-async def server_process_new(workspace: Path) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "managed_tools.server", "serve", "--workspace", str(workspace)],
-        env=dict(os.environ),
-    )
-    async with Client(params) as client:
-        yield client
-
-
-async def test_racing_processes_on_one_version_exactly_one_wins(workspace: Path) -> None:
-    session_id, base = await _session_and_base(workspace)
+async def test_racing_processes_on_one_version_exactly_one_wins(config: ServeConfig) -> None:
+    session_id, base = await _session_and_base(config)
     outcomes: list[str] = []
     ready = anyio.Event()
     connected = 0
 
     async def writer(n: int) -> None:
         nonlocal connected
-        async with server_process(workspace, session_id) as client:
+        async with server_process(config, session_id) as client:
             connected += 1
             if connected == 6:
                 ready.set()
@@ -223,18 +215,19 @@ async def test_racing_processes_on_one_version_exactly_one_wins(workspace: Path)
     assert outcomes.count("won") == 1
     losers = [o for o in outcomes if o != "won"]
     assert len(losers) == 5 and all("version precondition failed" in o for o in losers)
-    async with server_process(workspace, session_id) as client:
+    async with server_process(config, session_id) as client:
         history = await versions(client)
         current = data(await client.call_tool("memory_read", {"target": "session_state"}))
     assert len(history) == 2 and history[0]["versionId"] == current["versionId"]
     assert all(f"but latest is {history[0]['versionId']}" in o for o in losers)
 
 
-async def test_retrying_writers_lose_nothing(workspace: Path) -> None:
-    session_id, _ = await _session_and_base(workspace)
+async def test_retrying_writers_lose_nothing(config: ServeConfig) -> None:
+    """4 processes, each appending 5 lines by compare-and-swap, retrying when another won: nothing is lost."""
+    session_id, _ = await _session_and_base(config)
 
     async def writer(n: int) -> None:
-        async with server_process(workspace, session_id) as client:
+        async with server_process(config, session_id) as client:
             for i in range(5):
                 while True:
                     now = data(await client.call_tool("memory_read", {"target": "session_state"}))
@@ -254,7 +247,7 @@ async def test_retrying_writers_lose_nothing(workspace: Path) -> None:
     async with anyio.create_task_group() as tg:
         for n in range(4):
             tg.start_soon(writer, n)
-    async with server_process(workspace, session_id) as client:
+    async with server_process(config, session_id) as client:
         content = data(await client.call_tool("memory_read", {"target": "session_state"}))["content"]
         history = await versions(client)
     lines = content.splitlines()

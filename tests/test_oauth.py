@@ -35,7 +35,12 @@ from managed_tools.server import oauth
 from managed_tools.server.cli import main
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.principal import owner_of
 from managed_tools.server.runtime import open_runtime, startup_extensions
+from managed_tools.stores import event_search, events, search, sessions
+from managed_tools.stores.db import Database
+from managed_tools.stores.event_search import EventScope
+from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -127,8 +132,10 @@ def issuer() -> Iterator[Issuer]:
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
+    return ServeConfig.build(
+        workspace=workspace, data_dir=None, tool_modules=("probe_tools",), database=database_option
+    )
 
 
 @dataclass(frozen=True)
@@ -356,6 +363,7 @@ async def test_without_the_approvals_scope_a_pause_waits_for_the_server(
 # ---- one principal's work is not another's ---------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("mode", ERAS)
 async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
     config: ServeConfig, issuer: Issuer, mode: str
@@ -390,6 +398,33 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             assert SECRET_WORD in (await mcp.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
         assert session in {hit["sessionId"] for hit in mine["hits"]}
         assert session in {hit.get("sessionId") for hit in recalled["hits"]}
+
+
+@pytest.mark.both_backends
+async def test_the_stores_searches_stay_inside_the_principals_sessions(database: Path | str, tmp_path: Path) -> None:
+    """Below the tools, on both engines: the event index (SQLite's token of agent and owner, PostgreSQL's owner
+    column) and the text index answer a principal with its own sessions' texts and the agent's shared memory only."""
+    alice, bob = owner_of("https://issuer.example", "alice"), owner_of("https://issuer.example", "bob")
+    db = await Database.open(database, local_dir=tmp_path)
+    try:
+        async with db.write() as tx:
+            made = {o: (await sessions.create_session(tx, "default", owner=o)).id for o in (LOCAL_OWNER, alice, bob)}
+            for owner, session in made.items():
+                await events.append_event(tx, session, None, "user.note", {"text": f"{SECRET_WORD} of {owner}"})
+                key = f"memory:session:{session}:session_state"
+                await search.upsert(tx, key=key, source="session_state", agent_id="default", session_id=session,
+                                    title="state", body=SECRET_WORD)  # fmt: skip
+            await search.upsert(tx, key="memory:agent:default:notes", source="notes", agent_id="default",
+                                session_id=made[alice], title="notes", body=f"shared {SECRET_WORD}")  # fmt: skip
+        async with db.read() as tx:
+            for owner, session in made.items():
+                hits = await event_search.search_events(tx, EventScope("default", owner), [SECRET_WORD], [], 10)
+                texts = await search.search(tx, "default", [SECRET_WORD], [], 10, owner=owner)
+                assert [hit.session_id for hit in hits] == [session]
+                assert {text.key for text in texts} == {f"memory:session:{session}:session_state",
+                                                         "memory:agent:default:notes"}  # fmt: skip
+    finally:
+        await db.close()
 
 
 async def test_another_principal_cannot_answer_a_principals_approval(config: ServeConfig, issuer: Issuer) -> None:

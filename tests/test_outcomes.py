@@ -13,7 +13,7 @@ from test_permissions import answer
 from managed_tools.stores import approvals
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 CRITERIA = ["changelog updated", "tests pass"]
 

@@ -11,7 +11,7 @@ from mcp import Client
 from managed_tools.stores import memory, search, sessions
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 async def seed(client: Client) -> None:

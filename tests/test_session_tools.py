@@ -8,7 +8,7 @@ from conftest import ERAS, Connect, data, error_text
 from managed_tools.stores import sessions
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 @pytest.mark.parametrize("mode", ERAS)

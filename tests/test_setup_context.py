@@ -17,7 +17,7 @@ from managed_tools.stores import sessions
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.environment.setup import SECTIONS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 SECRET = "vault-secret-3f9a1c"
 
 

@@ -1,4 +1,5 @@
-"""The database on a real file: migrations across processes, savepoints, rollback undo, ids; undoable writes."""
+"""The database on a real file and on a real PostgreSQL server: migrations across processes, savepoints, rollback
+undo, ids; undoable writes."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ import re
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import anyio
 import pytest
+from conftest import _psql
+from postgres_server import binaries, database_url
 
 from managed_tools.stores.db import Database
+from managed_tools.stores.db_postgres import WRITE_LOCK
 from managed_tools.stores.files import replace_file
 from managed_tools.stores.ids import canonical_json, uuid7
 from managed_tools.stores.migrations import MIGRATIONS
@@ -20,8 +25,10 @@ from managed_tools.stores.paths import PathGuard
 
 pytestmark = pytest.mark.anyio
 
-OPEN_DB = "import anyio, sys; from managed_tools.stores.db import Database\n" \
-    "async def main():\n    db = await Database.open(__import__('pathlib').Path(sys.argv[1]))\n    await db.close()\n" \
+OPEN_DB = "import anyio, sys, pathlib; from managed_tools.stores.db import Database\n" \
+    "target = sys.argv[1] if '://' in sys.argv[1] else pathlib.Path(sys.argv[1])\n" \
+    "async def main():\n    db = await Database.open(target, local_dir=pathlib.Path(sys.argv[2]))\n" \
+    "    await db.close()\n" \
     "anyio.run(main)"  # fmt: skip
 
 
@@ -36,13 +43,21 @@ def test_canonical_json_is_order_independent() -> None:
     assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == canonical_json({"a": [1, {"c": 3, "d": 2}], "b": 1})
 
 
-def test_migrations_apply_once_when_processes_start_together(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN_DB, str(path)]) for _ in range(8)]
+@pytest.mark.both_backends
+def test_migrations_apply_once_when_processes_start_together(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    target: Path | str = tmp_path / "state.db"
+    if backend == "postgresql":  # an empty database, not the migrated template
+        server: str = request.getfixturevalue("postgres_server")
+        name = f"empty_{uuid.uuid4().hex[:12]}"
+        _psql(server, f"CREATE DATABASE {name} TEMPLATE template0")
+        target = database_url(server, name)
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_DB, str(target), str(tmp_path)]) for _ in range(8)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 8
 
     async def versions() -> list[int]:
-        db = await Database.open(path)
+        db = await Database.open(target, local_dir=tmp_path)
         try:
             async with db.read() as tx:
                 return [row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations ORDER BY 1")]
@@ -52,8 +67,9 @@ def test_migrations_apply_once_when_processes_start_together(tmp_path: Path) -> 
     assert anyio.run(versions) == [m[0] for m in MIGRATIONS]
 
 
-async def test_savepoint_rolls_back_only_its_part(tmp_path: Path) -> None:
-    db = await Database.open(tmp_path / "state.db")
+@pytest.mark.both_backends
+async def test_savepoint_rolls_back_only_its_part(database: Path | str, tmp_path: Path) -> None:
+    db = await Database.open(database, local_dir=tmp_path)
     try:
         async with db.write() as tx:
             await tx.execute("CREATE TABLE t (v TEXT)")
@@ -69,15 +85,17 @@ async def test_savepoint_rolls_back_only_its_part(tmp_path: Path) -> None:
                 await tx.execute("INSERT INTO t VALUES ('outer dropped')")
                 raise RuntimeError("outer failure")
         async with db.read() as tx:
-            assert [r[0] for r in await tx.fetchall("SELECT v FROM t ORDER BY rowid")] == ["kept", "also kept"]
-            assert await tx.scalar("PRAGMA journal_mode") == "wal"
-            assert await tx.scalar("PRAGMA foreign_keys") == 1
+            assert [r[0] for r in await tx.fetchall("SELECT v FROM t ORDER BY v")] == ["also kept", "kept"]
+            if db.dialect.name == "sqlite":
+                assert await tx.scalar("PRAGMA journal_mode") == "wal"
+                assert await tx.scalar("PRAGMA foreign_keys") == 1
     finally:
         await db.close()
 
 
-async def test_readers_see_a_snapshot_while_a_writer_works(tmp_path: Path) -> None:
-    db = await Database.open(tmp_path / "state.db")
+@pytest.mark.both_backends
+async def test_readers_see_a_snapshot_while_a_writer_works(database: Path | str, tmp_path: Path) -> None:
+    db = await Database.open(database, local_dir=tmp_path)
     try:
         async with db.write() as tx:
             await tx.execute("CREATE TABLE t (v INTEGER)")
@@ -91,20 +109,34 @@ async def test_readers_see_a_snapshot_while_a_writer_works(tmp_path: Path) -> No
         await db.close()
 
 
-async def test_rollback_runs_undo_while_the_write_lock_is_held(tmp_path: Path) -> None:
-    db = await Database.open(tmp_path / "state.db")
+def _lock_is_free(database: Path | str) -> bool:
+    """Whether another process could start writing now."""
+    if isinstance(database, str):
+        bin_dir = binaries()
+        assert bin_dir is not None
+        probe = f"SELECT pg_try_advisory_lock({WRITE_LOCK})"  # released when psql exits
+        answer = subprocess.run(
+            [str(bin_dir / "psql"), "-tAc", probe, database], check=True, capture_output=True, text=True
+        )
+        return answer.stdout.strip() == "t"
+    other = sqlite3.connect(database, timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+@pytest.mark.both_backends
+async def test_rollback_runs_undo_while_the_write_lock_is_held(database: Path | str, tmp_path: Path) -> None:
+    db = await Database.open(database, local_dir=tmp_path)
     seen: list[str] = []
 
-    def undo(label: str) -> None:
-        other = sqlite3.connect(tmp_path / "state.db", timeout=0)
-        try:
-            other.execute("BEGIN IMMEDIATE")  # another process trying to write in between
-            seen.append(f"{label}: lock was free")
-            other.rollback()
-        except sqlite3.OperationalError:
-            seen.append(f"{label}: still locked")
-        finally:
-            other.close()
+    def undo(label: str) -> None:  # another process trying to write in between
+        seen.append(f"{label}: lock was free" if _lock_is_free(database) else f"{label}: still locked")
 
     try:
         async with db.write() as tx:

@@ -30,6 +30,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import StartupError, open_runtime
 from managed_tools.server.secrets import key_store
 from managed_tools.stores import session_variables, sessions, vault
+from managed_tools.stores.db import as_dict
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import VaultKeyError
 from managed_tools.tools.context import Runtime
@@ -42,8 +43,8 @@ TESTS = Path(__file__).resolve().parent
 SECRET = "sk-live-Zq8uV3nR7tP2"
 
 
-def serve_config(workspace: Path, **variables: Any) -> ServeConfig:
-    config = ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_variables",))
+def serve_config(workspace: Path, database: str | None = None, **variables: Any) -> ServeConfig:
+    config = ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_variables",), database=database)
     return config.model_copy(update={"variables": variables})
 
 
@@ -85,8 +86,9 @@ def db_bytes(config: ServeConfig) -> bytes:
 # ---- resolution order ------------------------------------------------------------------------------------------
 
 
-async def test_session_wins_over_vault_wins_over_config(workspace: Path) -> None:
-    config = serve_config(workspace, REGION="from-config", NOTE="a note")
+@pytest.mark.both_backends
+async def test_session_wins_over_vault_wins_over_config(workspace: Path, database_option: str | None) -> None:
+    config = serve_config(workspace, database_option, REGION="from-config", NOTE="a note")
     async with open_runtime(config) as rt:
         async with client_for(rt) as client:
             assert data(await client.call_tool("probe_region", {})) == {
@@ -105,8 +107,11 @@ async def test_session_wins_over_vault_wins_over_config(workspace: Path) -> None
             assert data(await other.call_tool("probe_region", {}))["region"] == "from-vault"
 
 
-async def test_a_child_inherits_plain_values_but_never_scoped_ones(workspace: Path) -> None:
-    async with open_runtime(serve_config(workspace)) as rt:
+@pytest.mark.both_backends
+async def test_a_child_inherits_plain_values_but_never_scoped_ones(
+    workspace: Path, database_option: str | None
+) -> None:
+    async with open_runtime(serve_config(workspace, database_option)) as rt:
         async with rt.db.write() as tx:
             parent = await sessions.create_session(tx, "default")
             child = await sessions.create_session(tx, "default", parent_id=parent.id)
@@ -260,8 +265,9 @@ async def test_secret_set_from_a_terminal_then_the_call_runs(workspace: Path) ->
 # ---- the key -----------------------------------------------------------------------------------------------------
 
 
-async def test_a_value_is_bound_to_its_name_and_agent(workspace: Path) -> None:
-    async with open_runtime(serve_config(workspace)) as rt:
+@pytest.mark.both_backends
+async def test_a_value_is_bound_to_its_name_and_agent(workspace: Path, database_option: str | None) -> None:
+    async with open_runtime(serve_config(workspace, database_option)) as rt:
         await set_secret(rt, "API_KEY", SECRET)
         assert rt.variables.vault is not None
         async with rt.db.write() as tx:
@@ -278,6 +284,25 @@ async def test_a_value_is_bound_to_its_name_and_agent(workspace: Path) -> None:
         async with rt.db.read() as tx:
             again = await tx.fetchone("SELECT nonce FROM vault_secrets WHERE agent_id = 'default' AND name = 'API_KEY'")
     assert again is not None and again["nonce"] not in {row["nonce"] for row in sealed}
+
+
+@pytest.mark.both_backends
+async def test_the_vaults_rows_never_hold_the_plaintext(workspace: Path, database_option: str | None) -> None:
+    """On either engine (PostgreSQL's bytea as SQLite's BLOB): what the table keeps is a nonce, a ciphertext and a key
+    id; the value comes back only through the key."""
+    config = serve_config(workspace, database_option)
+    async with open_runtime(config) as rt:
+        await set_secret(rt, "API_KEY", SECRET)
+        assert rt.variables.vault is not None
+        async with rt.db.read() as tx:
+            rows = [as_dict(row) for row in await tx.fetchall("SELECT * FROM vault_secrets")]
+            opened = await vault.get_secret(tx, rt.variables.vault, "default", "API_KEY")
+    [row] = rows
+    assert isinstance(row["nonce"], bytes) and isinstance(row["ciphertext"], bytes)
+    assert len(row["ciphertext"]) == len(SECRET) + 16  # AES-GCM: the value's length and a 16-byte tag
+    kept = b"".join(value if isinstance(value, bytes) else str(value).encode() for value in row.values())
+    assert SECRET.encode() not in kept and SECRET.encode().hex().encode() not in kept
+    assert opened is not None and opened.get_secret_value() == SECRET
 
 
 async def test_a_wrong_key_refuses_with_a_clear_error(workspace: Path) -> None:

@@ -185,10 +185,11 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
     wake = await sessions.latest_wake(ctx.tx, session_id)
     if wake is None:
         return None, 0, []
+    field = ctx.tx.dialect.json_text
     rows = await ctx.tx.fetchall(
-        "SELECT json_extract(payload, '$.toolName') AS tool, json_extract(payload, '$.result') AS result, "
-        "json_extract(payload, '$.errorKind') AS kind FROM events WHERE wake_id = ? AND type = 'span.completed' "
-        "AND json_extract(payload, '$.spanKind') = 'tool' ORDER BY seq",
+        f"SELECT {field('payload', 'toolName')} AS tool, {field('payload', 'result')} AS result, "
+        f"{field('payload', 'errorKind')} AS kind FROM events WHERE wake_id = ? AND type = 'span.completed' "
+        f"AND {field('payload', 'spanKind')} = 'tool' ORDER BY seq",
         (wake.id,),
     )
     open_failures: dict[str, bool] = {}  # tool -> whether it only reads

@@ -48,7 +48,7 @@ _META: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def _key(runtime: Runtime, session_id: str) -> tuple[str, str]:
-    return str(runtime.db.path), session_id
+    return runtime.db.key, session_id
 
 
 def live_shell(runtime: Runtime, session_id: str) -> PersistentShell | None:
@@ -70,26 +70,26 @@ def shell_meta(runtime: Runtime, session_id: str) -> dict[str, Any] | None:
 
 
 def track(runtime: Runtime, job: Job) -> None:
-    _JOBS[(str(runtime.db.path), job.session_id, job.id)] = job
+    _JOBS[(runtime.db.key, job.session_id, job.id)] = job
 
 
 def untrack(runtime: Runtime, job: Job) -> None:
-    _JOBS.pop((str(runtime.db.path), job.session_id, job.id), None)
+    _JOBS.pop((runtime.db.key, job.session_id, job.id), None)
 
 
 def live_job(runtime: Runtime, session_id: str, command_id: str) -> Job | None:
-    return _JOBS.get((str(runtime.db.path), session_id, command_id))
+    return _JOBS.get((runtime.db.key, session_id, command_id))
 
 
 def running_jobs(runtime: Runtime, session_id: str) -> list[Job]:
-    db = str(runtime.db.path)
+    db = runtime.db.key
     return [j for (d, s, _), j in _JOBS.items() if d == db and s == session_id and not j.done.is_set()]
 
 
 async def close_all(runtime: Runtime) -> None:
     """At shutdown: every shell and command of this runtime is killed, and recorded as such by its pump before
     the database closes (a job cancelled before it started has no pump: the wait is bounded)."""
-    db = str(runtime.db.path)
+    db = runtime.db.key
     for (d, _, _), job in list(_JOBS.items()):
         if d == db:
             job.kill()
