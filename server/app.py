@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
@@ -11,6 +11,7 @@ import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
+from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.attach import Attachments, attached
@@ -24,6 +25,7 @@ from managed_tools.server.planning_prompts import PLANNING_PROMPTS
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
+from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.variables import CallVariables, RoundTripInput, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_when_asked
@@ -119,6 +121,8 @@ def build_server(
     calls: InFlight | None = None,
     pages: Pages | None = None,
     secret_input: SecretInputFactory | None = None,
+    request_state_keys: Sequence[SecretBytes] = (),
+    relay: bool = False,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -133,7 +137,9 @@ def build_server(
     A transport that stops on a signal passes `calls`, to end the calls in flight first. `pages` is the
     loopback page server (server/pages/) for permission questions and secrets by URL-mode elicitation;
     `secret_input` builds another URL-mode asker for a missing secret (tests). Without either, a person runs
-    `managed-tools secret set NAME`.
+    `managed-tools secret set NAME`. `request_state_keys` is the ring replicas share (server/request_state_keys.py);
+    without it a sealed `requestState` is good only in this process. With `relay`, resource notifications cross
+    to and from the other server processes sharing the store (server/relay.py).
     """
     published = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
     listing = types.ListToolsResult(tools=[tool for _, tool in published])
@@ -161,6 +167,8 @@ def build_server(
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
+                if relay:
+                    watcher.start_soon(relay_for(runtime).run, notifier)
                 try:
                     yield resolved
                 finally:
@@ -238,6 +246,12 @@ def build_server(
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
-    security = RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    security = (
+        RequestStateSecurity(
+            keys=[key.get_secret_value() for key in request_state_keys], ttl=approval_wait_seconds, audience=SERVER_NAME
+        )
+        if request_state_keys
+        else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    )
     server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
     return server

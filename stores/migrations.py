@@ -390,4 +390,18 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        13,
+        "change notices between the server processes sharing this store",
+        (
+            # A short log that every process polls (stores/notices.py): a resource one process changed is notified
+            # to the subscribers of every other. Pruned to the newest rows; nothing here outlives a poll or two.
+            """CREATE TABLE notices (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                origin TEXT NOT NULL,
+                method TEXT NOT NULL,
+                uri TEXT
+            )""",
+        ),
+    ),
 )
