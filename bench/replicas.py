@@ -32,7 +32,7 @@ from mcp import Client
 from roundtrip import percentile_95, progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from replica_cluster import cluster  # noqa: E402 (the tests' harness, on the path just above)
+from replica_cluster import cluster  # the tests' harness, on the path just above
 
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
     "read": ("session_get_events", {"limit": 5}),
