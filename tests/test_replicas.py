@@ -1,6 +1,8 @@
-"""Two `serve --transport http` replicas on one data dir behind a real nginx running deploy/nginx.conf.
+"""Two `serve --transport http` replicas on one store behind a real nginx running deploy/nginx.conf.
 
-The replicas start once for the module. Each response names the replica that answered (`X-Managed-Tools-Replica`,
+The replicas start once for the module per engine: on one SQLite data dir, then with `--database` on one
+PostgreSQL database (the test server of tests/postgres_server.py), where notices cross by LISTEN/NOTIFY. Each
+response names the replica that answered (`X-Managed-Tools-Replica`,
 from `--replica`), recorded per client by an httpx hook: that is how a test knows a call crossed replicas.
 """
 
@@ -9,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sqlite3
 import subprocess
 import sys
 import warnings
@@ -23,11 +24,14 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from conftest import data, error_text
+from conftest import BACKENDS, _psql, data, error_text
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from postgres_server import TEMPLATE, database_url
 from replica_cluster import NGINX, Cluster, cluster
 from test_permissions import answer
+
+from managed_tools.stores.db import Database, Row
 
 pytestmark = [
     pytest.mark.anyio,
@@ -48,10 +52,20 @@ class Deployment:
     workspace: Path
     data_dir: Path
     env: dict[str, str]
+    database: str | None  # `--database`; None: SQLite in the data dir
+
+    @property
+    def args(self) -> list[str]:
+        return [] if self.database is None else ["--database", self.database]
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def deployment(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    database: str | None = None
+    if request.param == "postgresql":
+        server: str = request.getfixturevalue("postgres_server")
+        _psql(server, f"CREATE DATABASE replicas TEMPLATE {TEMPLATE}")
+        database = database_url(server, "replicas")
     root = tmp_path_factory.mktemp("replicas")
     workspace, data_dir, home = root / "workspace", root / "data", root / "home"
     for directory in (workspace, data_dir, home):
@@ -66,8 +80,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         "XDG_CONFIG_HOME": str(home / "config"),
         "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
     }
-    with cluster(workspace, data_dir, root, serve_args=("--tools-module", PROBE_TOOLS), env=env) as running:
-        yield Deployment(running, workspace, data_dir, env)
+    serve_args = ("--tools-module", PROBE_TOOLS, *([] if database is None else ["--database", database]))
+    with cluster(workspace, data_dir, root, serve_args=serve_args, env=env) as running:
+        yield Deployment(running, workspace, data_dir, env, database)
 
 
 @asynccontextmanager
@@ -94,20 +109,30 @@ async def new_session(deployment: Deployment) -> str:
     return session_id
 
 
-def probe_rows(deployment: Deployment, label: str) -> int:
-    with sqlite3.connect(deployment.data_dir / "state.db") as db:
-        return int(db.execute("SELECT COUNT(*) FROM probe WHERE label = ?", (label,)).fetchone()[0])
+async def fetch(deployment: Deployment, sql: str, params: tuple[str, ...]) -> list[Row]:
+    """Read the deployment's store directly, whichever engine holds it."""
+    db = await Database.open(deployment.database or deployment.data_dir / "state.db", local_dir=deployment.data_dir)
+    try:
+        async with db.read() as tx:
+            return await tx.fetchall(sql.format(tool=tx.dialect.json_text("e.payload", "toolName")), params)
+    finally:
+        await db.close()
 
 
-def tool_pids(deployment: Deployment, session_id: str, tool: str) -> set[int]:
+async def probe_rows(deployment: Deployment, label: str) -> int:
+    rows = await fetch(deployment, "SELECT COUNT(*) FROM probe WHERE label = ?", (label,))
+    return int(rows[0][0])
+
+
+async def tool_pids(deployment: Deployment, session_id: str, tool: str) -> set[int]:
     """The processes whose wakes recorded this session's completed calls of `tool`."""
-    with sqlite3.connect(deployment.data_dir / "state.db") as db:
-        rows = db.execute(
-            "SELECT DISTINCT w.pid FROM events e JOIN wakes w ON w.id = e.wake_id WHERE e.session_id = ? "
-            "AND e.type = 'span.completed' AND json_extract(e.payload, '$.toolName') = ?",
-            (session_id, tool),
-        ).fetchall()
-    return {row[0] for row in rows}
+    rows = await fetch(
+        deployment,
+        "SELECT DISTINCT w.pid FROM events e JOIN wakes w ON w.id = e.wake_id WHERE e.session_id = ? "
+        "AND e.type = 'span.completed' AND {tool} = ?",
+        (session_id, tool),
+    )
+    return {int(row[0]) for row in rows}
 
 
 # ---- 2026-07-28: stateless, round-robin ------------------------------------------------------------------------
@@ -120,8 +145,8 @@ async def test_the_calls_of_one_session_spread_over_both_replicas(deployment: De
         for _ in range(4):
             data(await mcp_client.call_tool("probe_plain", {"label": "spread"}))
     assert set(trace) == {"r1", "r2"}
-    assert tool_pids(deployment, session_id, "probe_plain") == {r.pid for r in deployment.cluster.replicas}
-    assert probe_rows(deployment, "spread") == 4
+    assert await tool_pids(deployment, session_id, "probe_plain") == {r.pid for r in deployment.cluster.replicas}
+    assert await probe_rows(deployment, "spread") == 4
 
 
 async def test_a_request_state_retry_is_honoured_by_the_other_replica(deployment: Deployment) -> None:
@@ -137,7 +162,7 @@ async def test_a_request_state_retry_is_honoured_by_the_other_replica(deployment
             deployment.cluster.url, "auto", session=session_id, trace=trace, elicitation_callback=approve
         ) as mcp_client:
             assert data(await mcp_client.call_tool("probe_danger", {"label": label}))["rows"] >= 1
-        assert probe_rows(deployment, label) == 1
+        assert await probe_rows(deployment, label) == 1
         asked, retried = trace[-2:]
         crossed += asked != retried
         if crossed:
@@ -168,7 +193,7 @@ async def test_an_approval_from_the_command_line_unblocks_the_call_on_the_other_
 
 def _approve(deployment: Deployment, request_id: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "managed_tools.server", "approve", request_id, "--data-dir", str(deployment.data_dir)]
-    argv += ["--workspace", str(deployment.workspace)]
+    argv += ["--workspace", str(deployment.workspace), *deployment.args]
     return subprocess.run(argv, env=deployment.env, capture_output=True, text=True, check=False)
 
 
