@@ -4,14 +4,16 @@ Each setup starts its replicas on a fresh workspace and data dir behind Debian's
 (tests/replica_cluster.py, the harness the tests use; one replica: every route of the config leads to it). For
 each number of concurrent clients, that many `mcp.Client`s (2026-07-28, no MCP session, so nginx spreads their
 calls round-robin) call as fast as answers come for `--seconds`: calls/s, median and p95 latency. The first setup
-(one replica) is the baseline of the ratios. `--database URL` adds a setup of one replica on that database
-(`serve --database`, the PostgreSQL backend), to compare with SQLite on one replica.
+(one replica on SQLite) is the baseline of the ratios. `--engines sqlite postgresql` runs the one- and two-replica
+setups on each engine in the same run: on PostgreSQL (`serve --database`) each setup gets a fresh database on a
+throwaway server the bench starts (Debian's binaries, tests/postgres_server.py), or on `--database URL` if given.
 
 Two workloads: `read` (session_get_events, limit 5) and `write` (memory_write appending to the working buffer,
-a durable SQLite transaction each). The clients run in this one process, on the same machine as the servers: on a
+a durable transaction each). The clients run in this one process, on the same machine as the servers: on a
 small machine they compete with the replicas for the cores. A benchmark, not a test: the exit status is 0.
 
-    python bench/replicas.py [--clients 16 64] [--seconds 5] [--workload read write] [--database URL] [--json]
+    python bench/replicas.py [--clients 16 64] [--seconds 5] [--workload read write]
+                             [--engines sqlite postgresql] [--database URL] [--json]
 """
 
 from __future__ import annotations
@@ -22,17 +24,21 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 from mcp import Client
 from roundtrip import percentile_95, progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from replica_cluster import cluster  # the tests' harness, on the path just above
+from postgres_server import binaries, database_url, running_server  # the tests' harness, on the path just above
+from replica_cluster import cluster
 
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
     "read": ("session_get_events", {"limit": 5}),
@@ -125,18 +131,51 @@ def print_loads(loads: list[Load]) -> None:
         )
 
 
+@contextmanager
+def postgresql(url: str | None) -> Iterator[Callable[[], str]]:
+    """Fresh databases on a throwaway server; or always `url` when one is given."""
+    if url is not None:
+        yield lambda: url
+        return
+    if binaries() is None:
+        raise SystemExit("--engines postgresql needs PostgreSQL's binaries (apt-get install postgresql) or --database")
+    with running_server() as server:
+
+        def fresh() -> str:
+            name = f"bench_{uuid.uuid4().hex[:12]}"
+
+            async def create() -> None:
+                conn = await asyncpg.connect(server)
+                try:
+                    await conn.execute(f"CREATE DATABASE {name}")
+                finally:
+                    await conn.close()
+
+            anyio.run(create)
+            return database_url(server, name)
+
+        yield fresh
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), nargs="+", default=["read", "write"])
-    parser.add_argument("--database", metavar="URL", help="also one replica on this database (serve --database)")
+    parser.add_argument("--engines", choices=["sqlite", "postgresql"], nargs="+", default=["sqlite"])
+    parser.add_argument("--database", metavar="URL", help="PostgreSQL's setups on this database (implies the engine)")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    setups = [Setup("1 replica (SQLite)", 1), Setup("2 replicas (SQLite)", 2)]
-    if args.database:
-        setups.append(Setup("1 replica (database)", 1, ("--database", args.database)))
-    loads = [x for setup in setups for x in measure(setup, args.workload, args.clients, args.seconds)]
+    engines = list(dict.fromkeys([*args.engines, *(["postgresql"] if args.database else [])]))
+    loads: list[Load] = []
+    with ExitStack() as stack:
+        fresh = stack.enter_context(postgresql(args.database)) if "postgresql" in engines else None
+        for engine in engines:
+            for replicas in args.replicas:
+                name = f"{replicas} replica{'s' * (replicas > 1)} ({'SQLite' if engine == 'sqlite' else 'PostgreSQL'})"
+                serve_args = () if fresh is None or engine == "sqlite" else ("--database", fresh())
+                loads += measure(Setup(name, replicas, serve_args), args.workload, args.clients, args.seconds)
     if args.json:
         print(json.dumps([asdict(x) for x in loads], indent=2))
     else:
