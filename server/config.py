@@ -28,7 +28,7 @@ from pydantic import (
 
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
-from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring
+from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
@@ -123,6 +123,8 @@ class UserConfig(BaseModel):
     read_only: bool | None = Field(default=None, alias="readOnly")
     # Where the replicas' shared requestState key ring is (server/request_state_keys.py).
     request_state_keys: KeyRingSource | None = Field(default=None, alias="requestStateKeys")
+    # The vault key replicas share (else the data dir's own key), from the same kinds of source.
+    vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -166,6 +168,7 @@ class ServeConfig(BaseModel):
     selection: ToolSelection = ToolSelection()  # the tools served
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
+    vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
 
     @field_validator("database")
     @classmethod
@@ -212,6 +215,7 @@ class ServeConfig(BaseModel):
         try:
             mounts = [root, *vault_roots.values()]
             keys = load_key_ring(user.request_state_keys, os.environ, data_dir=data, mounts=mounts)
+            vault_key = load_vault_key(user.vault_key, os.environ, data_dir=data, mounts=mounts)
         except KeyRingError as exc:
             raise ConfigError(str(exc)) from None
         return cls(
@@ -236,6 +240,7 @@ class ServeConfig(BaseModel):
             selection=_selection(user, selection or Selecting()),
             database=database,
             request_state_keys=keys,
+            vault_key=vault_key,
         )
 
     @property

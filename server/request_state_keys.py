@@ -6,6 +6,10 @@ config.json `requestStateKeys` (`{"env": "VAR"}` or `{"file": "PATH"}`, a file o
 mount), else `$MANAGED_TOOLS_REQUEST_STATE_KEY`. Keys are hex or base64 text of at least 32 random bytes,
 separated by whitespace or commas; the first seals, every one unseals (rotation: add the new key second, then
 move it first, then drop the old one after one approval wait). No message ever repeats a key.
+
+The vault key comes from the same kinds of source (`load_vault_key`: config.json `vaultKey`, else
+`$MANAGED_TOOLS_VAULT_KEY`), so replicas on separate data dirs can decrypt each other's secrets; it is one key of
+exactly 32 bytes (a secret sealed under another key says so, stores/vault.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretBytes, model_validator
 from managed_tools.tools.variable_sources import ENV_NAME
 
 KEY_ENV = "MANAGED_TOOLS_REQUEST_STATE_KEY"
+VAULT_KEY_ENV = "MANAGED_TOOLS_VAULT_KEY"
+VAULT_KEY_BYTES = 32  # AES-256 (stores/vault.py)
 MIN_KEY_BYTES = 32
 # 32 random bytes hold about 30 distinct values; fewer than this is a pattern ("aaaa...", a repeated word).
 MIN_DISTINCT_BYTES = 16
@@ -53,16 +59,22 @@ class KeyRingSource(BaseModel):
 
 
 def load_key_ring(
-    source: KeyRingSource | None, environ: Mapping[str, str], *, data_dir: Path, mounts: Sequence[Path]
+    source: KeyRingSource | None,
+    environ: Mapping[str, str],
+    *,
+    data_dir: Path,
+    mounts: Sequence[Path],
+    default_env: str = KEY_ENV,
+    config_key: str = "requestStateKeys",
 ) -> tuple[SecretBytes, ...]:
     """The configured ring, or () for a per-process key. A key file must be the owner's alone and outside every
     mount (a tool could read it there); a relative path is against the data dir."""
     if source is None:
-        text, where = environ.get(KEY_ENV, ""), f"${KEY_ENV}"
+        text, where = environ.get(default_env, ""), f"${default_env}"
         if not text.strip():
             return ()
     elif source.env is not None:
-        text, where = environ.get(source.env, ""), f"${source.env} (config.json requestStateKeys)"
+        text, where = environ.get(source.env, ""), f"${source.env} (config.json {config_key})"
         if not text.strip():
             raise KeyRingError(f"{where} is not set; generate a key with: {GENERATE}")
     else:
@@ -84,6 +96,21 @@ def _read_key_file(path: Path, mounts: Sequence[Path]) -> str:
         return path.read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyRingError(f"Cannot read the key file {path}: {type(exc).__name__}.") from None
+
+
+def load_vault_key(
+    source: KeyRingSource | None, environ: Mapping[str, str], *, data_dir: Path, mounts: Sequence[Path]
+) -> SecretBytes | None:
+    """The vault key replicas share, or None: the data dir's own key (the OS keyring or a key file)."""
+    ring = load_key_ring(
+        source, environ, data_dir=data_dir, mounts=mounts, default_env=VAULT_KEY_ENV, config_key="vaultKey"
+    )
+    if not ring:
+        return None
+    where = f"${VAULT_KEY_ENV}" if source is None else "config.json vaultKey"
+    if len(ring) != 1 or len(ring[0].get_secret_value()) != VAULT_KEY_BYTES:
+        raise KeyRingError(f"{where} must hold exactly one key of {VAULT_KEY_BYTES} bytes; generate it: {GENERATE}")
+    return ring[0]
 
 
 def parse_keys(text: str, where: str) -> tuple[SecretBytes, ...]:
