@@ -81,9 +81,14 @@ async def load(url: str, setup: str, workload: str, clients: int, seconds: float
             nonlocal errors
             while time.perf_counter() < deadline:
                 t0 = time.perf_counter()
-                result = await client.call_tool(tool, arguments)
+                try:
+                    failed = (await client.call_tool(tool, arguments)).is_error
+                except Exception as exc:  # a protocol or transport error counts as an error, once reported
+                    failed = True
+                    if not errors:
+                        progress(f"first call error: {type(exc).__name__}: {exc}")
                 samples.append((time.perf_counter() - t0) * 1000)
-                errors += bool(result.is_error)
+                errors += bool(failed)
 
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
@@ -120,13 +125,13 @@ def measure(setup: Setup, workloads: list[str], client_counts: list[int], second
 
 def print_loads(loads: list[Load]) -> None:
     baseline = {(x.workload, x.clients): x for x in loads if x.setup == loads[0].setup}
-    header = f"{'setup':<22} {'workload':<8} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'errors':>6}"
+    header = f"{'setup':<24} {'workload':<8} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'errors':>6}"
     print(header + f" {'calls/s vs ' + loads[0].setup:>26}")
     print("-" * (len(header) + 27))
     for x in loads:
         ratio = x.calls_per_second / baseline[x.workload, x.clients].calls_per_second
         print(
-            f"{x.setup:<22} {x.workload:<8} {x.clients:>7} {x.calls_per_second:>9.1f} {x.p50_ms:>8.2f} "
+            f"{x.setup:<24} {x.workload:<8} {x.clients:>7} {x.calls_per_second:>9.1f} {x.p50_ms:>8.2f} "
             f"{x.p95_ms:>8.2f} {x.errors:>6} {ratio:>26.2f}"
         )
 
