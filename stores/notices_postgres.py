@@ -17,6 +17,7 @@ import anyio
 import asyncpg
 from pydantic import ValidationError
 
+from managed_tools.stores.db import Database
 from managed_tools.stores.db_postgres import PostgresDatabase
 from managed_tools.stores.notices import MAX_URI_CHARS, Notice
 
@@ -32,7 +33,7 @@ _DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
 class ListenedNotices:
-    def __init__(self, db: object, origin: str) -> None:
+    def __init__(self, db: Database, origin: str) -> None:
         if not isinstance(db, PostgresDatabase):
             raise TypeError("LISTEN/NOTIFY needs a PostgreSQL store")
         self._db = db
