@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
@@ -11,6 +11,7 @@ import mcp_types as types
 from mcp.server import CacheHint, InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
+from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.attach import Attachments, attached
@@ -25,6 +26,7 @@ from managed_tools.server.planning_prompts import planning_prompts
 from managed_tools.server.ports import ports_for, set_log_level
 from managed_tools.server.principal import current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
+from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
@@ -124,6 +126,8 @@ def build_server(
     calls: InFlight | None = None,
     pages: Pages | None = None,
     secret_input: SecretInputFactory | None = None,
+    request_state_keys: Sequence[SecretBytes] = (),
+    relay: bool = False,
 ) -> Server[Attachments]:
     """The MCP server over the catalogue; every transport serves this one.
 
@@ -138,7 +142,9 @@ def build_server(
     A transport that stops on a signal passes `calls`, to end the calls in flight first. `pages` is the
     loopback page server (server/pages/) for permission questions and secrets by URL-mode elicitation;
     `secret_input` builds another URL-mode asker for a missing secret (tests). Without either, a person runs
-    `managed-tools secret set NAME`.
+    `managed-tools secret set NAME`. `request_state_keys` is the ring replicas share (server/request_state_keys.py);
+    without it a sealed `requestState` is good only in this process. With `relay`, resource notifications cross
+    to and from the other server processes sharing the store (server/relay.py).
     """
     # By registry version (upstream servers' tools come and go): each definition beside its MCP tool, so a
     # principal's scopes can filter the list without rebuilding it.
@@ -158,6 +164,8 @@ def build_server(
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
                 watcher.start_soon(watch_tools, runtime, notifier)
+                if relay:
+                    watcher.start_soon(relay_for(runtime).run, notifier)
                 try:
                     yield resolved
                 finally:
@@ -248,6 +256,12 @@ def build_server(
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
-    security = RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    security = (
+        RequestStateSecurity(
+            keys=[key.get_secret_value() for key in request_state_keys], ttl=approval_wait_seconds, audience=SERVER_NAME
+        )
+        if request_state_keys
+        else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    )
     server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
     return server

@@ -231,6 +231,9 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
     )
+    remote.add_argument(
+        "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (see README)"
+    )
     _oauth_flags(serve)
 
 

@@ -188,6 +188,7 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "header_timeout_seconds": "--header-timeout",
     "body_timeout_seconds": "--body-timeout",
     "max_connections": "--max-connections",
+    "replica": "--replica",
 }
 
 
@@ -273,6 +274,8 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
             extensions=extensions,
             calls=calls,
             pages=pages,
+            request_state_keys=config.request_state_keys,
+            relay=True,
         )
         log.info("serving agent %s over stdio; data dir %s", config.agent, config.data_dir)
         await serve_stdio(server, calls, stopping)

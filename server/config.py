@@ -15,10 +15,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretBytes,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
+from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
@@ -111,6 +121,10 @@ class UserConfig(BaseModel):
     tools: list[str] | None = None
     exclude_tools: list[str] | None = Field(default=None, alias="excludeTools")
     read_only: bool | None = Field(default=None, alias="readOnly")
+    # Where the replicas' shared requestState key ring is (server/request_state_keys.py).
+    request_state_keys: KeyRingSource | None = Field(default=None, alias="requestStateKeys")
+    # The vault key replicas share (else the data dir's own key), from the same kinds of source.
+    vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -153,6 +167,8 @@ class ServeConfig(BaseModel):
     mcp_servers: UpstreamSpecs = Field(default_factory=dict)  # upstream MCP servers (server/upstream/)
     selection: ToolSelection = ToolSelection()  # the tools served
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
+    request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
+    vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
 
     @field_validator("database")
     @classmethod
@@ -196,6 +212,12 @@ class ServeConfig(BaseModel):
         policy.update(dict.fromkeys(ask, "always_ask"))
         vault_roots = {name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()}
         _refuse_overlap(data, {f"the vault {name!r}": path for name, path in vault_roots.items()})
+        try:
+            mounts = [root, *vault_roots.values()]
+            keys = load_key_ring(user.request_state_keys, os.environ, data_dir=data, mounts=mounts)
+            vault_key = load_vault_key(user.vault_key, os.environ, data_dir=data, mounts=mounts)
+        except KeyRingError as exc:
+            raise ConfigError(str(exc)) from None
         return cls(
             workspace=root,
             data_dir=data,
@@ -217,6 +239,8 @@ class ServeConfig(BaseModel):
             mcp_servers=user.mcp_servers,
             selection=_selection(user, selection or Selecting()),
             database=database,
+            request_state_keys=keys,
+            vault_key=vault_key,
         )
 
     @property
@@ -285,6 +309,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 # A header-safe secret long enough not to be guessed; the message never repeats it.
 TOKEN_PATTERN = re.compile(r"[\x21-\x7e]{16,}")
+REPLICA_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"  # no '.': it ends the prefix of a session id (http_replica.py)
 HOST_WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+|\*)")  # `name:port`, `[v6]:port`, or `:*`
 
 
@@ -307,6 +332,7 @@ class HttpConfig(BaseModel):
     header_timeout_seconds: Annotated[float, Field(gt=0)] = DEFAULT_HEADER_TIMEOUT_SECONDS
     body_timeout_seconds: Annotated[float, Field(gt=0)] = DEFAULT_BODY_TIMEOUT_SECONDS
     max_connections: Annotated[int, Field(gt=0)] = DEFAULT_MAX_CONNECTIONS
+    replica: Annotated[str, Field(pattern=REPLICA_NAME)] | None = None
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -341,6 +367,7 @@ class HttpConfig(BaseModel):
         header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS,
         body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        replica: str | None = None,
     ) -> HttpConfig:
         """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
 
@@ -378,6 +405,7 @@ class HttpConfig(BaseModel):
             header_timeout_seconds=header_timeout_seconds,
             body_timeout_seconds=body_timeout_seconds,
             max_connections=max_connections,
+            replica=replica,
         )
 
     @property

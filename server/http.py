@@ -43,6 +43,7 @@ from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, Serv
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
+from managed_tools.server.http_replica import ReplicaRoute
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.oauth import auth_middleware, metadata_routes
 from managed_tools.server.pages.board import Pages
@@ -78,6 +79,8 @@ def build_app(
         extensions=extensions,
         calls=calls,
         pages=pages,
+        request_state_keys=config.request_state_keys,
+        relay=True,
     )
     # The Guard checks Host and Origin exactly before any transport sees a request; the SDK's own check
     # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.
@@ -109,6 +112,8 @@ def build_app(
         routes = [*metadata, *routes]
         middleware += auth_middleware(http.oauth, open_paths=[HEALTH_PATH, *(route.path for route in metadata)])
     middleware.append(Middleware(SessionHeader, runtime=runtime))
+    if http.replica is not None:
+        middleware.insert(0, Middleware(ReplicaRoute, name=http.replica))
     return McpApp(calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: mcp_sessions.running())
 
 

@@ -2,13 +2,13 @@
 
 Handshake-era clients subscribe with `resources/subscribe` and get `notifications/resources/updated` on their
 connection; 2026-07-28 clients open `subscriptions/listen` and get the same events through the SDK's bus.
-Notifications follow the tool calls of this process that changed a resource (`CallResult.touched`); a change
-made by another server process sharing the database is seen on the next read, not notified.
+Notifications follow the tool calls that changed a resource (`CallResult.touched`), in this process or, through
+the relay (server/relay.py), in any other server process sharing the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -16,7 +16,13 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from managed_tools.server.attach import Attachments
 from managed_tools.server.library import Library
@@ -37,13 +43,15 @@ RESOURCE_NOT_FOUND = -32002
 
 
 class Notifier:
-    """Who wants to hear about which resource, across every connection of this process."""
+    """Who wants to hear about which resource, across every connection of this process; `forward` also sends what
+    happened here to the other processes sharing the store (server/relay.py)."""
 
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
         self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
         self._tool_listers: set[ServerSession] = set()  # and those that listed tools
+        self.forward: Callable[[ServerEvent], None] | None = None
 
     def listed(self, session: ServerSession) -> None:
         self._listers.add(session)
@@ -62,12 +70,28 @@ class Notifier:
 
     async def list_changed(self) -> None:
         """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""
-        await self.bus.publish(ResourcesListChanged())
-        for session in list(self._listers):
-            try:
-                await session.send_resource_list_changed()
-            except Exception:  # a connection that went away stops hearing
-                self._listers.discard(session)
+        await self._publish(ResourcesListChanged())
+
+    async def _publish(self, event: ServerEvent) -> None:
+        if self.forward is not None:
+            self.forward(event)
+        await self.deliver(event)
+
+    async def deliver(self, event: ServerEvent) -> None:
+        """Tell this process's listeners (2026-07-28) and subscribers or listers (handshake era)."""
+        await self.bus.publish(event)
+        if isinstance(event, ResourceUpdated):
+            for session in list(self._subscribers.get(event.uri, ())):
+                try:
+                    await session.send_resource_updated(event.uri)
+                except Exception:  # a connection that went away stops hearing, nothing more
+                    self.unsubscribe(event.uri, session)
+        elif isinstance(event, ResourcesListChanged):
+            for session in list(self._listers):
+                try:
+                    await session.send_resource_list_changed()
+                except Exception:  # a connection that went away stops hearing
+                    self._listers.discard(session)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
         if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None and parse_attachment(uri) is None:
@@ -79,12 +103,7 @@ class Notifier:
 
     async def updated(self, uris: Iterable[str]) -> None:
         for uri in uris:
-            await self.bus.publish(ResourceUpdated(uri=uri))
-            for session in list(self._subscribers.get(uri, ())):
-                try:
-                    await session.send_resource_updated(uri)
-                except Exception:  # a connection that went away stops hearing, nothing more
-                    self.unsubscribe(uri, session)
+            await self._publish(ResourceUpdated(uri=uri))
 
 
 def skill_uri(name: str) -> str:

@@ -24,7 +24,7 @@ from managed_tools.stores import vault
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.vault import Vault
-from managed_tools.stores.vault_key import KeyStore, VaultKeyError
+from managed_tools.stores.vault_key import ConfiguredKey, KeyStore, VaultKeyError
 from managed_tools.tools import variables
 from managed_tools.tools.definition import Variable
 from managed_tools.tools.variable_sources import VariableSources
@@ -49,6 +49,9 @@ def key_store(config: ServeConfig) -> KeyStore:
 
 
 def open_vault(config: ServeConfig) -> Vault:
+    """On the key replicas share when one is configured, else on this data dir's own."""
+    if config.vault_key is not None:
+        return Vault(ConfiguredKey(config.vault_key.get_secret_value()))
     return Vault(key_store(config))
 
 

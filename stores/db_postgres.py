@@ -87,6 +87,8 @@ class PostgresDatabase(Database):
     ) -> None:
         self.key = redacted(url)
         self.local_dir = local_dir
+        self._url = url
+        self._busy_timeout_ms = 5_000
         self._writer = writer
         self._readers = readers
         self._write_lock = anyio.Lock()
@@ -113,7 +115,13 @@ class PostgresDatabase(Database):
             raise
         db = cls(url, local_dir, opened[0], opened[1:])
         db._durable = synchronous == "FULL"
+        db._busy_timeout_ms = busy_timeout_ms
         return db
+
+    async def dedicated_connection(self) -> asyncpg.Connection:
+        """A connection outside the pools, its owner's alone (LISTEN for change notices). Raises what asyncpg
+        raises when the server cannot be reached."""
+        return await _connect(self._url, self._busy_timeout_ms)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):

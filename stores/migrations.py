@@ -513,4 +513,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        13,
+        "change notices between the server processes sharing this store",
+        (
+            # SQLite: a short log that every process polls (stores/notices.py): a resource one process changed is
+            # notified to the subscribers of every other. Pruned to the newest rows; nothing here outlives a poll or
+            # two. PostgreSQL needs no table: LISTEN/NOTIFY carries the notices (stores/notices_postgres.py).
+            Each(
+                """CREATE TABLE notices (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                origin TEXT NOT NULL,
+                method TEXT NOT NULL,
+                uri TEXT
+            )""",
+                None,
+            ),
+        ),
+    ),
 )

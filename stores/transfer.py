@@ -30,10 +30,12 @@ class Copied(BaseModel):
 
 async def _tables(source: Tx) -> list[str]:
     """The source's own tables in creation order (a table comes after those it references); FTS5's index and
-    its shadow tables are rebuilt, not copied."""
+    its shadow tables are rebuilt, not copied, and the change notices are SQLite's transient relay (PostgreSQL's
+    go by NOTIFY)."""
     rows = await source.fetchall(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE "
-        "'CREATE VIRTUAL TABLE%' AND name NOT LIKE '%_fts_%' AND name != 'schema_migrations' ORDER BY rowid"
+        "'CREATE VIRTUAL TABLE%' AND name NOT LIKE '%_fts_%' AND name NOT IN ('schema_migrations', 'notices') "
+        "ORDER BY rowid"
     )
     return [str(r[0]) for r in rows]
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, SecretStr
 from managed_tools.stores.db import Tx
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import utc_now
-from managed_tools.stores.vault_key import KeyStore, VaultKeyError
+from managed_tools.stores.vault_key import KeySource, VaultKeyError
 
 NONCE_BYTES = 12
 MAX_SECRET_BYTES = 64 * 1024
@@ -36,7 +36,7 @@ class Vault:
     """The cipher over one data dir's key, loaded on first use (a server that never meets a secret never makes
     one)."""
 
-    def __init__(self, keys: KeyStore) -> None:
+    def __init__(self, keys: KeySource) -> None:
         self._keys = keys
         self._key: bytes | None = None
 

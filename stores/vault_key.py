@@ -11,6 +11,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Protocol
 
 import keyring
 import keyring.errors
@@ -29,6 +30,20 @@ class VaultKeyError(StoreError):
     def __init__(self, message: str, where: Path | None = None) -> None:
         super().__init__(message)
         self.detail = message if where is None else f"{message} ({where})"
+
+
+class KeySource(Protocol):
+    def load(self, *, create: bool) -> bytes | None: ...
+
+
+class ConfiguredKey:
+    """A key the server's configuration gives (replicas share it): never created, never stored by us."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def load(self, *, create: bool) -> bytes | None:
+        return self._key
 
 
 class KeyStore:

@@ -17,7 +17,7 @@ class ProbeRows(WireModel):
 
 
 async def insert_rows(ctx: ToolContext, args: ProbeArgs) -> ProbeRows:
-    await ctx.tx.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+    await ctx.tx.execute("CREATE TABLE IF NOT EXISTS probe (label TEXT NOT NULL)")
     for _ in range(args.count):
         await ctx.tx.execute("INSERT INTO probe (label) VALUES (?)", (args.label,))
     return ProbeRows(rows=int(await ctx.tx.scalar("SELECT COUNT(*) FROM probe")))
