@@ -26,16 +26,16 @@ from managed_tools.tools.context import Runtime
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.argv import FIXED_ENV
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 YES = answer("accept", {"approve": True})
 
 
 @pytest.fixture
-def config(workspace: Path, tmp_path: Path) -> ServeConfig:
+def config(workspace: Path, tmp_path: Path, database_option: str | None) -> ServeConfig:
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "secret.txt").write_text("vault secret\n")
-    return ServeConfig.build(workspace=workspace, data_dir=None, vaults={"docs": vault})
+    return ServeConfig.build(workspace=workspace, data_dir=None, vaults={"docs": vault}, database=database_option)
 
 
 @pytest.fixture
