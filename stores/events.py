@@ -109,7 +109,9 @@ def event_text(event_type: str, summary: str | None, payload: dict[str, Any]) ->
     if event_type in ("span.started", "span.completed") and payload.get("toolName") in _SEARCH_TOOLS:
         return None
     leaves = " ".join(_strings(payload))
-    return f"{summary or ''} {leaves}".strip(" ")
+    # A NUL in a tool's arguments is JSON-escaped in the payload but raw in these leaves, and PostgreSQL refuses
+    # it in text; it separates words as any non-word character does, so a space indexes the same words.
+    return f"{summary or ''} {leaves}".strip(" ").replace("\x00", " ")
 
 
 async def index_event(tx: Tx, seq: int, session_id: str, event_type: str, text: str) -> None:

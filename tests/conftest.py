@@ -57,8 +57,10 @@ BACKENDS = ["sqlite", "postgresql"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test (or module) marked `both_backends` runs once on SQLite and once on PostgreSQL."""
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+    """A test (or module) marked `both_backends` runs once on SQLite and once on PostgreSQL, unless the test is
+    marked `sqlite_only` (a slow subprocess test whose store path another PostgreSQL test already covers)."""
+    marked = metafunc.definition.get_closest_marker
+    if "backend" in metafunc.fixturenames and marked("both_backends") and not marked("sqlite_only"):
         metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 

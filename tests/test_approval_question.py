@@ -23,7 +23,7 @@ from managed_tools.stores import shell as shell_store
 from managed_tools.tools.context import Runtime
 from managed_tools.tools.what_runs import MAX_SHOWN_COMMAND_CHARS, WhatRuns, secret_looking, visible
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 PAYLOAD = "echo building" + " " * 4200 + "; touch X"
 SECRET = "sekrit-value-123"
@@ -118,6 +118,7 @@ async def test_f6_question_shows_the_env_and_the_digest_binds_it(rt: Runtime, wo
     assert checked["argsDigest"] != moved["argsDigest"]  # the digest covers the env
 
 
+@pytest.mark.sqlite_only(reason="CLI approval, covered on PostgreSQL by test_permissions")
 async def test_f6_an_env_change_after_the_approval_needs_a_new_yes(
     rt: Runtime, config: ServeConfig, workspace: Path
 ) -> None:
@@ -156,6 +157,7 @@ async def test_an_env_change_while_the_person_is_asked_runs_nothing(rt: Runtime,
 # ---- F7 and invisible characters: the same visible text in the client and the CLI ------------------------------
 
 
+@pytest.mark.sqlite_only(reason="how the question is shown; no store path of its own")
 @pytest.mark.parametrize("mode", ERAS)
 async def test_f7_a_payload_behind_spaces_is_visible(
     rt: Runtime, config: ServeConfig, workspace: Path, mode: str
@@ -175,6 +177,7 @@ async def test_f7_a_payload_behind_spaces_is_visible(
     assert not (workspace / "X").exists()
 
 
+@pytest.mark.sqlite_only(reason="how the question is shown; no store path of its own")
 @pytest.mark.parametrize("mode", ERAS)
 async def test_bidi_and_zero_width_characters_are_escaped(rt: Runtime, config: ServeConfig, mode: str) -> None:
     command = "echo 'safe \u202erm -rf ~\u202c' \u200b\u2066# ok\u2069"

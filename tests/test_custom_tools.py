@@ -18,7 +18,7 @@ from managed_tools.server.data_dir import default_data_dir
 from managed_tools.server.runtime import StartupError, open_runtime
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 WEATHER = {
     "name": "ask_weather",
@@ -39,11 +39,11 @@ WEATHER = {
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
     data_dir = default_data_dir(workspace.resolve())
     data_dir.mkdir(parents=True)
     (data_dir / "config.json").write_text(json.dumps({"customTools": [WEATHER]}))
-    return ServeConfig.build(workspace=workspace, data_dir=None)
+    return ServeConfig.build(workspace=workspace, data_dir=None, database=database_option)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.models import NoArguments, WireModel
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 TOOLS_WITH_TOOLS = types.SamplingCapability(tools=types.SamplingToolsCapability())
 

@@ -18,12 +18,13 @@ from mcp_types import RequestParamsMeta
 from pydantic import Field
 
 from managed_tools.server.config import ServeConfig
+from managed_tools.stores.db_postgres import WRITE_LOCK
 from managed_tools.tools.context import Runtime, ToolContext
 from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.models import Arguments, NoArguments, WireModel
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 class ProbeInput(Arguments):
@@ -104,7 +105,7 @@ PROBES = (
 async def probed(config: ServeConfig) -> AsyncIterator[Runtime]:
     async with runtime_with(config, *PROBES) as rt:
         async with rt.db.write() as tx:
-            await tx.execute("CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+            await tx.execute("CREATE TABLE IF NOT EXISTS probe (label TEXT NOT NULL)")
         yield rt
 
 
@@ -116,8 +117,8 @@ async def probe_rows(rt: Runtime) -> int:
 async def completions(rt: Runtime, tool: str) -> list[dict[str, object]]:
     async with rt.db.read() as tx:
         rows = await tx.fetchall(
-            "SELECT payload FROM events WHERE type = 'span.completed' AND json_extract(payload, '$.toolName') = ? "
-            "ORDER BY seq",
+            "SELECT payload FROM events WHERE type = 'span.completed' "
+            f"AND {tx.dialect.json_text('payload', 'toolName')} = ? ORDER BY seq",
             (tool,),
         )
     return [json.loads(row["payload"]) for row in rows]
@@ -226,23 +227,41 @@ LOCKER = textwrap.dedent(
     conn.execute("COMMIT")
     """
 )
+LOCKER_POSTGRES = textwrap.dedent(
+    rf"""
+    import asyncio, asyncpg, sys
+    async def main():
+        conn = await asyncpg.connect(sys.argv[1])
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+            sys.stdout.write("locked\n")
+            sys.stdout.flush()
+            await asyncio.sleep(float(sys.argv[2]))
+            await conn.execute("INSERT INTO probe (label) VALUES ('other process')")
+        await conn.close()
+    asyncio.run(main())
+    """
+)
 
 
 async def hold_lock(rt: Runtime, seconds: float) -> Process:
-    """Another process takes the write lock and keeps it for `seconds`."""
-    proc = await anyio.open_process([sys.executable, "-c", LOCKER, rt.db.key, str(seconds)])
+    """Another process takes the write lock (PostgreSQL: the advisory lock every writer queues on) and keeps it."""
+    locker = LOCKER if rt.db.dialect.name == "sqlite" else LOCKER_POSTGRES
+    proc = await anyio.open_process([sys.executable, "-c", locker, rt.db.key, str(seconds)])
     assert proc.stdout is not None
     assert (await proc.stdout.receive()).startswith(b"locked")  # a pipe may deliver the line in pieces
     return proc
 
 
-async def test_database_locked_by_another_process_gives_a_clear_error(workspace: Path, connect: Connect) -> None:
-    config = ServeConfig.build(workspace=workspace, data_dir=None, agent="default").model_copy(
-        update={"busy_timeout_ms": 200}
-    )
+async def test_database_locked_by_another_process_gives_a_clear_error(
+    workspace: Path, connect: Connect, database_option: str | None
+) -> None:
+    config = ServeConfig.build(
+        workspace=workspace, data_dir=None, agent="default", database=database_option
+    ).model_copy(update={"busy_timeout_ms": 200})
     async with runtime_with(config, *PROBES) as rt:
         async with rt.db.write() as tx:
-            await tx.execute("CREATE TABLE probe (id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+            await tx.execute("CREATE TABLE probe (label TEXT NOT NULL)")
         async with connect(rt) as client:
             proc = await hold_lock(rt, 1.5)
             busy = await client.call_tool("probe_write", {"label": "mine"})

@@ -25,7 +25,7 @@ from managed_tools.tools.latent import LatentToolSpec, latent_tool
 from managed_tools.tools.models import Arguments, WireModel
 from managed_tools.tools.registry import Registry
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 SUMMARISE = {
     "name": "summarise_risks",
@@ -45,11 +45,11 @@ Answers = Callable[[ClientRequestContext, types.CreateMessageRequestParams], Any
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
     data_dir = default_data_dir(workspace.resolve())
     data_dir.mkdir(parents=True)
     (data_dir / "config.json").write_text(json.dumps({"latentTools": [SUMMARISE]}))
-    return ServeConfig.build(workspace=workspace, data_dir=None)
+    return ServeConfig.build(workspace=workspace, data_dir=None, database=database_option)
 
 
 @pytest.fixture
@@ -144,8 +144,8 @@ async def test_without_sampling_the_calling_model_answers(rt: Runtime, connect: 
         row = await tx.fetchone("SELECT output, span_id FROM latent_calls WHERE call_id = ?", (call_id,))
         assert row is not None
         span = await tx.scalar(
-            "SELECT json_extract(payload, '$.result') FROM events WHERE type = 'span.completed' "
-            "AND json_extract(payload, '$.spanId') = ?",
+            f"SELECT {tx.dialect.json_text('payload', 'result')} FROM events WHERE type = 'span.completed' "
+            f"AND {tx.dialect.json_text('payload', 'spanId')} = ?",
             (row["span_id"],),
         )
     assert json.loads(row["output"]) == GOOD and span == "blocked"

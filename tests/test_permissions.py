@@ -28,15 +28,17 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 TESTS = Path(__file__).resolve().parent
 ElicitFn = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+def config(workspace: Path, database_option: str | None) -> ServeConfig:
+    return ServeConfig.build(
+        workspace=workspace, data_dir=None, tool_modules=("probe_tools",), database=database_option
+    )
 
 
 @pytest.fixture
@@ -71,7 +73,8 @@ async def never_answers(context: ClientRequestContext, params: types.ElicitReque
 
 async def rows(rt: Runtime) -> int:
     async with rt.db.read() as tx:
-        exists = await tx.scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'probe'")
+        catalogue = "sqlite_master WHERE name" if tx.dialect.name == "sqlite" else "pg_tables WHERE tablename"
+        exists = await tx.scalar(f"SELECT COUNT(*) FROM {catalogue} = 'probe'")
         return int(await tx.scalar("SELECT COUNT(*) FROM probe")) if exists else 0
 
 
@@ -97,7 +100,8 @@ async def run(*argv: str) -> Ran:
 
 
 async def cli(config: ServeConfig, *args: str) -> Ran:
-    return await run(*args, "--data-dir", str(config.data_dir))
+    database = ("--database", config.database) if config.database else ()
+    return await run(*args, "--data-dir", str(config.data_dir), *database)
 
 
 # ---- handshake era, elicitation pushed on the call's stream ------------------------------------------------
@@ -128,6 +132,7 @@ async def test_legacy_accept_runs_and_shows_the_exact_action(rt: Runtime) -> Non
         ("accept", {}, "the answer was not a yes or no"),
     ],
 )
+@pytest.mark.sqlite_only(reason="answer parsing; test_legacy_accept covers the store path")
 async def test_legacy_anything_but_a_yes_is_a_denial(
     rt: Runtime, action: str, content: dict[str, Any] | None, expected: str
 ) -> None:
@@ -237,6 +242,7 @@ async def test_out_of_band_approval_runs_exactly_once(rt: Runtime, config: Serve
     assert await rows(rt) == 1
 
 
+@pytest.mark.sqlite_only(reason="CLI messages; approve and interrupt cover the CLI on PostgreSQL")
 async def test_deny_and_cli_errors(rt: Runtime, config: ServeConfig) -> None:
     async with client_for(rt) as client:
         blocked = await client.call_tool("probe_danger", {"label": "deny me"})
@@ -305,6 +311,7 @@ async def stdio(config: ServeConfig, mode: str, *extra: str, **kwargs: Any) -> A
         str(config.workspace),
         "--tools-module",
         "probe_tools",
+        *(("--database", config.database) if config.database else ()),
         *extra,
     ]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
@@ -312,6 +319,7 @@ async def stdio(config: ServeConfig, mode: str, *extra: str, **kwargs: Any) -> A
         yield client
 
 
+@pytest.mark.sqlite_only(reason="the stdio transport; approvals on PostgreSQL are tested in process")
 async def test_over_stdio_elicitation_and_out_of_band(config: ServeConfig) -> None:
     async with stdio(config, "legacy", elicitation_callback=answer("accept", {"approve": True})) as client:
         assert data(await client.call_tool("probe_danger", {"label": "stdio"})) == {"rows": 1}
@@ -329,6 +337,7 @@ async def test_over_stdio_elicitation_and_out_of_band(config: ServeConfig) -> No
         assert "needs a person's approval" in error_text(await client.call_tool("probe_danger", {"label": "stdio"}))
 
 
+@pytest.mark.sqlite_only(reason="command-line policy over stdio; no store path of its own")
 async def test_policy_overrides_come_only_from_the_user(config: ServeConfig) -> None:
     async with stdio(config, "auto", "--allow", "probe_danger", "--ask", "probe_plain") as client:
         assert data(await client.call_tool("probe_danger", {"label": "pre-approved"})) == {"rows": 1}

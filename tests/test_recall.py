@@ -345,3 +345,13 @@ async def test_an_append_after_another_connections_schema_change_is_indexed(runt
     await integrity(runtime)
     async with runtime.db.read() as tx:
         assert await tx.scalar("SELECT count(*) FROM events_fts WHERE events_fts MATCH ?", (f'"{MARKER}"',)) == 1
+
+
+async def test_an_argument_holding_a_nul_is_recorded_and_found(runtime: Runtime, connect: Connect) -> None:
+    """PostgreSQL refuses NUL in text: the call's span (its arguments indexed for search) once failed the whole
+    request before the tool could refuse the path itself."""
+    async with connect(runtime) as client:
+        refused = await client.call_tool("read", {"path": f"{MARKER}\x00notes.md"})
+        found = data(await client.call_tool("session_search_context", {"query": MARKER, "includeCurrent": True}))
+    assert "NUL byte" in error_text(refused)
+    assert found["count"] >= 1 and found["hits"][0]["source"] in ("span.started", "span.completed")

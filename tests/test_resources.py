@@ -16,7 +16,7 @@ from test_permissions import answer
 from managed_tools.stores import sessions
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 def text_of(result: types.ReadResourceResult) -> str:

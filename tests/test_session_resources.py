@@ -18,7 +18,7 @@ from mcp import Client, MCPError
 from managed_tools.stores import sessions
 from managed_tools.tools.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 VIEWS = {
     "outcome_history": "outcome/history",
     "permission_posture": "permissions/posture",

@@ -26,16 +26,16 @@ from managed_tools.tools.context import Runtime
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.argv import FIXED_ENV
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 YES = answer("accept", {"approve": True})
 
 
 @pytest.fixture
-def config(workspace: Path, tmp_path: Path) -> ServeConfig:
+def config(workspace: Path, tmp_path: Path, database_option: str | None) -> ServeConfig:
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "secret.txt").write_text("vault secret\n")
-    return ServeConfig.build(workspace=workspace, data_dir=None, vaults={"docs": vault})
+    return ServeConfig.build(workspace=workspace, data_dir=None, vaults={"docs": vault}, database=database_option)
 
 
 @pytest.fixture
@@ -58,6 +58,7 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> str:
 # ---- bash ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 @pytest.mark.parametrize("mode", ERAS)
 async def test_bash_runs_allowlisted_programs_without_a_shell(rt: Runtime, connect: Connect, mode: str) -> None:
     async with connect(rt, mode) as client:
@@ -109,6 +110,7 @@ ATTACKS: list[tuple[str, list[str], str | None]] = [
 ]
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_bash_refuses_every_way_around_the_filter(rt: Runtime, connect: Connect, workspace: Path) -> None:
     (workspace / "link-out").symlink_to("/etc")
     async with connect(rt) as client:
@@ -128,6 +130,7 @@ async def test_bash_refuses_every_way_around_the_filter(rt: Runtime, connect: Co
     assert sorted(os.listdir(workspace)) == ["link-out", "notes.txt", "sub"]
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_bash_in_a_vault_only_lists(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         listed = await call(client, "bash", {"command": "ls", "cwd": "/vaults/docs"})
@@ -137,6 +140,7 @@ async def test_bash_in_a_vault_only_lists(rt: Runtime, connect: Connect) -> None
     assert "vault" in cat
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_bash_timeout_and_output_cap(rt: Runtime, connect: Connect, workspace: Path) -> None:
     os.mkfifo(workspace / "never")  # cat blocks on a FIFO nobody writes: the timeout must end it
     (workspace / "big.txt").write_text("x" * 50_000)
@@ -221,6 +225,7 @@ def _alive(pid: int) -> bool:
         return stat.read().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_forks_and_floods_are_bounded_and_cleaned_up(rt: Runtime, workspace: Path) -> None:
     async with client_for(rt, elicitation_callback=YES) as client:
         forked = await call(client, "shell_run", {"command": "sleep 30 & echo $! > child.pid; echo parent"})
@@ -232,6 +237,7 @@ async def test_forks_and_floods_are_bounded_and_cleaned_up(rt: Runtime, workspac
     assert flood["timedOut"] and flood["truncated"] and len(flood["stdout"]) < 600
 
 
+@pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_cancelling_a_call_kills_the_process_group(rt: Runtime, workspace: Path) -> None:
     async with client_for(rt, "legacy", elicitation_callback=YES) as client:
         with anyio.move_on_after(1.0) as scope:

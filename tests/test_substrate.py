@@ -31,7 +31,7 @@ from managed_tools.tools.substrate.access import MAX_FILE_BYTES
 from managed_tools.tools.substrate.line_diff import line_diff
 from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 SOUL = "# Soul\nbe kind\nbe brave\n"
 EDITED = "# Soul\nbe kind and brief\nbe brave\n"
@@ -135,6 +135,7 @@ async def test_stage_edit_compare_promote_round_trip(
     assert "Target: /workspace/agent/SOUL.md" in asked[0] and "-be kind\n+be kind and brief" in asked[0]
 
 
+@pytest.mark.sqlite_only(reason="CLI approval, covered on PostgreSQL by test_permissions")
 @pytest.mark.parametrize("mode", ERAS)
 async def test_out_of_band_approval_with_the_cli(
     runtime: Runtime, connect: Connect, config: ServeConfig, workspace: Path, mode: str
@@ -508,6 +509,7 @@ async def server_process(workspace: Path, *extra: str) -> AsyncIterator[Client]:
         yield client
 
 
+@pytest.mark.sqlite_only(reason="processes racing CAS on PostgreSQL: test_memory")
 async def test_racing_processes_one_wins_and_disk_matches_history(config: ServeConfig, workspace: Path) -> None:
     soul = seed(config, "SOUL.md", SOUL)
     (workspace / "base.md").write_text(SOUL)
