@@ -90,7 +90,7 @@ async def append_event(
     )
 
 
-# What an event's searchable text leaves out (SQLite: the event_search_docs view of migration 8).
+# What an event's searchable text leaves out (SQLite: the event_search_docs view, migrations 8 and 11; keep in step).
 _UNSEARCHED_KEYS = frozenset({"spanId", "spanKind", "argsDigest", "requestId"})
 _SEARCH_TOOLS = frozenset({"session_search_context", "session_search_traces", "retrieval_search", "memory_search"})
 
