@@ -1,5 +1,5 @@
-"""The family rule (docs/architecture.md): one package per tool family under tools/, the catalogue framework at the
-top; a family reaches another family only through a small named seam, never into its handlers."""
+"""The family rule (docs/architecture.md): one package per tool family under tools/, the catalogue framework in
+tools/framework/; a family reaches another family only through a small named seam, never into its handlers."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in sorted(TOOLS.rglob("*.py")) if "__pycache__" not in path.parts}
-FAMILIES = sorted(path.name for path in TOOLS.iterdir() if (path / "__init__.py").exists())
+FRAMEWORK = "framework"  # tools/framework/: what every family is written against, itself no family
+FAMILIES = sorted(path.name for path in TOOLS.iterdir() if (path / "__init__.py").exists() and path.name != FRAMEWORK)
 
 
 def imported(source: str, known: set[str]) -> set[str]:

@@ -29,6 +29,7 @@ from managed_tools.server.app import PublishedTools
 from managed_tools.server.cli import main
 from managed_tools.server.config import HttpConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.principal import Principal
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.stores import sessions
 from managed_tools.tools.framework.context import Runtime
@@ -155,7 +156,12 @@ async def test_a_tool_call_never_rebuilds_the_tool_list(
     server's own schema lookup the SDK runs the whole tools/list handler for every call with arguments."""
     listed: list[int] = []
     original = PublishedTools.listed
-    monkeypatch.setattr(PublishedTools, "listed", lambda self, principal: listed.append(1) or original(self, principal))
+
+    def counted(self: PublishedTools, principal: Principal) -> list[types.Tool]:
+        listed.append(1)
+        return original(self, principal)
+
+    monkeypatch.setattr(PublishedTools, "listed", counted)
     async with serving(config) as served, client(served, mode) as mcp_client:
         await mcp_client.list_tools()
         before = len(listed)
