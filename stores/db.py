@@ -190,7 +190,8 @@ class Database(ABC):
                 from managed_tools.stores.db_postgres import PostgresDatabase
             except ImportError as exc:  # asyncpg is the optional extra
                 raise DatabaseOpenError(
-                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools[postgres]'."
+                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools-mcp[postgres]' "
+                    "(from a clone: pip install '.[postgres]')."
                 ) from exc
 
             if local_dir is None:
