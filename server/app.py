@@ -39,7 +39,7 @@ from managed_tools.tools.resources import affected
 # tools/list is the same for every connection and changes only with the configuration (a restart) or when an
 # upstream server's list changes, which tools/list_changed announces: a client may reuse it for a minute. Private:
 # off loopback the list is behind a token, and a shared cache would hand it to callers we never authenticated.
-# docs/decisions.md "tools/list: deterministic, cacheable".
+# docs/decisions/tools-list-cacheable.md.
 TOOLS_LIST_CACHE = CacheHint(ttl_ms=60_000, scope="private")
 
 

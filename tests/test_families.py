@@ -20,7 +20,8 @@ SEAMS = {
     f"{PACKAGE}.environment.setup": "the mounted resources and the setup fingerprints",
     f"{PACKAGE}.memory.search": "memory_search, one of the backends retrieval_search merges",
 }
-# sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers (docs/decisions.md).
+# sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers
+# (docs/decisions/installed-names.md).
 ROUTES = {
     "sandbox": {
         f"{PACKAGE}.files.tools",
