@@ -18,6 +18,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from managed_tools.stores.files import require_regular
+from managed_tools.stores.fsaccess import FileAccessError
 from managed_tools.stores.paths import PathError, PathGuard, Resolved
 from managed_tools.tools.errors import ToolError
 from managed_tools.tools.shell.flags import PROGRAMS, Flag, Program
@@ -79,7 +81,7 @@ def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
         argv.append(_canonical(flag, value))
     argv.append("--")
     if program.operands == "paths":
-        operands = [_path(guard, where, operand, program.access) for operand in operands]
+        operands = [_path(guard, where, operand, program.access, opened=program.reads) for operand in operands]
     return Plan(binary=binary, argv=argv + operands, cwd=where)
 
 
@@ -189,9 +191,10 @@ class Parser:
         return value
 
 
-def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> str:
+def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str, *, opened: bool = False) -> str:
     """The real host path of `arg`, or a refusal. `..` is folded lexically first and the result checked, so
-    what the program opens is exactly what the guard approved (never `link/..` through a symlink)."""
+    what the program opens is exactly what the guard approved (never `link/..` through a symlink). A file the
+    program will read (`opened`) must be what `read` reads: a regular file, never a FIFO, socket or device."""
     if not arg:
         raise ToolError("An empty argument is not a path.")
     virtual = posixpath.normpath(arg if arg.startswith("/") else posixpath.join(cwd.virtual, arg))
@@ -201,4 +204,9 @@ def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> str:
         raise ToolError(f"{arg}: {exc}") from None
     if resolved.mount.mount_path != cwd.mount.mount_path:
         raise ToolError(f"{arg} escapes the mounted root of the cwd ({cwd.mount.mount_path}); refused.")
+    if opened and resolved.exists:
+        try:
+            require_regular(resolved)
+        except FileAccessError as exc:
+            raise ToolError(str(exc)) from None
     return str(resolved.host)

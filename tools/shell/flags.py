@@ -42,6 +42,7 @@ class Program:
     access: Literal["read", "list"] = "read"
     in_vault: bool = False  # vaults allow listing only
     digits: str = ""  # `-NUM` is short for --<digits>=NUM (head -5)
+    reads: bool = False  # opens its operands for their content: only regular files (a FIFO would hold it)
 
     def spellings(self) -> str:
         return ", ".join(_spelling(f) for f in self.flags)
@@ -131,6 +132,7 @@ PROGRAMS: dict[str, Program] = {
     "cat": Program(
         flags=_no_value("A show-all", "b number-nonblank", "e", "E show-ends", "n number", "s squeeze-blank", "t")
         + _no_value("T show-tabs", "u", "v show-nonprinting"),
+        reads=True,
     ),
     "head": Program(
         flags=(
@@ -139,6 +141,7 @@ PROGRAMS: dict[str, Program] = {
             *_no_value("q quiet silent", "v verbose", "z zero-terminated"),
         ),
         digits="lines",
+        reads=True,
     ),
     "tail": Program(
         flags=(
@@ -147,8 +150,9 @@ PROGRAMS: dict[str, Program] = {
             *_no_value("q quiet silent", "v verbose", "z zero-terminated"),
         ),
         digits="lines",
+        reads=True,
     ),
-    "wc": Program(flags=_no_value("c bytes", "m chars", "l lines", "L max-line-length", "w words")),
+    "wc": Program(flags=_no_value("c bytes", "m chars", "l lines", "L max-line-length", "w words"), reads=True),
     "basename": Program(
         flags=(Flag("s", ("suffix",), Value("SUFFIX", TEXT.check)), *_no_value("a multiple", "z zero")),
         operands="names",
