@@ -23,6 +23,9 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.confine import FORCE_ENV
 from managed_tools.tools.context import Runtime
+from managed_tools.tools.shell.argv import canonical
+from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, config_env
+from managed_tools.tools.shell.git_flags import SUBCOMMANDS
 
 pytestmark = pytest.mark.anyio
 AUTHOR = ["-c", "user.name=Tester", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
@@ -284,3 +287,42 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "workspace"
     root.mkdir()
     return root
+
+
+SAMPLES = {"N": "3", "REV": "HEAD", "START,END": "1,2", "KEY": "refname", "WIDTH": "80", "N[%]": "50%"}
+CONTEXT = {  # what each subcommand needs around a flag to run at all
+    "diff": ["HEAD~1", "--"], "log": ["-1", "HEAD", "--", "a.txt"], "show": ["HEAD", "--"],
+    "blame": ["HEAD", "--", "a.txt"], "ls-files": ["--"], "rev-parse": ["HEAD"], "branch": [], "status": ["--"],
+}  # fmt: skip
+
+
+def _spellings() -> list[tuple[str, str]]:
+    cases = []
+    for name, sub in SUBCOMMANDS.items():
+        for flag in sub.program.flags:
+            values: list[str | None] = [None]
+            if flag.value is not None:
+                values = list(flag.value.choices) or [
+                    SAMPLES.get(
+                        flag.value.hint, "%h" if "%" in flag.value.hint else "iso" if "iso" in flag.value.hint else "x"
+                    )
+                ]
+            cases += [(name, canonical(flag, value)) for value in values]
+            if flag.optional:
+                cases.append((name, canonical(flag, None)))
+    return cases
+
+
+def test_every_allowed_spelling_is_one_git_knows(tmp_path: Path) -> None:
+    """Each flag of the tables, as the hand spells it, with the flags every run gets, is one git knows (a typo in
+    a table would be a usage error)."""
+    repo = make_repo(tmp_path / "repo")
+    env = {**GIT_ENV, **config_env(FIXED_CONFIG)}
+    failures = []
+    for name, spelling in _spellings():
+        forced = [f for f in SUBCOMMANDS[name].forced if not (name == "branch" and spelling == "--show-current")]
+        argv = ["git", "--no-pager", name, *forced, spelling, *CONTEXT[name]]
+        done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=10, check=False)
+        if done.returncode == 129 or "unrecognized argument" in done.stderr or "unknown option" in done.stderr:
+            failures.append((argv[2:], done.stderr[:200]))  # not "needs a range" and the like: git knew the flag
+    assert failures == []

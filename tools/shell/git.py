@@ -140,7 +140,7 @@ async def plan(guard: PathGuard, domain: Domain | None, args: list[str], cwd: st
     if sub.operands != "revisions":
         argv += ["--", *paths]  # rev-parse would print a `--`; its operands are revisions only
     env = {**GIT_ENV, **_ceiling(where), "GIT_DIR": repo.git_dir, "GIT_WORK_TREE": repo.work_tree}
-    return Plan(binary=binary, argv=argv, cwd=where, env=env | _config_env(repo.config))
+    return Plan(binary=binary, argv=argv, cwd=where, env=env | config_env(repo.config))
 
 
 def _globals(args: list[str]) -> tuple[str | None, str, list[str]]:
@@ -262,7 +262,7 @@ def _check_gitfile(guard: PathGuard, where: Resolved) -> None:
 
 async def _probe(binary: str, guard: PathGuard, where: Resolved, domain: Domain | None) -> Repository:
     """Where git finds the repository from the cwd, checked inside the mount, and the overrides its config needs."""
-    env = {**GIT_ENV, **_ceiling(where), **_config_env(FIXED_CONFIG)}
+    env = {**GIT_ENV, **_ceiling(where), **config_env(FIXED_CONFIG)}
     out = await _git(binary, guard, where, domain, env, "rev-parse", "--absolute-git-dir", "--git-common-dir",
                      "--show-toplevel")  # fmt: skip
     git_dir, top = _located(out, guard, where)
@@ -314,7 +314,7 @@ def _inside(value: str, top: str, root: str) -> bool:
     return inside(os.path.realpath(os.path.join(top, value)), root)
 
 
-def _config_env(config: Iterable[tuple[str, str]]) -> dict[str, str]:
+def config_env(config: Iterable[tuple[str, str]]) -> dict[str, str]:
     pairs = list(config)
     env = {"GIT_CONFIG_COUNT": str(len(pairs))}
     for index, (key, value) in enumerate(pairs):
