@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import Connect, data, error_text
 
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 QUICK = 5.0  # seconds: far below the 30 s timeout the calls carry, so a call that waited on the FIFO fails

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from managed_tools.stores import files
-from managed_tools.stores.fsaccess import FileAccessError
-from managed_tools.stores.paths import PathError, PathGuard, Resolved, inside
-from managed_tools.stores.spawn import Domain, spawn
-from managed_tools.tools.errors import ToolError
+from managed_tools.sandbox import files
+from managed_tools.sandbox.fsaccess import FileAccessError
+from managed_tools.sandbox.paths import PathError, PathGuard, Resolved, inside
+from managed_tools.sandbox.spawn import Domain, spawn
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.argv import (
     FIXED_ENV,
     Parser,
