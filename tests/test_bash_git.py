@@ -19,9 +19,9 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 
+from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.shell.argv import canonical
 from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, config_env
