@@ -263,10 +263,17 @@ def _check_gitfile(guard: PathGuard, where: Resolved) -> None:
 async def _probe(binary: str, guard: PathGuard, where: Resolved, domain: Domain | None) -> Repository:
     """Where git finds the repository from the cwd, checked inside the mount, and the overrides its config needs."""
     env = {**GIT_ENV, **_ceiling(where), **config_env(FIXED_CONFIG)}
-    out = await _git(binary, guard, where, domain, env, "rev-parse", "--absolute-git-dir", "--git-common-dir",
-                     "--show-toplevel")  # fmt: skip
-    git_dir, top = _located(out, guard, where)
-    listed = await _git(binary, guard, where, domain, env, "config", "--list", "--show-origin", "-z")
+    found, listed = await asyncio.gather(  # side by side: neither needs the other's answer to run
+        _git(binary, guard, where, domain, env, "rev-parse", "--absolute-git-dir", "--git-common-dir",
+             "--show-toplevel"),
+        _git(binary, guard, where, domain, env, "config", "--list", "--show-origin", "-z"),
+        return_exceptions=True,
+    )  # fmt: skip
+    for answer in (found, listed):
+        if isinstance(answer, BaseException):
+            raise answer  # rev-parse's first: "not a git repository" says more than config's failure
+    assert isinstance(found, bytes) and isinstance(listed, bytes)
+    git_dir, top = _located(found, guard, where)
     return Repository(git_dir, top, FIXED_CONFIG + _overrides(listed, str(where.host), top, where))
 
 
