@@ -240,8 +240,8 @@ async def test_refused_flags_name_the_allowed_ones(rt: Runtime, connect: Connect
     assert run_git(repo, "show-ref") == refs and not (workspace / "x").exists()
 
 
-async def test_a_repository_reaching_outside_the_mount_is_refused(
-    config: ServeConfig, connect: Connect, workspace: Path, tmp_path: Path, confinement: str
+async def test_a_git_dir_outside_the_mount_is_refused(
+    rt: Runtime, connect: Connect, workspace: Path, tmp_path: Path
 ) -> None:
     outside = make_repo(tmp_path / "outside")
     (workspace / "to-etc").mkdir()
@@ -252,32 +252,71 @@ async def test_a_repository_reaching_outside_the_mount_is_refused(
     (workspace / "relative" / ".git").write_text("gitdir: ../../outside/.git\n")
     (workspace / "linked").mkdir()
     (workspace / "linked" / ".git").symlink_to(outside / ".git")
-    including = make_repo(workspace / "including")
-    run_git(including, "config", "include.path", str(outside / ".git" / "config"))
-    ignoring = make_repo(workspace / "ignoring")
-    run_git(ignoring, "config", "blame.ignoreRevsFile", "/etc/hostname")
-    async with open_runtime(config) as rt, connect(rt) as client:
+    worktree = make_repo(workspace / "worktree")
+    run_git(worktree, "config", "core.worktree", str(outside))
+    async with connect(rt) as client:
         etc = await refused(client, "status", cwd="/workspace/to-etc")
         elsewhere = await refused(client, "log", cwd="/workspace/to-repo")
         relative = await refused(client, "log", cwd="/workspace/relative")
         linked = await refused(client, "status", cwd="/workspace/linked")
-        included = await refused(client, "status", cwd="/workspace/including")
-        ignored = await refused(client, "blame", "a.txt", cwd="/workspace/ignoring")
+        elsewhere_tree = await refused(client, "status", cwd="/workspace/worktree")
         no_repo = await refused(client, "status", cwd="/workspace")
     assert etc == "git: /workspace/to-etc/.git points to a git directory outside /workspace; refused."
     assert elsewhere == etc.replace("to-etc", "to-repo") and relative == etc.replace("to-etc", "relative")
     assert linked == "git: /workspace/linked/.git resolves outside /workspace (through a symbolic link); refused."
+    assert elsewhere_tree == "git: the repository's work tree lies outside /workspace; refused."
+    assert "not a git repository" in no_repo  # the workspace's parent is a repository: git never looks above
+    for message in (etc, elsewhere, relative, linked, elsewhere_tree, no_repo):
+        assert str(tmp_path) not in message
+
+
+async def test_config_and_objects_from_outside_the_mount_are_refused(
+    config: ServeConfig, connect: Connect, workspace: Path, tmp_path: Path, confinement: str
+) -> None:
+    outside = make_repo(tmp_path / "outside")
+    including = make_repo(workspace / "including")
+    run_git(including, "config", "include.path", str(outside / ".git" / "config"))
+    ignoring = make_repo(workspace / "ignoring")
+    run_git(ignoring, "config", "blame.ignoreRevsFile", "/etc/hostname")
+    borrowing = make_repo(workspace / "borrowing")
+    (borrowing / ".git" / "objects" / "info" / "alternates").write_text(f"{outside / '.git' / 'objects'}\n")
+    chained = make_repo(workspace / "chained")  # an alternate inside the mount whose own alternate is outside
+    (chained / ".git" / "objects" / "info" / "alternates").write_text("../../../borrowing/.git/objects\n")
+    linking = make_repo(workspace / "linking")
+    (linking / ".git" / "packed-refs").symlink_to(outside / ".git" / "HEAD")
+    waiting = make_repo(workspace / "waiting")
+    os.mkfifo(waiting / ".git" / "objects" / "info" / "alternates")
+    async with open_runtime(config) as rt, connect(rt) as client:
+        included = await refused(client, "status", cwd="/workspace/including")
+        ignored = await refused(client, "blame", "a.txt", cwd="/workspace/ignoring")
+        borrowed = await refused(client, "log", cwd="/workspace/borrowing")
+        chain = await refused(client, "log", cwd="/workspace/chained")
+        linked_ref = await refused(client, "branch", cwd="/workspace/linking")
+        fifo = await refused(client, "log", cwd="/workspace/waiting")
     if confinement == "argv-only":  # git read it, and the origin check refused it
         assert "includes a file outside /workspace" in included
     else:  # the kernel let git read nothing there: git fails at the include
-        assert (
-            included
-            == "git: fatal: bad config line 7 in file .git/config (looked from /workspace/including up to /workspace)"
-        )
+        assert included.startswith("git: fatal: bad config line 7 in file .git/config (looked from /workspace/")
     assert "sets blame.ignorerevsfile to a file outside /workspace" in ignored
-    assert "not a git repository" in no_repo  # the workspace's parent is a repository: git never looks above
-    for message in (etc, elsewhere, relative, linked, included, ignored, no_repo):
+    assert borrowed == "git: the repository reads objects from an alternate object store outside /workspace; refused."
+    assert chain == borrowed
+    assert linked_ref == "git: the repository reads packed-refs (a link) outside /workspace; refused."
+    assert fifo.startswith("git: /workspace/waiting/.git/objects/info/alternates is a named pipe (FIFO); only")
+    for message in (included, ignored, borrowed, linked_ref, fifo):
         assert str(tmp_path) not in message
+
+
+async def test_a_git_command_for_shell_run_is_offered_as_bash(rt: Runtime, connect: Connect) -> None:
+    async with connect(rt) as client:
+        check = data(await client.call_tool(
+            "permissions_check", {"toolName": "shell_run", "toolArgs": {"command": "git log --oneline -n 3"}}
+        ))  # fmt: skip
+        writes = data(await client.call_tool(
+            "permissions_check", {"toolName": "shell_run", "toolArgs": {"command": "git commit -am wip"}}
+        ))  # fmt: skip
+    offered = check["readOnlyAlternative"]
+    assert offered["tool"] == "bash" and offered["args"]["args"] == ["log", "--oneline", "-n", "3"]
+    assert writes.get("readOnlyAlternative") is None
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ is refused: git would read it, and print parts of it in its errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import posixpath
 import re
@@ -98,6 +99,7 @@ PROBE_SECONDS = 10.0
 GITFILE_BYTES = 4096
 LAUNCH_FAILED = 126  # the launcher's status when it could not confine or start git
 PROBE_ERROR_BYTES = 4096
+ALTERNATE_DEPTH = 5  # git's own limit on alternates of alternates
 QUOTED_PATH = re.compile(r"'(/[^']*)'")
 
 
@@ -286,7 +288,47 @@ def _located(out: bytes, guard: PathGuard, where: Resolved) -> tuple[str, str]:
     for label, path in (("git directory", git_dir), ("common git directory", common), ("work tree", top)):
         if not inside(path, where.root) or any(inside(path, p) for p in guard.private):
             raise ToolError(f"git: the repository's {label} lies outside {where.mount.mount_path}; refused.")
+    _check_objects(guard, where, git_dir, common)
     return git_dir, top
+
+
+def _check_objects(guard: PathGuard, where: Resolved, git_dir: str, common: str) -> None:
+    """Objects and refs read from outside the mount are refused: an alternate object store there (and the
+    alternates it names in turn, as deep as git follows them), or a link among the git dir's own entries."""
+    outside = f"git: the repository reads {{}} outside {where.mount.mount_path}; refused."
+    objects = os.path.join(common, "objects")
+    for directory in (git_dir, common, objects, os.path.join(objects, "pack"), os.path.join(objects, "info")):
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_symlink() and not inside(os.path.realpath(entry.path), where.root):
+                    raise ToolError(outside.format(f"{os.path.relpath(entry.path, common)} (a link)"))
+    stores, seen = [objects], set[str]()
+    for _ in range(ALTERNATE_DEPTH):
+        found = []
+        for store in stores:
+            for line in _alternates(guard, where, store):
+                target = os.path.realpath(os.path.join(store, line))
+                if not inside(target, where.root):
+                    raise ToolError(outside.format("objects from an alternate object store"))
+                if target not in seen:
+                    seen.add(target)
+                    found.append(target)
+        stores = found
+
+
+def _alternates(guard: PathGuard, where: Resolved, objects: str) -> list[str]:
+    """The stores `objects/info/alternates` names (git's format: one path a line, # comments), read as `read`
+    reads (a FIFO there is refused, not waited on)."""
+    host = os.path.join(objects, "info", "alternates")
+    if not os.path.lexists(host):
+        return []
+    try:
+        resolved = guard.resolve(where.mount.mount_path + "/" + os.path.relpath(host, where.root), "read")
+        data, _ = files.read_limited(resolved, MAX_CONFIG_BYTES)
+    except (PathError, FileAccessError) as exc:
+        raise ToolError(f"git: {exc}") from None
+    text = data.decode(errors="surrogateescape")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _overrides(listed: bytes, host: str, top: str, where: Resolved) -> tuple[tuple[str, str], ...]:
