@@ -286,6 +286,9 @@ async def test_config_and_objects_from_outside_the_mount_are_refused(
     (linking / ".git" / "packed-refs").symlink_to(outside / ".git" / "HEAD")
     waiting = make_repo(workspace / "waiting")
     os.mkfifo(waiting / ".git" / "objects" / "info" / "alternates")
+    stuck = make_repo(workspace / "stuck")
+    (stuck / ".git" / "HEAD").unlink()
+    os.mkfifo(stuck / ".git" / "HEAD")
     async with open_runtime(config) as rt, connect(rt) as client:
         included = await refused(client, "status", cwd="/workspace/including")
         ignored = await refused(client, "blame", "a.txt", cwd="/workspace/ignoring")
@@ -293,6 +296,7 @@ async def test_config_and_objects_from_outside_the_mount_are_refused(
         chain = await refused(client, "log", cwd="/workspace/chained")
         linked_ref = await refused(client, "branch", cwd="/workspace/linking")
         fifo = await refused(client, "log", cwd="/workspace/waiting")
+        head = await refused(client, "log", cwd="/workspace/stuck")
     if confinement == "argv-only":  # git read it, and the origin check refused it
         assert "includes a file outside /workspace" in included
     else:  # the kernel let git read nothing there: git fails at the include
@@ -302,6 +306,7 @@ async def test_config_and_objects_from_outside_the_mount_are_refused(
     assert chain == borrowed
     assert linked_ref == "git: the repository reads packed-refs (a link) outside /workspace; refused."
     assert fifo.startswith("git: /workspace/waiting/.git/objects/info/alternates is a named pipe (FIFO); only")
+    assert head == "git: /workspace/stuck/.git/HEAD is a named pipe (FIFO); git would wait on it. Refused."
     for message in (included, ignored, borrowed, linked_ref, fifo):
         assert str(tmp_path) not in message
 

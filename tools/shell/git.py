@@ -25,13 +25,15 @@ import contextlib
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
 from managed_tools.sandbox import files
-from managed_tools.sandbox.fsaccess import FileAccessError
+from managed_tools.sandbox.fsaccess import FileAccessError, kind_name
 from managed_tools.sandbox.paths import PathError, PathGuard, Resolved, inside
 from managed_tools.sandbox.spawn import Domain, spawn
 from managed_tools.tools.framework.errors import ToolError
@@ -251,6 +253,7 @@ def _check_gitfile(guard: PathGuard, where: Resolved) -> None:
             return
         virtual = posixpath.dirname(virtual)
     if dotgit.host.is_dir():
+        _check_entries(dotgit.host, dotgit.virtual)
         return
     try:
         text, _ = files.read_limited(dotgit, GITFILE_BYTES)
@@ -260,6 +263,16 @@ def _check_gitfile(guard: PathGuard, where: Resolved) -> None:
     real = os.path.realpath(os.path.join(dotgit.host.parent, target))
     if not inside(real, where.root) or any(inside(real, p) for p in guard.private):
         raise ToolError(f"git: {dotgit.virtual} points to a git directory outside {where.mount.mount_path}; refused.")
+    _check_entries(Path(real), target)
+
+
+def _check_entries(git_dir: Path, shown: str) -> None:
+    """No FIFO, socket or device among the git dir's entries (HEAD, config, index, ...): git would wait on one."""
+    with contextlib.suppress(OSError), os.scandir(git_dir) as entries:
+        for entry in entries:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise ToolError(f"git: {shown}/{entry.name} is {kind_name(mode)}; git would wait on it. Refused.")
 
 
 async def _probe(binary: str, guard: PathGuard, where: Resolved, domain: Domain | None) -> Repository:
