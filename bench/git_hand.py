@@ -17,7 +17,6 @@ It is a benchmark, not a test: the exit status is 0 whatever the figures are.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from confine import compare, interleaved
+from confine import compare, interleaved, options
 from noports import PORTS
 
 from managed_tools.server.attach import attach
@@ -104,17 +103,13 @@ async def measure(tmp: Path, calls: int, warmup: int) -> tuple[str, dict[str, di
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
-    options = parser.parse_args()
+    opts = options(__doc__, 200, 20)
     with tempfile.TemporaryDirectory() as tmp:
-        mode, out = await measure(Path(tmp), options.calls, options.warmup)
-    if options.json:
-        print(json.dumps({"confinement": mode, "calls": options.calls, "series": out}, indent=2))
+        mode, out = await measure(Path(tmp), opts.calls, opts.warmup)
+    if opts.json:
+        print(json.dumps({"confinement": mode, "calls": opts.calls, "series": out}, indent=2))
         return
-    print(f"confinement {mode}, {options.calls} calls per series after {options.warmup} warm-up, interleaved")
+    print(f"confinement {mode}, {opts.calls} calls per series after {opts.warmup} warm-up, interleaved")
     for name, f in out.items():
         print(f"  {name:<28} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
     print("\nagainst the baseline:")
