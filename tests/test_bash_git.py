@@ -17,15 +17,20 @@ from typing import Any
 
 import pytest
 from conftest import ERAS, Connect, data, error_text
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client
 
 from managed_tools.sandbox.confine import FORCE_ENV
+from managed_tools.sandbox.mounts import default_mounts
+from managed_tools.sandbox.paths import PathGuard, inside
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.argv import canonical
-from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, config_env
-from managed_tools.tools.shell.git_flags import SUBCOMMANDS
+from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, checked, config_env
+from managed_tools.tools.shell.git_flags import REVISION, SUBCOMMANDS
 
 pytestmark = pytest.mark.anyio
 AUTHOR = ["-c", "user.name=Tester", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
@@ -224,6 +229,7 @@ REFUSALS = [
     (["status", ":(top)"], "pathspec magic is not taken"),
     (["rev-parse", "HEAD", "--", "a.txt"], "takes revisions only"),
     (["blame", "HEAD", "a.txt", "src/b.py"], "at most one revision and one file"),
+    (["blame"], "at most one revision and one file"),
 ]
 
 
@@ -370,3 +376,43 @@ def test_every_allowed_spelling_is_one_git_knows(tmp_path: Path) -> None:
         if done.returncode == 129 or "unrecognized argument" in done.stderr or "unknown option" in done.stderr:
             failures.append((argv[2:], done.stderr[:200]))  # not "needs a range" and the like: git knew the flag
     assert failures == []
+
+
+# ---- a property: whatever the arguments, nothing unchecked reaches git -------------------------------------------
+
+TOKENS = st.sampled_from([
+    "-C", "..", "/etc", "status", "log", "diff", "show", "blame", "branch", "rev-parse", "ls-files", "--", "-", "-n",
+    "5", "-5", "--format=%G?", "--format=%h", "--output=x", "-c", "HEAD", "../x", "/etc/passwd", ":(top)", "a.txt",
+    "-L", "1,2", "--stat", "-p", "--no-index", "x..y", "--show-current", "-D", "-vv", "--contains", "=", "sub",
+    "--git-dir", "/workspace/a.txt", "--no-pager", "%", "-s", "@{u}", ".", "-M", "--ext-diff",
+])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def guard(tmp_path_factory: pytest.TempPathFactory) -> PathGuard:
+    top = tmp_path_factory.mktemp("git-argv")
+    (top / "workspace" / "sub").mkdir(parents=True)
+    (top / "workspace" / "a.txt").write_text("a\n")
+    return PathGuard(default_mounts(top / "workspace", top / "data", "agent", {}), private=[top / "data"])
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(pieces=st.lists(st.lists(TOKENS, min_size=1, max_size=3), max_size=7))
+def test_no_git_argv_carries_an_unchecked_argument(guard: PathGuard, pieces: list[list[str]]) -> None:
+    args = ["".join(p) for p in pieces]
+    root = str(guard.resolve("/workspace").host)
+    try:
+        _, argv = checked(guard, args, "/workspace")
+    except ToolError:
+        return
+    assert argv[0] == "--no-pager" and argv[1] in SUBCOMMANDS
+    sub = SUBCOMMANDS[argv[1]]
+    spellings = {f"--{f.long[0]}" if f.long else f"-{f.short}" for f in sub.program.flags} | {"--list"}
+    split = argv.index("--") if "--" in argv else len(argv)
+    for piece in argv[2:split]:
+        if piece.startswith("-"):  # a flag in its canonical spelling (a short one with its value glued)
+            assert piece in sub.forced or piece.partition("=")[0] in spellings or piece[:2] in spellings, piece
+        else:
+            assert REVISION.fullmatch(piece), piece
+    for operand in argv[split + 1 :]:
+        assert sub.operands == "patterns" or inside(operand, root), operand

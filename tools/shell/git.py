@@ -124,6 +124,16 @@ def allowed(args: list[str]) -> bool:
 
 async def plan(guard: PathGuard, domain: Domain | None, args: list[str], cwd: str) -> Plan:
     binary = resolve_binary("git")
+    where, argv = checked(guard, args, cwd)
+    _check_gitfile(guard, where)
+    repo = await _probe(binary, guard, where, domain)
+    env = {**GIT_ENV, **_ceiling(where), "GIT_DIR": repo.git_dir, "GIT_WORK_TREE": repo.work_tree}
+    return Plan(binary=binary, argv=[binary, *argv], cwd=where, env=env | config_env(repo.config))
+
+
+def checked(guard: PathGuard, args: list[str], cwd: str) -> tuple[Resolved, list[str]]:
+    """The directory git runs in, and its argv after the binary: `--no-pager SUB forced flags revisions -- paths`,
+    each piece checked; the repository itself is not looked at yet."""
     check_args(args)
     directory, name, rest = _globals(args)
     where = working_dir(guard, cwd)
@@ -132,19 +142,16 @@ async def plan(guard: PathGuard, domain: Domain | None, args: list[str], cwd: st
     sub = SUBCOMMANDS[name]
     flags, operands, before = _flags(name, rest)
     revisions, paths = _operands(guard, where, name, operands, before)
-    _check_gitfile(guard, where)
-    repo = await _probe(binary, guard, where, domain)
     given = [canonical(flag, value) for flag, value in flags]
     forced = list(sub.forced)
     if name == "branch" and "--show-current" in given:
         if operands:
             raise ToolError("git branch --show-current takes no patterns.")
         forced = []  # --show-current is its own mode: with --list git refuses both
-    argv = [binary, "--no-pager", name, *forced, *given, *revisions]
+    argv = ["--no-pager", name, *forced, *given, *revisions]
     if sub.operands != "revisions":
         argv += ["--", *paths]  # rev-parse would print a `--`; its operands are revisions only
-    env = {**GIT_ENV, **_ceiling(where), "GIT_DIR": repo.git_dir, "GIT_WORK_TREE": repo.work_tree}
-    return Plan(binary=binary, argv=argv, cwd=where, env=env | config_env(repo.config))
+    return where, argv
 
 
 def _globals(args: list[str]) -> tuple[str | None, str, list[str]]:
@@ -196,7 +203,7 @@ def _operands(
     if sub.operands == "blame":
         if before is None:
             before = len(operands) - 1
-        if before > 1 or len(operands) - before != 1:
+        if not operands or before > 1 or len(operands) - before != 1:
             raise ToolError("git blame takes [REV] FILE, or [REV] -- FILE: at most one revision and one file.")
         return [_revision(name, op) for op in operands[:before]], [_pathspec(guard, where, operands[-1])]
     if before is None:  # like git: an operand that names an existing file is a path, anything else a revision
