@@ -28,7 +28,8 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.shell.argv import canonical
+from managed_tools.tools.shell import git as git_hand
+from managed_tools.tools.shell.argv import canonical, resolve_binary
 from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, checked, config_env
 from managed_tools.tools.shell.git_flags import REVISION, SUBCOMMANDS
 
@@ -315,6 +316,17 @@ async def test_config_and_objects_from_outside_the_mount_are_refused(
     assert head == "git: /workspace/stuck/.git/HEAD is a named pipe (FIFO); git would wait on it. Refused."
     for message in (included, ignored, borrowed, linked_ref, fifo):
         assert str(tmp_path) not in message
+
+
+async def test_a_git_too_old_for_the_overrides_is_refused(
+    rt: Runtime, connect: Connect, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_repo(workspace / "repo")
+    async with connect(rt) as client:
+        assert (await git(client, "status"))["exitCode"] == 0  # the installed git's version, asked once
+        monkeypatch.setitem(git_hand._VERSIONS, resolve_binary("git"), (2, 30))  # as git 2.30 would answer
+        message = await refused(client, "status")
+    assert message.startswith("git 2.30 is older than 2.31, which the read-only hand needs to disable the programs")
 
 
 async def test_a_git_command_for_shell_run_is_offered_as_bash(rt: Runtime, connect: Connect) -> None:

@@ -101,6 +101,8 @@ PROBE_SECONDS = 10.0
 GITFILE_BYTES = 4096
 LAUNCH_FAILED = 126  # the launcher's status when it could not confine or start git
 PROBE_ERROR_BYTES = 4096
+MIN_VERSION = (2, 31)  # GIT_CONFIG_COUNT
+_VERSIONS: dict[str, tuple[int, int]] = {}
 ALTERNATE_DEPTH = 5  # git's own limit on alternates of alternates
 QUOTED_PATH = re.compile(r"'(/[^']*)'")
 
@@ -126,9 +128,25 @@ async def plan(guard: PathGuard, domain: Domain | None, args: list[str], cwd: st
     binary = resolve_binary("git")
     where, argv = checked(guard, args, cwd)
     _check_gitfile(guard, where)
+    await _check_version(binary, guard, where, domain)
     repo = await _probe(binary, guard, where, domain)
     env = {**GIT_ENV, **_ceiling(where), "GIT_DIR": repo.git_dir, "GIT_WORK_TREE": repo.work_tree}
     return Plan(binary=binary, argv=[binary, *argv], cwd=where, env=env | config_env(repo.config))
+
+
+async def _check_version(binary: str, guard: PathGuard, where: Resolved, domain: Domain | None) -> None:
+    """An older git than MIN_VERSION would ignore GIT_CONFIG_COUNT, and with it every override: refused. Asked
+    once per binary."""
+    if binary not in _VERSIONS:
+        out = await _git(binary, guard, where, domain, dict(FIXED_ENV), "version")
+        found = re.search(rb"(\d+)\.(\d+)", out)
+        _VERSIONS[binary] = (int(found[1]), int(found[2])) if found else (0, 0)
+    if _VERSIONS[binary] < MIN_VERSION:
+        major, minor = _VERSIONS[binary]
+        raise ToolError(
+            f"git {major}.{minor} is older than {MIN_VERSION[0]}.{MIN_VERSION[1]}, which the read-only hand needs to "
+            "disable the programs a repository's config names; use shell_run (it asks a person first)."
+        )
 
 
 def checked(guard: PathGuard, args: list[str], cwd: str) -> tuple[Resolved, list[str]]:
