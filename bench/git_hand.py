@@ -34,7 +34,7 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.ids import utc_now
 from managed_tools.tools.framework.context import Attachment, Runtime
 from managed_tools.tools.framework.executor import execute
-from managed_tools.tools.shell import git
+from managed_tools.tools.shell.git_repository import FIXED_CONFIG, GIT_ENV, config_env
 from managed_tools.tools.shell.runner import Job, Output, start_process
 
 AUTHOR = ["-c", "user.name=Bench", "-c", "user.email=b@example.org", "-c", "init.defaultBranch=main"]
@@ -69,7 +69,7 @@ def call(runtime: Runtime, attachment: Attachment, command: str, *args: str) -> 
 
 
 def bare_status(runtime: Runtime, repo: Path) -> Callable[[], Awaitable[None]]:
-    env = {**git.GIT_ENV, **git.config_env(git.FIXED_CONFIG), "GIT_DIR": str(repo / ".git"),
+    env = {**GIT_ENV, **config_env(FIXED_CONFIG), "GIT_DIR": str(repo / ".git"),
            "GIT_WORK_TREE": str(repo)}  # fmt: skip
 
     async def on_done(_: Job) -> None:

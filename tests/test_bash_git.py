@@ -28,10 +28,11 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.shell import git as git_hand
+from managed_tools.tools.shell import git_repository
 from managed_tools.tools.shell.argv import canonical, resolve_binary
-from managed_tools.tools.shell.git import FIXED_CONFIG, GIT_ENV, checked, config_env
+from managed_tools.tools.shell.git import checked
 from managed_tools.tools.shell.git_flags import REVISION, SUBCOMMANDS
+from managed_tools.tools.shell.git_repository import FIXED_CONFIG, GIT_ENV, config_env
 
 pytestmark = pytest.mark.anyio
 AUTHOR = ["-c", "user.name=Tester", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
@@ -324,7 +325,7 @@ async def test_a_git_too_old_for_the_overrides_is_refused(
     make_repo(workspace / "repo")
     async with connect(rt) as client:
         assert (await git(client, "status"))["exitCode"] == 0  # the installed git's version, asked once
-        monkeypatch.setitem(git_hand._VERSIONS, resolve_binary("git"), (2, 30))  # as git 2.30 would answer
+        monkeypatch.setitem(git_repository._VERSIONS, resolve_binary("git"), (2, 30))  # as git 2.30 would answer
         message = await refused(client, "status")
     assert message.startswith("git 2.30 is older than 2.31, which the read-only hand needs to disable the programs")
 
