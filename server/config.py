@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
+from managed_tools.server.data_dir import default_data_dir, legacy_notice, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
@@ -198,14 +198,13 @@ class ServeConfig(BaseModel):
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
-        refuse a data dir that overlaps a mount, move the old `<workspace>/.managed-tools` once, merge the file."""
+        refuse a data dir that overlaps a mount, say that an old `<workspace>/.managed-tools` is ignored (never read),
+        merge the file."""
         root = (workspace or Path.cwd()).expanduser().resolve()
         data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
         _refuse_overlap(data, {"the workspace": root})
-        try:
-            adopt_legacy(root, data, notify)
-        except OSError as exc:
-            raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
+        if (ignored := legacy_notice(root)) is not None:  # never read: a workspace is anyone's input
+            notify(ignored)
         user = load_user_config(data)
         policy = dict(user.policy)
         policy.update(dict.fromkeys(allow, "always_allow"))
