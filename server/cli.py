@@ -199,7 +199,19 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (see README)"
     )
-    remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
+    remote.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"a file holding the bearer token (default: ${TOKEN_ENV}, else one the server keeps in the data dir "
+        "and prints at start-up)",
+    )
+    remote.add_argument(
+        "--no-token",
+        action="store_true",
+        default=None,
+        help="loopback only: accept requests without a bearer token. RISKY: any program on this machine, a command "
+        "the tools run included, can then call every tool and answer its own permission questions",
+    )
     remote.add_argument(
         "--allowed-host", dest="allowed_hosts", metavar="HOST", action="append", help="also accept this Host header"
     )

@@ -183,6 +183,7 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "port": "--port",
     "stateless": "--stateless",
     "token_file": "--token-file",
+    "no_token": "--no-token",
     "allowed_hosts": "--allowed-host",
     "allowed_origins": "--allowed-origin",
     "max_request_bytes": "--max-request-bytes",
@@ -214,7 +215,9 @@ def _http_config(args: argparse.Namespace, config: ServeConfig) -> HttpConfig | 
     for field in ("allowed_hosts", "allowed_origins"):
         if field in given:
             given[field] = tuple(given[field])
-    return HttpConfig.build(transport=args.transport, oauth=_oauth(config.oauth, flags), **given)
+    return HttpConfig.build(
+        transport=args.transport, oauth=_oauth(config.oauth, flags), token_dir=config.data_dir, **given
+    )
 
 
 def _oauth(file: OAuthConfig | None, flags: dict[str, Any]) -> OAuthConfig | None:
