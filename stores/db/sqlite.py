@@ -8,6 +8,7 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sqlite3
@@ -23,6 +24,11 @@ from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, 
 from managed_tools.stores.db.dialect import SQLITE
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
 from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
+
+# aiosqlite's DEBUG lines print every statement with its parameters (memory contents, event payloads, vault
+# ciphertexts): a person's data and, before redaction existed for them, secrets. `--log-level debug` is for our
+# own lines; aiosqlite says only what goes wrong (INFO and above).
+logging.getLogger("aiosqlite").setLevel(logging.INFO)
 
 
 @contextmanager
