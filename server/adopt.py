@@ -51,6 +51,7 @@ def adopt(
     print(f"{legacy} would become the data dir {target}: this server's own configuration and state.")
     for line in describe(legacy):
         print(f"  {line}")
+    print("Adopt only a directory you made yourself: a cloned repository can ship one, to grant itself permissions.")
     if not yes:
         if not (sys.stdin.isatty() if interactive is None else interactive):
             raise HumanError("Not adopted: no terminal to ask on. Read the above, then run again with --yes.")
