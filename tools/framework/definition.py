@@ -136,7 +136,7 @@ def _input_schema(model: type[Arguments]) -> dict[str, Any]:
 @functools.cache
 def _output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
-    return schema if _verbatim(model) else hoist_repeats(_clean_schema(schema))
+    return schema if _verbatim(model) else hoist_repeats(lean_output(_clean_schema(schema)))
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
@@ -162,6 +162,36 @@ def _clean_schema(node: Any) -> Any:
         else:
             cleaned[key] = _clean_schema(value)
     return cleaned
+
+
+# Output-schema keywords a client gains nothing from (docs/decisions/lean-catalogue.md): a field's description
+# belongs in the tool's description or nowhere, and our own models never add a field, so `additionalProperties:
+# false` only repeats the property list. Together they were 10 KB of a 108 KB catalogue of output schemas.
+OUTPUT_NOISE = frozenset({"description", "additionalProperties"})
+
+
+def lean_output(node: Any) -> Any:
+    """An output schema without OUTPUT_NOISE, and each nullable primitive as `type: [T, "null"]` rather than
+    `anyOf` of two schemas: the same instances validate, in fewer bytes."""
+    if isinstance(node, list):
+        return [lean_output(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    lean: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("default", "const", "enum", "examples"):
+            lean[key] = value
+        elif key in ("properties", "$defs"):
+            lean[key] = {name: lean_output(sub) for name, sub in value.items()}
+        elif key not in OUTPUT_NOISE or (key == "additionalProperties" and value is not False):
+            lean[key] = lean_output(value)
+    options = lean.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = next(option for option in options if option != {"type": "null"})
+        if set(other) == {"type"} and isinstance(other["type"], str):
+            del lean["anyOf"]
+            lean["type"] = [other["type"], "null"]
+    return lean
 
 
 def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
