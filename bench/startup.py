@@ -9,9 +9,11 @@ speaks raw JSON-RPC lines to them, so no client library's own cost is in the fig
 * idle RSS: the process's resident memory (VmRSS, /proc) one second after that answer, nothing else asked.
 
 Median and p95 over the repetitions, and managed/bare at the median. Goals (issue 24): start-up <= 1.2x,
-idle RSS <= 1.2x, tools/list <= 60,000 bytes. A benchmark, not a test: it always exits 0.
+idle RSS <= 1.2x, tools/list <= 60,000 bytes. With `--before DIR` (a checkout of an earlier commit, e.g. from
+`git archive <commit> | tar -x -C DIR`) a third server, that checkout's, runs interleaved with the other two, for a
+before/after table measured under the same load. A benchmark, not a test: it always exits 0.
 
-    python bench/startup.py [--repeat 7] [--json]
+    python bench/startup.py [--repeat 7] [--before DIR] [--json]
 """
 
 from __future__ import annotations
@@ -63,10 +65,10 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def one(server: str, command: list[str], idle_seconds: float) -> Sample:
+def one(server: str, command: list[str], idle_seconds: float, cwd: Path = REPO_ROOT) -> Sample:
     started = time.perf_counter()
     process = subprocess.Popen(
-        command, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert process.stdin is not None and process.stdout is not None
     try:
@@ -115,10 +117,14 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
             "list_bytes": rows[-1].list_bytes,
             "tools": rows[-1].tools,
         }
-    managed, bare = out["managed"], out["bare"]
+    bare = out["bare"]
     out["ratios"] = {
-        "startup": round(managed["startup_p50_ms"] / bare["startup_p50_ms"], 2),
-        "rss": round(managed["rss_p50_kb"] / bare["rss_p50_kb"], 2),
+        server: {
+            "startup": round(out[server]["startup_p50_ms"] / bare["startup_p50_ms"], 2),
+            "rss": round(out[server]["rss_p50_kb"] / bare["rss_p50_kb"], 2),
+        }
+        for server in by
+        if server != "bare"
     }
     return out
 
@@ -126,26 +132,27 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
 def print_table(figures: dict[str, Any], repeat: int) -> None:
     print(f"start-up to the first tools/list answer, idle RSS, tools/list bytes ({repeat} interleaved runs)\n")
     print(f"{'server':<8} {'start p50 ms':>12} {'p95 ms':>8} {'RSS p50 MB':>11} {'p95 MB':>7} {'list bytes':>11} tools")
-    for server in ("managed", "bare"):
+    for server in [name for name in ("before", "managed", "bare") if name in figures]:
         f = figures[server]
         print(
             f"{server:<8} {f['startup_p50_ms']:>12.1f} {f['startup_p95_ms']:>8.1f} {f['rss_p50_kb'] / 1024:>11.1f} "
             f"{f['rss_p95_kb'] / 1024:>7.1f} {f['list_bytes']:>11,} {f['tools']:>5}"
         )
-    ratios = figures["ratios"]
     print()
-    for what, goal in GOALS.items():
-        verdict = "met" if ratios[what] <= goal else "NOT met"
-        print(f"managed/bare {what:<8} {ratios[what]:.2f}x  (goal <= {goal}x: {verdict})")
+    for server, ratios in figures["ratios"].items():
+        for what, goal in GOALS.items():
+            verdict = "met" if ratios[what] <= goal else "NOT met"
+            print(f"{server + '/bare':<14} {what:<8} {ratios[what]:.2f}x  (goal <= {goal}x: {verdict})")
     size = figures["managed"]["list_bytes"]
     verdict = "met" if size <= MAX_LIST_BYTES else "NOT met"
-    print(f"tools/list      {size:,} bytes (goal <= {MAX_LIST_BYTES:,}: {verdict})")
+    print(f"tools/list     {size:,} bytes (goal <= {MAX_LIST_BYTES:,}: {verdict})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=7, help="interleaved runs of each server (default: 7)")
     parser.add_argument("--idle", type=float, default=1.0, help="seconds to wait before reading RSS (default: 1)")
+    parser.add_argument("--before", type=Path, help="an earlier checkout to run beside this one, as `before`")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = parser.parse_args(argv)
     samples: list[Sample] = []
@@ -153,11 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.repeat):
             workspace = Path(tmp) / f"w{n}"
             workspace.mkdir()
-            managed = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
-            managed += ["--data-dir", f"{workspace}.state"]
-            samples.append(one("managed", managed, args.idle))
+            serve = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
+            if args.before is not None:
+                state = f"{workspace}.before"
+                samples.append(one("before", [*serve, "--data-dir", state], args.idle, args.before.resolve()))
+            samples.append(one("managed", [*serve, "--data-dir", f"{workspace}.state"], args.idle))
             samples.append(one("bare", [sys.executable, str(BARE_SERVER)], args.idle))
-            print(f"run {n + 1}/{args.repeat}: {samples[-2].startup_ms} / {samples[-1].startup_ms} ms", file=sys.stderr)
+            latest = samples[-3:] if args.before is not None else samples[-2:]
+            timings = ", ".join(f"{s.server} {s.startup_ms} ms" for s in latest)
+            print(f"run {n + 1}/{args.repeat}: {timings}", file=sys.stderr)
     figures = summary(samples)
     if args.json:
         print(json.dumps({"repeat": args.repeat, "figures": figures, "samples": [asdict(s) for s in samples]}))
