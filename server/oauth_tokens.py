@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import jwt
 from mcp.server.auth.provider import AccessToken
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from managed_tools.server.config import OAuthConfig, ServedUrl
 
@@ -187,17 +187,30 @@ class JwtVerifier:
             leeway=self._config.leeway_seconds,
             options={"require": ["exp", "iss", "aud", "sub"], "enforce_minimum_key_length": True},
         )
-        subject, scope = claims.get("sub"), claims.get("scope", "")
-        if not isinstance(subject, str) or not subject or not isinstance(scope, str):
-            raise jwt.InvalidTokenError("sub or scope")
-        client = claims.get("client_id") or claims.get("azp") or subject
+        try:
+            read = Claims.model_validate(claims)
+        except ValidationError as exc:  # PyJWT takes "exp": "1767225600" (it calls int()); we take numbers only
+            raise jwt.InvalidTokenError("claims") from exc
         return AccessToken(
             token=token,
-            client_id=str(client),
-            scopes=sorted(set(scope.split())),
+            client_id=read.client_id or read.azp or read.sub,
+            scopes=sorted(set(read.scope.split())),
             # When the token stops being accepted: the SDK's backend checks this again, without our leeway.
-            expires_at=int(claims["exp"] + self._config.leeway_seconds),
+            expires_at=int(read.exp + self._config.leeway_seconds),
             resource=self._config.resource,
-            subject=subject,
-            claims={"iss": claims["iss"]},
+            subject=read.sub,
+            claims={"iss": read.iss},
         )
+
+
+class Claims(BaseModel):
+    """The claims a verified token must carry, each of its JSON type (known-good input only); others are ignored."""
+
+    iss: StrictStr
+    sub: Annotated[StrictStr, Field(min_length=1)]
+    exp: StrictInt | StrictFloat
+    nbf: StrictInt | StrictFloat | None = None
+    iat: StrictInt | StrictFloat | None = None
+    scope: StrictStr = ""
+    client_id: StrictStr | None = None
+    azp: StrictStr | None = None
