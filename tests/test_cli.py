@@ -46,7 +46,7 @@ def test_tools_as_json() -> None:
     tool = next(t for t in listing if t["name"] == "environment_describe")
     assert tool["inputSchema"]["type"] == "object"
     assert tool["annotations"]["readOnlyHint"] is True
-    assert tool["_meta"]["managed-tools/tool"]["permissionPolicy"] == "always_allow"
+    assert "permissionPolicy" not in tool["_meta"]["managed-tools/tool"]  # the default, always_allow, is not sent
 
 
 def test_invalid_agent_name_is_refused() -> None:
