@@ -8,6 +8,7 @@ upstream MCP servers, ownership `mcp`), `custom` (config.json's custom and laten
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +64,6 @@ def keeps(selection: ToolSelection, toolset: str, definition: ToolDefinition) ->
 def _refuse_unknown(kind: str, given: Sequence[str], valid: Sequence[str]) -> None:
     unknown = [name for name in dict.fromkeys(given) if name not in valid]
     if unknown:
-        raise RegistryError(
-            f"Unknown {kind} {', '.join(repr(n) for n in unknown)}; the {kind}s are: {', '.join(valid)}."
-        )
+        near = [f"{n!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(n, valid, 1, 0.6)) else repr(n)
+                for n in unknown]  # fmt: skip
+        raise RegistryError(f"Unknown {kind} {', '.join(near)}; the {kind}s are: {', '.join(valid)}.")
