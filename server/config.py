@@ -35,6 +35,7 @@ from managed_tools.server.config_files import (
     refuse_reachable,
 )
 from managed_tools.server.data_dir import (
+    BUSY_TIMEOUT_MS,
     LEGACY_DIR,
     STATE_FILE,
     ConfigError,
@@ -201,7 +202,7 @@ class ServeConfig(BaseModel):
     data_dir: Path
     agent: AgentName = "default"
     session: str | None = None
-    busy_timeout_ms: Annotated[int, Field(ge=0)] = 5_000
+    busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
