@@ -67,9 +67,7 @@ async def test_an_error_names_the_file_it_is_in(workspace: Path, tmp_path: Path)
         ServeConfig.build(workspace=workspace, data_dir=data_dir)
 
 
-async def test_a_user_config_dir_a_tool_could_write_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_user_config_dir_a_tool_could_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     with pytest.raises(ConfigError, match=r"user config directory .* is inside the workspace"):
