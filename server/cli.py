@@ -77,7 +77,9 @@ def _state_flags(parser: argparse.ArgumentParser) -> None:
 
 def _selection_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
     """serve, tools and the approval commands: which tools are served (a hidden tool's request is never shown)."""
-    chosen = parser.add_argument_group(f"which tools are served{purpose} (config.json has the same keys)")
+    chosen = parser.add_argument_group(
+        f"which tools are served{purpose} (docs/toolsets.md; config.json has the same keys)"
+    )
     chosen.add_argument(
         "--tools-module", metavar="MODULE", action="append", default=[],
         help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
@@ -186,7 +188,7 @@ def _serve_flags(serve: argparse.ArgumentParser) -> None:
 
 
 def _confinement_flags(serve: argparse.ArgumentParser) -> None:
-    confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
+    confine = serve.add_argument_group("confinement of spawned programs (docs/security.md)")
     confine.add_argument(
         "--require-confinement",
         action="store_true",
@@ -260,7 +262,7 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument("--host", help="the address to listen on (default: 127.0.0.1; any other needs a token)")
     remote.add_argument("--port", type=int, help="the port (default: 8765; 0 picks a free one, printed on stderr)")
     remote.add_argument(
-        "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (see README)"
+        "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (docs/remote.md)"
     )
     remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
     remote.add_argument(
@@ -296,7 +298,7 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
         "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
     )
     remote.add_argument(
-        "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (see README)"
+        "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (docs/scaling.md)"
     )
     _oauth_flags(serve)
 

@@ -20,8 +20,8 @@ from managed_tools.server.data_dir import ConfigError
 from managed_tools.server.state_place import StatePlace
 
 if TYPE_CHECKING:
-    from managed_tools.tools.definition import ToolDefinition
-    from managed_tools.tools.registry import Registry
+    from managed_tools.tools.framework.definition import ToolDefinition
+    from managed_tools.tools.framework.registry import Registry
 
 ANSWERING = ("pending", "approve", "deny", "respond", "interrupt")
 
@@ -95,7 +95,7 @@ class ServedTools:
     def get(self, name: str) -> ToolDefinition | None:
         from pydantic import TypeAdapter
 
-        from managed_tools.tools.custom import CustomToolSpec, custom_tool
+        from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
 
         declared = self._files.merged.get("customTools")
         specs = TypeAdapter(list[CustomToolSpec]).validate_python(declared if isinstance(declared, list) else [])

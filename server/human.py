@@ -21,10 +21,10 @@ from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.stores.sessions import Attendance
-from managed_tools.tools.what_runs import visible_lines
+from managed_tools.tools.framework.what_runs import visible_lines
 
 if TYPE_CHECKING:  # the catalogue loads only when a command needs it (server/commands.py, ServedTools)
-    from managed_tools.tools.definition import ToolDefinition
+    from managed_tools.tools.framework.definition import ToolDefinition
 
 BY = "cli"
 

@@ -75,8 +75,8 @@ def _state(place: StatePlace) -> dict[str, Any]:
 
 
 def _caches() -> dict[str, Any]:
-    """The compiled launcher (stores/launcher.py builds it on first need, named by a hash of what it is built from)."""
-    from managed_tools.stores.launcher import cache_root
+    """The compiled launcher (sandbox/launcher.py builds it on first need, named by a hash of what it is built from)."""
+    from managed_tools.sandbox.launcher import cache_root
 
     root = cache_root()
     built = sorted(p.as_posix() for p in root.glob("launcher-*")) if root.is_dir() else []

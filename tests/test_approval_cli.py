@@ -131,7 +131,7 @@ async def test_respond_builds_only_the_custom_tool_it_answers(tmp_path: Path, st
     assert wrong.returncode == 1 and "does not match ask_human's output schema" in wrong.stderr
     answered = run(tmp_path, "respond", request, "--json", '{"answer": "yes"}', *place(workspace, data_dir))
     assert answered.returncode == 0 and "Answered ask_human" in answered.stdout, answered.stderr
-    assert answered.heavy() == [] and "managed_tools.tools.custom" in answered.loaded
+    assert answered.heavy() == [] and "managed_tools.tools.framework.custom" in answered.loaded
 
 
 async def test_a_selection_that_hides_a_tool_hides_its_request(tmp_path: Path, state: State) -> None:

@@ -22,11 +22,11 @@ from conftest import data
 from crash_workload import Crashes, dump
 from mcp import Client, StdioServerParameters
 
+from managed_tools.sandbox.files import atomic_write
+from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import ServeConfig
 from managed_tools.stores import substrate as store
-from managed_tools.stores.files import atomic_write
-from managed_tools.stores.mounts import substrate_dir
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -148,7 +148,8 @@ async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runt
 
 async def test_write_transactions_reach_the_disk_before_they_are_acknowledged(runtime: Runtime) -> None:
     """WAL at synchronous=NORMAL can lose the last commits to a power cut: write transactions (memory, substrate
-    versions, approvals) commit at FULL; single-statement event appends stay at NORMAL (docs/decisions.md)."""
+    versions, approvals) commit at FULL; single-statement event appends stay at NORMAL
+    (docs/decisions/crash-safety.md)."""
     full, normal = 2, 1
     async with runtime.db.write() as tx:
         assert await tx.scalar("PRAGMA synchronous") == full

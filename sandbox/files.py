@@ -1,0 +1,257 @@
+"""File primitives for the mounted filesystem, all through descriptors (sandbox/fsaccess.py): bounded reads of
+regular files only, listings, stats, directory creation and atomic writes.
+
+Reads open with O_NONBLOCK and refuse at once anything but a regular file (a FIFO, a socket or a device would
+block or misbehave), then read in blocking mode. Writes go to a temporary file created exclusively (O_EXCL,
+O_NOFOLLOW) under the parent directory's descriptor, are flushed and fsynced, then renamed over the target within
+that same directory: a reader sees the old file or the new one, never half of it, and a symlink standing where
+the file goes is replaced, never followed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import posixpath
+import re
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import BinaryIO
+
+from managed_tools.sandbox import fsaccess
+from managed_tools.sandbox.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
+from managed_tools.sandbox.paths import Resolved, inside
+
+BINARY_SNIFF_BYTES = 8192
+TEMP_TOKEN_BYTES = 6  # a write's temporary file: `.<name>.<12 hex digits>.tmp`
+CHUNK = 1 << 20
+
+
+@contextmanager
+def refusing(resolved: Resolved) -> Iterator[None]:
+    """Turn an OSError met on `resolved` into one clear refusal naming its virtual path."""
+    try:
+        yield
+    except OSError as exc:
+        raise fsaccess.refusal(resolved.virtual, exc) from None
+
+
+@contextmanager
+def open_read(resolved: Resolved) -> Iterator[BinaryIO]:
+    """The regular file at `resolved`, open for reading; anything else is refused without blocking."""
+    with refusing(resolved):
+        fd = open_beneath(resolved.root, resolved.real, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise FileAccessError(f"{resolved.virtual} is a directory, not a regular file; use glob to list it.")
+            if not stat.S_ISREG(mode):
+                kind = fsaccess.kind_name(mode)
+                raise FileAccessError(f"{resolved.virtual} is {kind}; only regular files are read (it could block).")
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            handle = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with handle:
+            yield handle
+
+
+def read_limited(resolved: Resolved, max_bytes: int) -> tuple[bytes, bool]:
+    """At most `max_bytes` of the file, and whether there was more; never loads a huge file whole."""
+    with open_read(resolved) as handle:
+        data = handle.read(max_bytes + 1)
+    return data[:max_bytes], len(data) > max_bytes
+
+
+def read_text(resolved: Resolved, max_bytes: int) -> bytes:
+    """The whole file, refused unless it is UTF-8 text of at most `max_bytes`."""
+    label = resolved.virtual
+    data, more = read_limited(resolved, max_bytes)
+    if more:
+        raise FileAccessError(f"{label} is larger than {max_bytes} bytes; only text files up to that size are handled.")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise FileAccessError(f"{label} looks binary (it contains NUL bytes); only text files are handled.")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileAccessError(
+            f"{label} is not UTF-8 text (bad byte at offset {exc.start}); only text is handled."
+        ) from None
+    return data
+
+
+def sha256_file(resolved: Resolved) -> str:
+    digest = hashlib.sha256()
+    with open_read(resolved) as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def lstat(resolved: Resolved) -> os.stat_result | None:
+    """What stands at the path (a link is reported as a link), or None if nothing does."""
+    parent, name = posixpath.split(resolved.real)
+    with refusing(resolved):
+        if not name:
+            with opened(open_beneath(resolved.root, "", DIR_FLAGS)) as fd:
+                return os.fstat(fd)
+        try:
+            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd:
+                return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+
+def is_dir(resolved: Resolved) -> bool:
+    info = lstat(resolved)
+    return info is not None and stat.S_ISDIR(info.st_mode)
+
+
+def list_dir(resolved: Resolved) -> list[tuple[str, os.stat_result]]:
+    """The directory's entries with their own (not followed) stat, read through the directory's descriptor."""
+    with refusing(resolved), opened(open_beneath(resolved.root, resolved.real, LIST_FLAGS)) as fd:
+        found: list[tuple[str, os.stat_result]] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    found.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:  # removed while we looked
+                    continue
+        return found
+
+
+def empty_directories(resolved: Resolved, holding: set[str], excluded: list[str], limit: int) -> tuple[list[str], bool]:
+    """Directories under `resolved` (relative, as `holding` is) whose whole subtree holds no entry but
+    directories: those a file listing cannot show. `holding` are the directories that hold a listed file. A
+    directory with any other entry whose files were all left out (ignored) is not reported, nor is anything
+    under it, nor `.git` or an `excluded` real path. Walked through descriptors, following no symlink; whether
+    more than `limit` entries had to be looked at (then the answer is partial)."""
+    found: list[str] = []
+    blocked: set[str] = set()
+    seen = 0
+    with refusing(resolved), opened(open_beneath(resolved.root, resolved.real, LIST_FLAGS)) as fd:
+        for top, dirnames, filenames, _ in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            seen += len(dirnames) + len(filenames)
+            if seen > limit:
+                return [], True
+            here = "" if top == "." else top.removeprefix("./")
+            dirnames[:] = [
+                d for d in dirnames
+                if d != ".git" and not any(inside(posixpath.join(resolved.root, resolved.real, here, d), x)
+                                           for x in excluded)
+            ]  # fmt: skip
+            if here and here not in holding:
+                if filenames:  # something is here, all of it left out: neither this nor what it holds is empty
+                    dirnames[:] = []
+                    blocked.update(_ancestors(here))
+                    continue
+                found.append(here)
+    return sorted(d for d in found if d not in blocked), False
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    while path:
+        yield path
+        path = posixpath.dirname(path)
+
+
+def make_dirs(resolved: Resolved) -> bool:
+    """Create the directory and its missing parents; whether the directory itself was created."""
+    info = lstat(resolved)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise FileAccessError(f"{resolved.virtual} exists and is not a directory.")
+    with refusing(resolved):
+        return resolved.real in fsaccess.make_dirs(resolved.root, resolved.real)
+
+
+def replace_file(resolved: Resolved, data: bytes, previous: bytes | None) -> Callable[[], None]:
+    """`atomic_write`, returning its undo: put `previous` back, or, when there was no file (`previous` is None),
+    remove the new one and the directories this write created. The caller read `previous` (so bounded it)."""
+    created = atomic_write(resolved, data)
+    return lambda: put_back(resolved, previous, created)
+
+
+def put_back(resolved: Resolved, previous: bytes | None, created: list[str]) -> None:
+    """Undo a write: `previous` back in place, or, when there was no file, no file (and none of the directories
+    in `created`, deepest first, the write made for it)."""
+    if previous is not None:
+        atomic_write(resolved, previous)
+        return
+    parent, name = posixpath.split(resolved.real)
+    with refusing(resolved):
+        with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd, suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=fd)
+        _remove_empty(resolved.root, created)
+
+
+def remove_stale_temps(resolved: Resolved) -> None:
+    """Remove the temporary files that writes killed before their rename left beside `resolved`."""
+    parent, name = posixpath.split(resolved.real)
+    temp = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}\.tmp")
+    with refusing(resolved):
+        try:
+            with opened(open_beneath(resolved.root, parent, LIST_FLAGS)) as fd:
+                for entry in os.listdir(fd):
+                    if temp.fullmatch(entry):
+                        with suppress(FileNotFoundError):
+                            os.unlink(entry, dir_fd=fd)
+        except FileNotFoundError:
+            return
+
+
+def _remove_empty(root: str, directories: list[str]) -> None:
+    for directory in directories:  # deepest first
+        parent, name = posixpath.split(directory)
+        try:
+            with opened(open_beneath(root, parent, DIR_FLAGS)) as fd:
+                os.rmdir(name, dir_fd=fd)
+        except OSError:  # gone already, or no longer empty: something else lives there now
+            break
+
+
+def atomic_write(resolved: Resolved, data: bytes) -> list[str]:
+    """Replace the file with `data` atomically, creating parent directories (the ones it created, deepest first,
+    are returned); keeps an existing file's permissions."""
+    parent, name = posixpath.split(resolved.real)
+    if not name:
+        raise FileAccessError(f"{resolved.virtual} is a directory; a file cannot be written there.")
+    with refusing(resolved):
+        created = fsaccess.make_dirs(resolved.root, parent)
+        try:
+            with opened(open_beneath(resolved.root, parent, DIR_FLAGS)) as fd:
+                _write_in(fd, name, data, resolved.virtual)
+        except BaseException:
+            _remove_empty(resolved.root, created)
+            raise
+    return created
+
+
+def _write_in(dir_fd: int, name: str, data: bytes, virtual: str) -> None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        mode = 0o644
+    else:
+        if stat.S_ISDIR(info.st_mode):
+            raise FileAccessError(f"{virtual} is a directory; a file cannot be written there.")
+        mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else 0o644
+    temp = f".{name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, mode & 0o777, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        # The rename itself survives a power cut, as the commit that follows it does.
+        with opened(os.open(".", LIST_FLAGS, dir_fd=dir_fd)) as listing:
+            os.fsync(listing)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise

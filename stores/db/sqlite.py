@@ -1,0 +1,290 @@
+"""The async SQLite database, the embedded default: one writer connection, a pool of readers, migrations at start.
+
+Several server processes share one file (every stdio client spawns its own process), so every write runs
+in `BEGIN IMMEDIATE`: SQLite's own lock serialises writers across processes, the busy timeout makes a
+writer wait for another process instead of failing at once, and WAL lets readers see a consistent
+snapshot while a writer works.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import aiosqlite
+import anyio
+
+from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
+from managed_tools.stores.db.dialect import SQLITE
+from managed_tools.stores.db.migrations import MIGRATIONS, statements
+from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
+
+
+@contextmanager
+def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
+    """SQLite's "database is locked" after the busy timeout becomes an error a person can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            raise DatabaseBusyError(message) from exc
+        raise
+
+
+T = TypeVar("T")
+
+
+async def _again_if_stale(run: Callable[[], Awaitable[T]]) -> T:
+    """SQLite 3.40 (Debian 12's) fails the first write into `events` after another connection changed the schema
+    (a migration in another process, a test's table) with "no such table: events": compiling the FTS trigger on
+    a stale schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
+    try:
+        return await run()
+    except sqlite3.OperationalError as exc:
+        if not str(exc).startswith("no such table: "):
+            raise
+        return await run()
+
+
+class SqliteTx(Tx):
+    dialect = SQLITE
+
+    def __init__(self, conn: aiosqlite.Connection, *, writing: bool = False) -> None:
+        super().__init__(writing=writing)
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        await self._conn.executemany(sql, rows)
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        # One hop to the database thread: every extra hop costs tens of microseconds per call.
+        return list(await _again_if_stale(lambda: self._conn.execute_fetchall(sql, params)))
+
+    async def _statement(self, sql: str) -> None:
+        await self._conn.execute(sql)
+
+
+class SqliteDatabase(Database):
+    """The state file (WAL): one writer connection, one appender, a small pool of readers."""
+
+    dialect = SQLITE
+
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        appender: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
+    ) -> None:
+        self.path = path
+        self.local_dir = path.parent
+        self.key = str(path)
+        self._writer = writer
+        self._appender = appender
+        self._write_lock = anyio.Lock()
+        self._readers = readers
+        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
+        for conn in readers:
+            self._reader_send.send_nowait(conn)
+
+    @classmethod
+    async def connect(
+        cls, path: Path, *, busy_timeout_ms: int, readers: int, synchronous: Synchronous
+    ) -> SqliteDatabase:
+        """Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open closes
+        every connection it made, so no database thread outlives it (they would keep the process alive)."""
+        opened: list[aiosqlite.Connection] = []
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _refuse_unusable_file(path)
+            opened.append(await _connect(path, busy_timeout_ms, synchronous))
+            await _prepare(opened[0], busy_timeout_ms)
+            for _ in range(1 + max(1, readers)):  # the appender, then the readers
+                opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                for conn in opened:
+                    await conn.close()
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise DatabaseOpenError(_unusable(path, exc)) from exc
+            raise
+        return cls(path, opened[0], opened[1], opened[2:])
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for conn in [self._writer, self._appender, *self._readers]:
+                await conn.close()
+            self._reader_send.close()
+            self._reader_recv.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Tx]:
+        """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
+        async with self._write_lock:
+            with _busy_is_an_error():
+                await self._writer.execute("BEGIN IMMEDIATE")
+            tx = SqliteTx(self._writer, writing=True)
+            try:
+                yield tx
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    tx._run_undo()
+                    await self._writer.rollback()
+                raise
+            else:
+                stayed_locked = "The state database stayed locked by another process; nothing was written."
+                with anyio.CancelScope(shield=True), _busy_is_an_error(stayed_locked):
+                    try:
+                        await self._writer.commit()
+                    except sqlite3.OperationalError:
+                        # A failed COMMIT keeps the transaction, and its lock, until this rollback.
+                        tx._run_undo()
+                        await self._writer.rollback()
+                        raise
+                tx._committed()
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[Tx]:
+        """The writer outside any transaction: each statement commits on its own, atomically.
+
+        For single-statement writes (an event append), which then cost one hop instead of three. Its own
+        connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
+        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md).
+        """
+        async with self._write_lock:
+            with _busy_is_an_error():
+                yield SqliteTx(self._appender)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Tx]:
+        """A read-only snapshot on a pooled connection, so reads never wait for this process's writer."""
+        conn = await self._reader_recv.receive()
+        try:
+            await conn.execute("BEGIN")
+            try:
+                yield SqliteTx(conn)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.rollback()
+        finally:
+            self._reader_send.send_nowait(conn)
+
+
+def _refuse_unusable_file(path: Path) -> None:
+    """A directory where the file should be, or a file SQLite would open read-only without a word (the first
+    write would fail much later)."""
+    if path.exists() and not path.is_file():
+        raise DatabaseOpenError(f"The state database {path} is not a file: move it aside, or choose another data dir.")
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and not os.access(file, os.W_OK):
+            raise DatabaseOpenError(
+                f"The state database file {file} is read-only: the server writes to it; make it writable, "
+                "or choose another data dir."
+            )
+
+
+async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> aiosqlite.Connection:
+    conn = aiosqlite.connect(str(path), isolation_level=None)
+    try:
+        await conn
+    except BaseException:
+        # aiosqlite stops its thread after a failed connect without waiting for it; wait here (it only closes
+        # nothing), or it may outlive the event loop and report the closed loop on stderr.
+        conn._thread.join(timeout=5)
+        raise
+    try:
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute(f"PRAGMA synchronous={synchronous}")
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await conn.close()
+        raise
+    return conn
+
+
+def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
+    """Why the state file cannot be used and what to do, in one sentence for the person who started the server
+    (never shown to a model: it names host paths)."""
+    if isinstance(exc, FileExistsError):
+        return f"The data dir {path.parent} is a file, not a directory; choose another data dir."
+    if isinstance(exc, OSError):
+        return f"Cannot create the data dir {path.parent}: {exc.strerror or exc}; choose another data dir."
+    code = getattr(exc, "sqlite_errorname", "")
+    if code.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return (
+            f"The state database {path} is not a usable SQLite database ({exc}: corrupt, cut short, or another "
+            "kind of file): move it aside to start afresh, or choose another data dir."
+        )
+    if code.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")):
+        return (
+            f"The state database {path} is read-only ({exc}): the server writes to it and to its directory; "
+            "make both writable, or choose another data dir."
+        )
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"The state database {path} stayed locked by another process; try again in a moment."
+    if code.startswith("SQLITE_CANTOPEN"):
+        return (
+            f"Cannot open or create the state database {path} ({exc}): its directory must be a writable "
+            "directory; choose another data dir."
+        )
+    return f"Cannot use the state database {path} ({exc}): check it and its directory, or choose another data dir."
+
+
+async def _prepare(conn: aiosqlite.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL and migrate, retrying while other processes do the same.
+
+    On a fresh file two processes can meet where SQLite answers "locked" at once instead of waiting (switching
+    the journal mode, or two readers both upgrading to writers), so the busy timeout alone is not enough here.
+    """
+    deadline = anyio.current_time() + max(busy_timeout_ms / 1000, 1.0) * 3
+    while True:
+        try:
+            rows = await conn.execute_fetchall("PRAGMA journal_mode")
+            if str(next(iter(rows))[0]).lower() != "wal":
+                await conn.execute("PRAGMA journal_mode=WAL")
+            await _migrate(conn)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or anyio.current_time() > deadline:
+                raise
+            await anyio.sleep(0.02 + secrets.randbelow(80) / 1000)
+
+
+async def _migrate(conn: aiosqlite.Connection) -> None:
+    """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
+
+    The version is read inside the transaction, so two processes starting at once never apply one twice.
+    """
+    for migration in MIGRATIONS:
+        version, name = migration[0], migration[1]
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
+            )
+            cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
+            done = await cursor.fetchone()
+            await cursor.close()
+            if done is None:
+                for statement in statements(migration, "sqlite"):
+                    await conn.execute(statement)
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
+        except BaseException:
+            await conn.rollback()
+            raise
+        await conn.commit()

@@ -1,0 +1,600 @@
+"""The executor: the one path every tool call takes (docs/architecture.md §3, seed 002 "Runtime Dispatch").
+
+1 lookup, 2 parse (extra="forbid"), 3 deadline, 4 permission, 5 context, 6 handler inside a transaction
+(rolled back on failure), 7 span events, 8 result shaping. Every outcome, including refusals before the
+handler runs, is written as `span.started` / `span.completed` events before the result is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import anyio
+from pydantic import ValidationError
+
+from managed_tools.stores import events, latent_calls
+from managed_tools.stores.db import NoTransaction, Tx
+from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
+from managed_tools.tools.framework import latent, variables
+from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
+from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
+from managed_tools.tools.framework.custom import OutputMismatch, check_output
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments
+from managed_tools.tools.framework.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.framework.registry import Visible
+from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
+
+log = logging.getLogger("managed_tools.executor")
+
+Status = Literal["success", "error", "blocked", "cancelled"]
+ErrorKind = Literal[
+    "unknown_tool",
+    "invalid_arguments",
+    "deadline",
+    "permission",
+    "input_required",
+    "requires_action",
+    "handed_back",
+    "tool_error",
+    "timeout",
+    "busy",
+    "internal",
+]
+PREVIEW_CHARS = 200
+RESULT_SUMMARY_CHARS = 300
+CONSENT_ARGS_CHARS = 2000
+CONSENT_PREVIEW_CHARS = 4000
+MAX_NAME_CHARS = 64
+REDACTED = "[secret redacted]"
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What the server turns into a CallToolResult: structured output on success, a message otherwise.
+
+    `content` holds the blocks to show (a tool's `render`, or the text plus attached blocks); without them the
+    model sees `text`. `touched` lists the resources the call changed."""
+
+    status: Status
+    text: str
+    structured: dict[str, Any] | None = None
+    content: tuple[Block, ...] = ()
+    error_kind: ErrorKind | None = None
+    action_required: dict[str, Any] | None = None
+    touched: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.status != "success"
+
+    def visible_chars(self) -> int:
+        """The characters this result puts into the conversation (session_describe_context adds them up): its
+        text, or the text of the blocks shown instead; binary blocks are left out (their cost is the client's)."""
+        if not self.content:
+            return len(self.text)
+        return sum(len(block.text or "") for block in self.content if isinstance(block, TextBlock | ResourceBlock))
+
+
+class _Refusal(Exception):
+    def __init__(
+        self, kind: ErrorKind, message: str, status: Status = "error", action: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.action = action
+
+
+@dataclass
+class _Span:
+    runtime: Runtime
+    attachment: Attachment
+    tool_name: str
+    span_id: str = field(default_factory=uuid7)
+    started: float = field(default_factory=time.perf_counter)
+    completed: bool = False
+    # A writing tool's result is new evidence (what changed, what a command printed): its completion keeps a
+    # bounded summary, which the event search indexes. A reading tool's result only restates recorded state.
+    summarize_result: bool = False
+
+    def completed_payload(self, result: CallResult) -> tuple[dict[str, Any], str]:
+        duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
+        payload: dict[str, Any] = {
+            "spanId": self.span_id,
+            "spanKind": "tool",
+            "toolName": self.tool_name,
+            "result": result.status,
+            "durationMs": duration_ms,
+            "resultChars": result.visible_chars(),
+        }
+        if result.is_error:
+            payload["errorKind"] = result.error_kind
+            payload["error"] = _clip(result.text, 400)
+        elif self.summarize_result:
+            payload["resultSummary"] = _clip(result.text, RESULT_SUMMARY_CHARS)
+        summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
+        return payload, summary
+
+    async def write_started(self, tx: Tx, payload: dict[str, Any]) -> None:
+        body = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
+        await events.append_event(tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body)
+
+    async def write_completed(self, tx: Tx, result: CallResult) -> None:
+        payload, summary = self.completed_payload(result)
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
+        )
+
+
+async def execute(
+    runtime: Runtime,
+    attachment: Attachment,
+    ports: Ports,
+    name: str,
+    arguments: Any,
+    *,
+    timeout_seconds: float | None = None,
+    visible: Visible | None = None,
+) -> CallResult:
+    """Run one tool call to completion and return its shaped result. Never raises for a tool's failure.
+
+    A tool `visible` refuses is unknown to this caller, and never named among the near names."""
+    span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
+    definition = runtime.registry.get(name)
+    if definition is not None and visible is not None and not visible(definition):
+        definition = None
+    try:
+        if definition is None:
+            raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name, visible))
+        try:
+            args, canonical, digest = parse_call(definition, arguments)
+        except ArgumentError as exc:
+            raise _Refusal("invalid_arguments", str(exc)) from None
+        span.summarize_result = not definition.read_only and not definition.hidden_args
+    except _Refusal as refusal:
+        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
+        return await _record_refusal(span, result, arguments)
+
+    try:
+        async with runtime.db.autocommit() as tx:
+            await span.write_started(
+                tx,
+                {
+                    "ownership": definition.ownership,
+                    "permissionPolicy": definition.permission_policy,
+                    "argsDigest": digest,
+                    "args": _preview(_without_hidden(definition, canonical)),
+                },
+            )
+    except DatabaseBusyError as exc:
+        # Without an audit record the call must not run at all.
+        return CallResult("error", str(exc), error_kind="busy")
+
+    try:
+        timeout = definition.timeout_seconds
+        if timeout_seconds is not None:
+            timeout = min(timeout, timeout_seconds)
+        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout))
+    except BaseException:
+        # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
+        if not span.completed:
+            with anyio.CancelScope(shield=True):
+                await _write_completed(span, CallResult("cancelled", "The call was cancelled.", error_kind="internal"))
+        raise
+    return result
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One parsed call on its way through steps 3 to 8."""
+
+    definition: ToolDefinition
+    args: Arguments
+    canonical: dict[str, Any]
+    digest: str
+    ports: Ports
+    span: _Span
+    timeout: float
+    # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
+    values: dict[str, str] = field(default_factory=dict)
+
+    def redact(self, result: CallResult) -> CallResult:
+        """The call's secrets removed from everything it shows or records, whatever the handler did with them."""
+        hidden = variables.secret_values(self.definition, self.values)
+        if not hidden:
+            return result
+        return replace(
+            result,
+            text=_scrub(result.text, hidden),
+            structured=_scrub(result.structured, hidden),
+            content=tuple(_scrub_block(block, hidden) for block in result.content),
+            action_required=_scrub(result.action_required, hidden),
+        )
+
+
+async def _run(call: _Call) -> CallResult:
+    definition, span, runtime = call.definition, call.span, call.span.runtime
+    try:
+        if call.timeout <= 0:
+            raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
+        await _gather(call)
+        if definition.handler is None:
+            if definition.ownership == "latent":
+                with anyio.fail_after(call.timeout):
+                    result = _success(await _fulfil_latent(call))
+            elif definition.ownership == "custom":
+                # A person is the implementation of a custom tool: their answer, once valid, is the result.
+                result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+            else:
+                raise _Refusal(
+                    "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
+                )
+            await _write_completed(span, result)
+            return result
+        if definition.precondition is not None:
+            async with runtime.db.read() as tx:
+                await definition.precondition(_context(call, tx), call.args)
+        approved = await _confirm(call) if definition.asks(call.args) else None
+        shield = definition.interrupt_behavior == "block"
+        with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
+            if definition.own_transactions:
+                result = await _call_handler(call, NoTransaction(), approved)
+                await _write_completed(span, result)
+            elif definition.read_only:
+                async with runtime.db.read() as tx:
+                    result = await _call_handler(call, tx, approved)
+                await _write_completed(span, result)
+            else:
+                async with runtime.db.write() as tx:
+                    result = await _call_handler(call, tx, approved)
+                    # Committed with the handler's writes: the effect and its audit record land together.
+                    await span.write_completed(tx, result)
+                span.completed = True
+        return result
+    except _Refusal as refusal:
+        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
+    except ToolError as exc:
+        result = CallResult("error", str(exc), error_kind="tool_error")
+    except DatabaseBusyError as exc:
+        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind="busy")
+    except (StoreError, SamplingUnavailableError) as exc:
+        result = CallResult("error", str(exc), error_kind="tool_error")
+    except TimeoutError:
+        result = CallResult(
+            "error",
+            f"{definition.name} did not finish within {call.timeout:g} s and was stopped; {_undone(definition)}.",
+            error_kind="timeout",
+        )
+    except Exception as exc:
+        trace = "".join(traceback.format_exception(exc))
+        log.error(
+            "tool %s failed:\n%s", definition.name, _scrub(trace, variables.secret_values(definition, call.values))
+        )
+        result = CallResult(
+            "error",
+            f"{definition.name} failed unexpectedly ({type(exc).__name__}); {_undone(definition)}. "
+            "The server log has the details.",
+            error_kind="internal",
+        )
+    result = call.redact(result)
+    await _write_completed(span, result)
+    return result
+
+
+async def _gather(call: _Call) -> None:
+    """The tool's variables, before anything runs; a required one nobody gives stops the call here."""
+    if not call.definition.variables:
+        return
+    try:
+        runtime, attachment = call.span.runtime, call.span.attachment
+        call.values.update(await variables.gather(runtime, attachment, call.ports.variables, call.definition))
+    except variables.Missing as missing:
+        raise _Refusal(missing.kind, str(missing), "blocked", missing.action) from None
+
+
+def _undone(definition: ToolDefinition) -> str:
+    """What a stopped call leaves: one transaction is undone whole, a tool with its own commits as it went."""
+    return "what it had already recorded stays" if definition.own_transactions else "nothing it started was kept"
+
+
+def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolContext:
+    return ToolContext(
+        runtime=call.span.runtime,
+        attachment=call.span.attachment,
+        ports=call.ports,
+        tx=tx,
+        deadline=anyio.current_time() + call.timeout,
+        log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
+        approved_run=approved_run,
+        variables=dict(call.values),
+    )
+
+
+@asynccontextmanager
+async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports) -> AsyncIterator[ToolContext]:
+    """A read-only context outside any tool call (resources read through the same code as the tools)."""
+    async with runtime.db.read() as tx:
+        yield ToolContext(
+            runtime=runtime,
+            attachment=attachment,
+            ports=ports,
+            tx=tx,
+            deadline=anyio.current_time() + 30,
+            log=logging.getLogger("managed_tools.resources"),
+        )
+
+
+async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> CallResult:
+    definition = call.definition
+    assert definition.handler is not None
+    ctx = _context(call, tx, approved_run)
+    output = await definition.handler(ctx, call.args)
+    if not isinstance(output, definition.output_model):
+        raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
+    content = tuple(definition.render(output)) if definition.render is not None else ()
+    return call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx))
+
+
+def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
+    """`content` replaces the JSON text when a tool renders its output; what a handler attached (an image it
+    read, a file it stored) follows the text."""
+    text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    if ctx is None:
+        return CallResult("success", text, structured, content=content)
+    if ctx.attachments:
+        content = (*(content or (TextBlock(text=text),)), *(b for shown in ctx.attachments for b in shown.blocks()))
+    return CallResult("success", text, structured, content=content, touched=tuple(sorted(ctx.touched)))
+
+
+async def _fulfil_latent(call: _Call) -> dict[str, Any]:
+    """A model is the implementation: the client's, sampled, with one retry that shows it the schema error; or,
+    where the client cannot be sampled, the calling model, to which the task is handed back."""
+    definition, sampler = call.definition, call.ports.sampler
+    prompt = latent.sampling_prompt(definition, call.canonical, call.values)
+    try:
+        answer = await sampler.sample(prompt, max_tokens=latent.SAMPLING_MAX_TOKENS)
+    except SamplingUnavailableError:
+        raise await _hand_back(call) from None
+    try:
+        return latent.check_text(definition, answer)
+    except OutputMismatch as first:
+        retry = latent.sampling_prompt(definition, call.canonical, call.values, refused=str(first))
+        answer = await sampler.sample(retry, max_tokens=latent.SAMPLING_MAX_TOKENS)
+    try:
+        return latent.check_text(definition, answer)
+    except OutputMismatch as second:
+        raise _Refusal(
+            "tool_error",
+            f"The model's answer for {definition.name} does not match its output schema, even after a retry "
+            f"that showed it the error: {second}.",
+        ) from None
+
+
+async def _hand_back(call: _Call) -> _Refusal:
+    """Record the call as waiting for the calling model's answer, bound to this session, and say how to give it."""
+    span = call.span
+    async with span.runtime.db.write() as tx:
+        call_id = await latent_calls.open_call(
+            tx, span.attachment.session_id, call.definition.name, span.span_id, call.canonical
+        )
+    action = {"callId": call_id, "toolName": call.definition.name, "submitWith": latent.SUBMIT_TOOL}
+    return _Refusal("handed_back", latent.handback_message(call.definition, call_id, call.values), "blocked", action)
+
+
+async def _confirm(call: _Call) -> WhatRuns | None:
+    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools)."""
+    what, preview = None, None
+    async with call.span.runtime.db.read() as tx:
+        ctx = _context(call, tx)
+        try:
+            if call.definition.run_context is not None:
+                what = await call.definition.run_context(ctx, call.args)
+                preview = what.render()
+            elif call.definition.consent_preview is not None:
+                # A preview quotes model text (notes, a diff): made visible like the command.
+                preview = visible_lines(
+                    _clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
+                )
+        except TooLongToShow as exc:
+            raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
+    await _ask(call, "tool_confirmation", what, preview)
+    return what
+
+
+def approval_digest(definition: ToolDefinition, canonical: dict[str, Any], what: WhatRuns | None) -> str:
+    """What an approval binds: the tool and its canonical arguments, and for a tool that runs a command the
+    command, cwd and env it will run with (so changing them after the approval needs a new yes)."""
+    bound: dict[str, Any] = {"tool": definition.name, "arguments": canonical}
+    if what is not None:
+        bound["runs"] = what.model_dump(mode="json")
+    return sha256_hex(canonical_json(bound))
+
+
+async def _ask(
+    call: _Call,
+    kind: Literal["tool_confirmation", "custom_tool"],
+    what: WhatRuns | None = None,
+    preview: str | None = None,
+) -> dict[str, Any] | None:
+    """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
+    answer but `approved` becomes a refusal; the value of an approved custom call returns."""
+    definition = call.definition
+    name = definition.name
+    digest = approval_digest(definition, call.canonical, what)
+    request = ApprovalRequest(
+        kind=kind,
+        tool_name=name,
+        arguments=call.canonical,
+        args_digest=digest,
+        message=_consent_message(definition, call.canonical, kind, preview),
+        value_schema=definition.output_schema() if kind == "custom_tool" else None,
+    )
+    decision = await call.ports.consent.ask(request)
+    if decision.status == "approved":
+        return decision.value
+    action = {"requestId": decision.request_id, "toolName": name, "argsDigest": digest}
+    if decision.status == "denied":
+        note = f": {decision.note}" if decision.note else ""
+        why = f" ({decision.reason})" if decision.reason and decision.reason != "declined" else ""
+        raise _Refusal("permission", f"The user denied confirmation for {name}{note}{why}.", "blocked")
+    if decision.status == "pending":
+        raise _Refusal("permission", decision.reason or f"{name} is waiting for a person.", "blocked", action)
+    if decision.status == "input_required":
+        raise _Refusal("input_required", f"{name} is waiting for the user's answer.", "blocked", action)
+    raise _Refusal(
+        "permission",
+        f"{name} needs a person's approval and no way to ask one is available here, "
+        "so it was not run (always_ask tools fail closed).",
+        "blocked",
+    )
+
+
+def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind: str, preview: str | None) -> str:
+    """The question: the arguments made visible (a run context shows its command itself, whole), then the
+    tool's own account of the action."""
+    if preview is not None and definition.run_context is not None:
+        canonical = {key: value for key, value in canonical.items() if key != "command"}
+    # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
+    dump = json.dumps(_without_hidden(definition, canonical), indent=2, ensure_ascii=False)
+    shown = visible_lines(dump)
+    if len(shown) > CONSENT_ARGS_CHARS:
+        shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
+    if kind == "custom_tool":
+        return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
+    message = f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
+    return message if preview is None else message + "\n\n" + preview
+
+
+def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        return check_output(call.definition, value or {})
+    except OutputMismatch as exc:
+        raise _Refusal(
+            "tool_error", f"The answer given for {call.definition.name} does not match its output schema: {exc}."
+        ) from None
+
+
+async def _write_completed(span: _Span, result: CallResult) -> None:
+    try:
+        async with span.runtime.db.autocommit() as tx:
+            await span.write_completed(tx, result)
+        span.completed = True
+    except DatabaseBusyError:
+        log.error("could not record the completion of %s: the state database stayed locked", span.tool_name)
+
+
+async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
+    """A call refused before parsing succeeded: both span events in one transaction, without argument values."""
+    keys = sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []
+    try:
+        async with span.runtime.db.write() as tx:
+            await span.write_started(tx, {"argKeys": keys})
+            await span.write_completed(tx, result)
+    except DatabaseBusyError:
+        log.error("could not record the refused call of %s: the state database stayed locked", span.tool_name)
+    return result
+
+
+class ArgumentError(Exception):
+    """Arguments that do not fit the tool; the message names each offending field."""
+
+
+def parse_call(definition: ToolDefinition, arguments: Any) -> tuple[Arguments, dict[str, Any], str]:
+    """Parse arguments as the tool's input model; return them, their canonical JSON form, and the digest of
+    tool name + canonical arguments that an approval binds to."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ArgumentError(f"Arguments for {definition.name} must be a JSON object.")
+    try:
+        size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    except UnicodeEncodeError:  # JSON may spell a lone surrogate ("\\ud800"), which no UTF-8 text can hold
+        raise ArgumentError(
+            f"Arguments for {definition.name} hold a lone surrogate (such as \\ud800), which is not valid "
+            "Unicode; send the text as UTF-8."
+        ) from None
+    if size > definition.max_argument_bytes:
+        raise ArgumentError(
+            f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}."
+        )
+    try:
+        args = definition.input_model.model_validate(arguments)
+    except ValidationError as exc:
+        raise ArgumentError(_describe_validation(definition, exc)) from None
+    canonical = args.model_dump(mode="json", by_alias=True)
+    return args, canonical, approval_digest(definition, canonical, None)
+
+
+def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> str:
+    accepted = ", ".join(definition.input_schema().get("properties", {})) or "no arguments"
+    problems: list[str] = []
+    for error in exc.errors(include_url=False)[:8]:
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unexpected field '{where}' (accepted: {accepted})")
+        elif error["type"] == "missing":
+            problems.append(f"missing required field '{where}'")
+        elif error["loc"] and str(error["loc"][0]) in definition.hidden_args:
+            problems.append(f"field '{where}': {error['msg']}")  # its value is never echoed
+        else:
+            got = _clip(json.dumps(error.get("input"), default=str), 60)
+            problems.append(f"field '{where}': {error['msg']} (got {got})")
+    more = len(exc.errors()) - len(problems)
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"Invalid arguments for {definition.name}: " + "; ".join(problems) + tail + "."
+
+
+def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) -> str:
+    if (reason := runtime.registry.absent_reason(name)) is not None:
+        return reason
+    near = runtime.registry.near_names(name, visible=visible)
+    hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
+    return f"Unknown tool '{_clip(name, MAX_NAME_CHARS)}'.{hint}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _without_hidden(definition: ToolDefinition, canonical: dict[str, Any]) -> dict[str, Any]:
+    return {key: "(not shown)" if key in definition.hidden_args else value for key, value in canonical.items()}
+
+
+def _scrub(value: Any, hidden: tuple[str, ...]) -> Any:
+    """Every string in `value` with each hidden value replaced (longest first, so no part of one survives)."""
+    if isinstance(value, str):
+        for secret in sorted(hidden, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [_scrub(item, hidden) for item in value]
+    if isinstance(value, dict):
+        return {key: _scrub(item, hidden) for key, item in value.items()}
+    return value
+
+
+def _scrub_block(block: Block, hidden: tuple[str, ...]) -> Block:
+    if isinstance(block, TextBlock | ResourceBlock) and block.text is not None:
+        return block.model_copy(update={"text": _scrub(block.text, hidden)})
+    return block
+
+
+def _preview(value: Any) -> Any:
+    """Arguments as recorded in events: every string cut to PREVIEW_CHARS so the log stays bounded."""
+    if isinstance(value, str):
+        return _clip(value, PREVIEW_CHARS)
+    if isinstance(value, list):
+        return [_preview(item) for item in value[:20]]
+    if isinstance(value, dict):
+        return {key: _preview(item) for key, item in list(value.items())[:40]}
+    return value
