@@ -2,8 +2,9 @@
 
 A person approving a paused call is on the agent's critical path, so the approval commands (`pending`,
 `approve`, `deny`, `respond`, `interrupt`) and `where` load only the stores and the config files: not the MCP
-SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`, `tools`, `migrate`,
-`secret`), or when an approval command's tool selection hides some tools and it must know which.
+SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`, `tools`, `migrate`),
+or when an approval command's tool selection hides some tools and it must know which. `secret` loads the whole
+configuration (server/config.py), not the SDK.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from managed_tools.server.config_files import ConfigFiles
 from managed_tools.server.data_dir import ConfigError
-from managed_tools.server.state_place import StatePlace
+from managed_tools.server.state_place import StatePlace, database_url
 
 if TYPE_CHECKING:
+    from managed_tools.server.config import Selecting, ServeConfig
     from managed_tools.tools.framework.definition import ToolDefinition
     from managed_tools.tools.framework.registry import Registry
 
@@ -38,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
             from managed_tools.server import where
 
             return where.run(args)
+        if args.command == "secret":
+            return cut_short_quietly(lambda: _secret(args))
         from managed_tools.server import serving
 
         return serving.run(args)
@@ -144,3 +149,62 @@ def _answer(args: argparse.Namespace) -> int:
     }
     anyio.run(commands[args.command])
     return 0
+
+
+def _secret(args: argparse.Namespace) -> int:
+    import anyio
+
+    from managed_tools.server import secrets
+
+    config = serve_config(args)
+    actions = {"set": secrets.secret_set, "delete": secrets.secret_delete}
+    if args.secret_command == "list":
+        anyio.run(secrets.secret_list, config)
+    else:
+        anyio.run(actions[args.secret_command], config, args.name)
+    return 0
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    """The whole configuration: the flags over the config files (server/config.py)."""
+    from managed_tools.server.config import ServeConfig
+
+    return ServeConfig.build(
+        workspace=args.workspace,
+        data_dir=args.data_dir,
+        agent=getattr(args, "agent", "default"),
+        session=getattr(args, "session", None) if args.command == "serve" else None,
+        allow=tuple(getattr(args, "allow", ())),
+        ask=tuple(getattr(args, "ask", ())),
+        approval_wait_seconds=getattr(args, "approval_wait", None),
+        tool_modules=tuple(getattr(args, "tools_module", ())),
+        vaults=_vaults(getattr(args, "vault", [])),
+        skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
+        selection=_selecting(args),
+        database=database_url(args),
+    )
+
+
+def _selecting(args: argparse.Namespace) -> Selecting:
+    from managed_tools.server.config import Selecting
+
+    def flattened(name: str) -> tuple[str, ...] | None:
+        given = getattr(args, name, None)
+        return None if given is None else tuple(n for names in given for n in names)
+
+    return Selecting(
+        toolsets=flattened("toolsets"),
+        tools=flattened("tools"),
+        exclude_tools=flattened("exclude_tools"),
+        read_only=getattr(args, "read_only", None),
+    )
+
+
+def _vaults(specs: list[str]) -> dict[str, Path]:
+    vaults: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
+        vaults[name] = Path(directory)
+    return vaults

@@ -1,6 +1,6 @@
-"""The commands that load the catalogue and the MCP SDK: `serve`, `tools`, `migrate` and `secret`.
+"""The commands that load the catalogue and the MCP SDK: `serve`, `tools` and `migrate`.
 
-server/commands.py runs the others (the approval commands, `where`) without importing this module.
+server/commands.py runs the others (the approval commands, `where`, `secret`) without importing this module.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,8 +19,8 @@ from pydantic import ValidationError
 
 from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
-from managed_tools.server.commands import cut_short_quietly
-from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
+from managed_tools.server.commands import cut_short_quietly, serve_config
+from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.data_dir import tell
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.pages.serving import pages_for, serving_pages
@@ -35,7 +34,6 @@ from managed_tools.server.runtime import (
     startup_extensions,
     with_upstream_tools,
 )
-from managed_tools.server.state_place import database_url
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.stores.db import Database, is_database_url, redacted
@@ -49,7 +47,7 @@ log = logging.getLogger("managed_tools")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out `serve`, `tools`, `migrate` or `secret` (server/commands.py reports what stops them)."""
+    """Carry out `serve`, `tools` or `migrate` (server/commands.py reports what stops them)."""
     if args.command == "migrate":
         return anyio.run(_migrate, args)
     config = serve_config(args)
@@ -57,29 +55,9 @@ def run(args: argparse.Namespace) -> int:
         registry = served_registry(config, startup_extensions(config))
         anyio.run(_with_upstream_tools, config, registry)
         return cut_short_quietly(lambda: _print_tools(registry, as_json=args.json))
-    if args.command == "serve":
-        http = _http_config(args, config)
-        confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
-        return _serve(config.model_copy(update=confinement), http, args.log_level)
-    return cut_short_quietly(lambda: anyio.run(_secret, args, config))
-
-
-def serve_config(args: argparse.Namespace) -> ServeConfig:
-    """The whole configuration: the flags over the config files (server/config.py)."""
-    return ServeConfig.build(
-        workspace=args.workspace,
-        data_dir=args.data_dir,
-        agent=getattr(args, "agent", "default"),
-        session=getattr(args, "session", None) if args.command == "serve" else None,
-        allow=tuple(getattr(args, "allow", ())),
-        ask=tuple(getattr(args, "ask", ())),
-        approval_wait_seconds=getattr(args, "approval_wait", None),
-        tool_modules=tuple(getattr(args, "tools_module", ())),
-        vaults=_vaults(getattr(args, "vault", [])),
-        skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
-        selection=_selecting(args),
-        database=database_url(args),
-    )
+    http = _http_config(args, config)  # serve
+    confinement = {"require_confinement": args.require_confinement, "shell_network": args.shell_network == "on"}
+    return _serve(config.model_copy(update=confinement), http, args.log_level)
 
 
 def approval_registry(args: argparse.Namespace) -> Registry:
@@ -123,29 +101,6 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 def _rows(count: int) -> str:
     return f"{count} row" if count == 1 else f"{count} rows"
-
-
-def _selecting(args: argparse.Namespace) -> Selecting:
-    def flattened(name: str) -> tuple[str, ...] | None:
-        given = getattr(args, name, None)
-        return None if given is None else tuple(n for names in given for n in names)
-
-    return Selecting(
-        toolsets=flattened("toolsets"),
-        tools=flattened("tools"),
-        exclude_tools=flattened("exclude_tools"),
-        read_only=getattr(args, "read_only", None),
-    )
-
-
-def _vaults(specs: list[str]) -> dict[str, Path]:
-    vaults: dict[str, Path] = {}
-    for spec in specs:
-        name, sep, directory = spec.partition("=")
-        if not sep or not name or not directory:
-            raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
-        vaults[name] = Path(directory)
-    return vaults
 
 
 REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
@@ -203,16 +158,6 @@ def _oauth(file: OAuthConfig | None, flags: dict[str, Any]) -> OAuthConfig | Non
         error = exc.errors(include_url=False)[0]
         field = str(error["loc"][0])
         raise ConfigError(f"{OAUTH_FLAGS.get(field, field)}: {error['msg']}") from None
-
-
-async def _secret(args: argparse.Namespace, config: ServeConfig) -> int:
-    if args.secret_command == "set":
-        await secrets.secret_set(config, args.name)
-    elif args.secret_command == "delete":
-        await secrets.secret_delete(config, args.name)
-    else:
-        await secrets.secret_list(config)
-    return 0
 
 
 def _uvicorn_named(record: logging.LogRecord) -> bool:

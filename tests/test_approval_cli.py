@@ -160,6 +160,14 @@ async def test_pending_lists_first_what_a_client_waits_on_and_marks_the_rest(tmp
     assert "no client attached (session idle for " in blocks[gone] and "no client attached" in blocks[killed]
 
 
+def test_secret_loads_the_configuration_but_not_the_sdk(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    listed = run(tmp_path, "secret", "list", "--workspace", str(workspace), "--data-dir", str(tmp_path / "data"))
+    assert listed.returncode == 0, listed.stderr
+    assert "managed_tools.server.config" in listed.loaded and listed.heavy() == []
+
+
 def test_where_says_where_everything_is_without_the_sdk(tmp_path: Path, state_home: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
