@@ -110,7 +110,8 @@ def _keyring_backend() -> str | None:
 
 def _text(report: dict[str, Any]) -> str:
     def line(label: str, entry: dict[str, Any], note: str = "") -> str:
-        return f"{label:<15} {entry['path']}{'' if entry['exists'] else '  (not there yet)'}{note}"
+        notes = [said for said in (note, "" if entry["exists"] else "not there yet") if said]
+        return f"{label:<15} {entry['path']}" + (f"  ({'; '.join(notes)})" if notes else "")
 
     state = report["state"]
     stored = line("state database", state) if state["engine"] == "sqlite" else f"{'state database':<15} {state['url']}"
@@ -120,19 +121,19 @@ def _text(report: dict[str, Any]) -> str:
     elif key["keyring"]:
         vault = f"{'vault key':<15} the OS keyring ({key['keyring']}), else {key['file']['path']}"
     else:
-        vault = line("vault key", key["file"], "  (no OS keyring here)")
+        vault = line("vault key", key["file"], "no OS keyring here")
     caches = report["caches"]
     lines = [
         f"{'workspace':<15} {report['workspace']}",
         line("data dir", report["dataDir"]),
-        line("config", report["config"], "  (this workspace's; wins)"),
-        line("user config", report["userConfig"], "  (every workspace's)"),
+        line("config", report["config"], "this workspace's, wins"),
+        line("user config", report["userConfig"], "every workspace's"),
         *([f"{'':<15} problem: {report['configProblem']}"] if report["configProblem"] else []),
         stored,
         line("attachments", report["attachments"]),
         f"{'launcher cache':<15} {caches['dir']}" + ("" if caches["launchers"] else "  (not built yet)"),
         vault,
-        "skills         " + "\n               ".join(
+        f"{'skills':<15} " + f"\n{'':<15} ".join(
             f"{s['path']}{'' if s['exists'] else '  (none)'}" for s in report["skills"]
         ),
     ]  # fmt: skip
