@@ -48,6 +48,7 @@ from managed_tools.server.data_dir import (
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.state_place import StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
@@ -297,13 +298,18 @@ class ServeConfig(BaseModel):
         )
 
     @property
+    def place(self) -> StatePlace:
+        """Where the state is, as the approval commands know it without the rest."""
+        return StatePlace(self.workspace, self.data_dir, self.database, self.busy_timeout_ms)
+
+    @property
     def state_path(self) -> Path:
-        return self.data_dir / STATE_FILE
+        return self.place.state_path
 
     @property
     def state(self) -> Path | str:
         """Where the state is: the SQLite file, or the PostgreSQL URL."""
-        return self.database or self.state_path
+        return self.place.state
 
 
 class Selecting(BaseModel):

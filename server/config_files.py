@@ -84,7 +84,7 @@ def refuse_reachable(mounts: Mapping[str, Path]) -> None:
 def _read(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a data dir that is a file is said when the state opens
         return {}
     except OSError as exc:
         raise ConfigError(f"Cannot read {path}: {exc.strerror or exc}.") from exc

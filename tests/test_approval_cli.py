@@ -280,6 +280,9 @@ def test_an_unknown_config_key_is_named_with_a_near_one(tmp_path: Path) -> None:
         (data_dir / "config.json").write_text(json.dumps(document))
         out = run(tmp_path, "tools", *place(workspace, data_dir))
         assert out.returncode == 2 and str(data_dir / "config.json") in out.stderr and said in out.stderr, out.stderr
+    (data_dir / "config.json").write_text(json.dumps({"policy": {"bsh": "always_ask"}}))
+    out = run(tmp_path, "tools", *place(workspace, data_dir))
+    assert out.returncode == 2 and "policy names tools that do not exist: bsh (did you mean 'bash'?)" in out.stderr
 
 
 def test_the_uvicorn_start_lines_are_not_called_errors(tmp_path: Path) -> None:
