@@ -48,7 +48,7 @@ from managed_tools.server.data_dir import (
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
-from managed_tools.server.state_place import StatePlace
+from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
@@ -227,9 +227,7 @@ class ServeConfig(BaseModel):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         if value is not None and not is_database_url(value):
-            raise ConfigError(
-                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
-            )
+            raise ConfigError(DATABASE_RULE)
         return value
 
     @classmethod

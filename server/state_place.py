@@ -19,6 +19,9 @@ from managed_tools.server.data_dir import (
     workspace_root,
 )
 from managed_tools.server.rules import DATABASE_ENV
+from managed_tools.stores.db import is_database_url
+
+DATABASE_RULE = "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
 
 
 def database_url(args: argparse.Namespace) -> str | None:
@@ -40,10 +43,8 @@ class StatePlace:
         """From the flags; `adopt` moves an old in-workspace data dir into place (`where` only looks)."""
         root = workspace_root(args.workspace)
         url = database_url(args)
-        if url is not None and not url.startswith(("postgresql://", "postgres://")):
-            raise ConfigError(
-                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
-            )
+        if url is not None and not is_database_url(url):
+            raise ConfigError(DATABASE_RULE)
         data = locate_data_dir(root, args.data_dir)
         try:  # as ServeConfig.build does: the first command after an upgrade may be a person's `pending`
             if adopt:
