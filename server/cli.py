@@ -156,6 +156,7 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     _state_flags(located)
     _migrate_parser(commands)
     _secret_parser(commands)
+    _adopt_parser(commands)
     return parser, commands.choices
 
 
@@ -264,7 +265,19 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (docs/remote.md)"
     )
-    remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
+    remote.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"a file holding the bearer token (default: ${TOKEN_ENV}, else one the server keeps in the data dir "
+        "and prints at start-up)",
+    )
+    remote.add_argument(
+        "--no-token",
+        action="store_true",
+        default=None,
+        help="loopback only: accept requests without a bearer token. RISKY: any program on this machine, a command "
+        "the tools run included, can then call every tool and answer its own permission questions",
+    )
     remote.add_argument(
         "--allowed-host", dest="allowed_hosts", metavar="HOST", action="append", help="also accept this Host header"
     )
@@ -338,6 +351,29 @@ def _secret_parser(commands: argparse._SubParsersAction[Parser]) -> None:
             sub.add_argument("name", metavar="NAME", help="the variable's name, as the tools declare it")
         sub.add_argument("--agent", type=_agent, default="default", help="whose vault (default: default)")
         _state_flags(sub)
+
+
+def _adopt_parser(commands: argparse._SubParsersAction[Parser]) -> None:
+    """`adopt`: the only way an old in-workspace data dir (`<workspace>/.managed-tools`) is ever used again."""
+    adopt = _command(
+        commands,
+        "adopt",
+        "move your old <workspace>/.managed-tools to the data dir, after showing what it holds (serve ignores it)",
+        "managed-tools adopt --workspace ~/projects/app",
+        default_dir=False,
+    )
+    adopt.add_argument("--workspace", type=Path, help="the workspace holding .managed-tools (default: .)")
+    adopt.add_argument("--data-dir", type=Path, help="where to move it (default: the workspace's data dir, below)")
+    adopt.add_argument(
+        "--yes", action="store_true", help="adopt without asking (needed without a terminal); read what it takes first"
+    )
+    adopt.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    adopt.epilog = (
+        f"{adopt.epilog}\n\n"
+        "A cloned repository can ship a .managed-tools whose config.json pre-approves tools and starts programs:\n"
+        "adopt only a directory you made yourself. It must not already exist at the target (never merged).\n"
+        f"The data dir defaults to {state_root() / '<workspace name>-<hash of its path>'}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
             return where.run(args)
         if args.command == "secret":
             return cut_short_quietly(lambda: _secret(args))
+        if args.command == "adopt":
+            from managed_tools.server.adopt import adopt
+
+            return adopt(args.workspace, args.data_dir, yes=args.yes)
         from managed_tools.server import serving
 
         return serving.run(args)

@@ -108,6 +108,7 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "port": "--port",
     "stateless": "--stateless",
     "token_file": "--token-file",
+    "no_token": "--no-token",
     "allowed_hosts": "--allowed-host",
     "allowed_origins": "--allowed-origin",
     "max_request_bytes": "--max-request-bytes",
@@ -140,7 +141,9 @@ def _http_config(args: argparse.Namespace, config: ServeConfig) -> HttpConfig | 
         if field in given:
             given[field] = tuple(given[field])
     try:
-        return HttpConfig.build(transport=args.transport, oauth=_oauth(config.oauth, flags), **given)
+        return HttpConfig.build(
+            transport=args.transport, oauth=_oauth(config.oauth, flags), token_dir=config.data_dir, **given
+        )
     except ValidationError as exc:  # the flags, checked as a whole: named as the person typed them
         error = exc.errors(include_url=False)[0]
         field = str(error["loc"][0])

@@ -10,10 +10,9 @@ from pathlib import Path
 from managed_tools.server.config_files import ConfigFiles, read_config_files
 from managed_tools.server.data_dir import (
     BUSY_TIMEOUT_MS,
-    LEGACY_DIR,
     STATE_FILE,
     ConfigError,
-    adopt_legacy,
+    legacy_notice,
     locate_data_dir,
     tell,
     workspace_root,
@@ -39,18 +38,15 @@ class StatePlace:
     busy_timeout_ms: int = BUSY_TIMEOUT_MS
 
     @classmethod
-    def of(cls, args: argparse.Namespace, *, adopt: bool = True) -> StatePlace:
-        """From the flags; `adopt` moves an old in-workspace data dir into place (`where` only looks)."""
+    def of(cls, args: argparse.Namespace) -> StatePlace:
+        """From the flags, as `serve` finds it (a workspace's `.managed-tools` is never read: `managed-tools adopt`)."""
         root = workspace_root(args.workspace)
         url = database_url(args)
         if url is not None and not is_database_url(url):
             raise ConfigError(DATABASE_RULE)
         data = locate_data_dir(root, args.data_dir)
-        try:  # as ServeConfig.build does: the first command after an upgrade may be a person's `pending`
-            if adopt:
-                adopt_legacy(root, data, tell)
-        except OSError as exc:
-            raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
+        if (ignored := legacy_notice(root)) is not None:  # as `serve` says it: never read, a workspace is anyone's
+            tell(ignored)
         return cls(root, data, url)
 
     @property

@@ -25,7 +25,7 @@ SANDBOX_REPORTERS: list[Callable[[StatePlace], list[str]]] = []
 
 
 def run(args: argparse.Namespace) -> int:
-    report = where(StatePlace.of(args, adopt=False), agent=args.agent)
+    report = where(StatePlace.of(args), agent=args.agent)
     print(json.dumps(report, indent=2) if args.json else _text(report))
     return 0
 

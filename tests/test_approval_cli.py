@@ -222,7 +222,8 @@ def test_a_usage_error_is_one_usage_line_and_the_error(tmp_path: Path) -> None:
 
 
 def test_each_command_helps_with_its_own_arguments_first_and_an_example(tmp_path: Path) -> None:
-    for command in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt", "where", "migrate"):
+    commands = ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt", "where", "migrate", "adopt")
+    for command in commands:
         helped = run(tmp_path, command, "--help")
         assert helped.returncode == 0 and "Example:\n  managed-tools " + command in helped.stdout, command
     for command, own in (("approve", "--note"), ("deny", "--note"), ("respond", "--json OBJECT")):
