@@ -66,7 +66,7 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
     upstream = base.model_copy(update={"name": "upstream__describe", "ownership": "mcp"})
     extension = base.model_copy(update={"name": "my_describe"})
     everything = build_registry([custom_tool(CustomToolSpec.model_validate(spec)), upstream], extensions=[extension])
-    text = instructions(everything)
+    text = instructions(everything, "sqlite")
     assert len(text.encode()) < MAX_INSTRUCTIONS_BYTES, len(text.encode())
     assert all(f"{name} (" in text for name in PURPOSES)
     assert "Start with environment_describe then session_get_snapshot" in text
