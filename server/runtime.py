@@ -17,7 +17,8 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
-from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
+from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
+from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.attachments import directory
@@ -101,7 +102,8 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
     try:
         specs, policy = config.mcp_servers, config.policy
         async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
-                                     workspace=config.workspace, secrets=secrets):  # fmt: skip
+                                     workspace=config.workspace, secrets=secrets, wait_seconds=LISTING_WAIT_SECONDS,
+                                     cache_dir=upstream_cache(config.data_dir)):  # fmt: skip
             pass
     finally:
         confinement.close()
@@ -190,6 +192,7 @@ async def open_runtime(
                     mounts=mounts,
                     workspace=config.workspace,
                     secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
+                    cache_dir=upstream_cache(config.data_dir),
                 ):
                     yield runtime
             finally:

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -160,6 +161,15 @@ def data(result: CallToolResult) -> dict[str, Any]:
     else:
         assert json.loads(text.text) == structured
     return structured
+
+
+async def upstreams_started(rt: Runtime, *names: str, seconds: float = 30.0) -> None:
+    """Until each named upstream's first start has ended: start-up waits for it only a moment, and a test that
+    calls its tools at once needs it up (or failed)."""
+    with anyio.fail_after(seconds):
+        starting = [f"{name}__tool" for name in names]
+        while any("is starting" in (rt.registry.absent_reason(n) or "") for n in starting):  # noqa: ASYNC110
+            await anyio.sleep(0.05)  # its start is another task's, with nothing of ours to wait on
 
 
 def error_text(result: CallToolResult) -> str:
