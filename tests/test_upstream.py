@@ -32,7 +32,9 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.server.upstream.log_repeats import RepeatFilter
+from managed_tools.server.upstream.remembered import spec_hash
 from managed_tools.server.upstream.secrets import SecretLookup
+from managed_tools.server.upstream.spec import StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.stores import vault
 from managed_tools.tools.framework.context import Runtime
@@ -553,6 +555,25 @@ async def test_a_garbage_writing_upstream_logs_a_bounded_number_of_lines(
     # Thousands were written; at most a burst and what refills in 3 s of each shape reach the log.
     assert 1 <= len(garbage) <= 12 and len(stderr) <= 12, said[:20]
     assert len(said) <= 40
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", "{}", json.dumps({"spec": spec_hash(StdioUpstream.model_validate(HANGS)),
+                                   "tools": [{"name": "echo", "inputSchema": {"type": "object"}}] * 2})],
+    ids=["garbage", "shape", "twice"],
+)  # fmt: skip
+async def test_a_damaged_memory_is_ignored_with_one_line(
+    workspace: Path, tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = tmp_path / "data" / "upstreams" / "probe.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(content)
+    took, listed, answer = await _first_list(tmp_path / "data", workspace, {"probe": HANGS})
+    assert took < FIRST_LIST_SECONDS and not [name for name in listed if name.startswith("probe__")]
+    assert answer.startswith("upstream 'probe' is starting (")
+    said = [r.getMessage() for r in caplog.records if r.name == "managed_tools.upstream"]
+    assert [line for line in said if "not used" in line or "not published" in line], said
 
 
 def test_repeated_lines_are_dropped_and_counted() -> None:

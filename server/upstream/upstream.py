@@ -31,7 +31,7 @@ from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, r
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.framework.definition import PermissionPolicy
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.errors import RegistryError, ToolError
 from managed_tools.tools.framework.registry import Registry
 
 log = limited("managed_tools.upstream")
@@ -87,7 +87,12 @@ class Upstream:
         if not tools:
             self._registry.replace_group(self.name, [], absent=self.unavailable)
             return False
-        self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+        try:
+            self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+        except RegistryError as exc:  # a list it could not publish either: wait for its own
+            log.warning("upstream %s: its remembered tools are not published: %s", self.name, exc)
+            self._registry.replace_group(self.name, [], absent=self.unavailable)
+            return False
         self._published = True
         return True
 
