@@ -13,14 +13,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from conftest import data
+from conftest import alive, data, gone
 from mcp import Client
 from test_permissions import answer, client_for
 
@@ -68,28 +67,6 @@ async def shell_run(client: Client, command: str, **extra: Any) -> dict[str, Any
 async def started(rt: Runtime) -> AsyncIterator[Client]:
     async with client_for(rt, "legacy", elicitation_callback=YES) as client:
         yield client
-
-
-def alive(marker: str) -> bool:
-    """Whether any process on the host has `marker` among its arguments."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    if marker.encode() in cmdline.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-    return False
-
-
-async def gone(marker: str, within: float = 3.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(marker):
-        if time.monotonic() > deadline:
-            return False
-        await anyio.sleep(0.05)
-    return True
 
 
 # ---- N7: nothing outlives its command, shell or upstream ------------------------------------------------------
