@@ -299,3 +299,16 @@ def test_require_confinement_names_the_missing_layers(tmp_path: Path) -> None:
     started = subprocess.run(argv[:-1], check=False, capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL, env=env)  # fmt: skip
     assert started.returncode == 0 and "missing: view" in started.stderr, started.stderr  # the start-up log says so
+
+
+@needs("cgroup")
+async def test_groups_a_dead_server_left_are_removed_at_start_up(tmp_path: Path) -> None:
+    async with open_runtime(configured(tmp_path)) as rt:
+        assert rt.confinement.cgroups is not None
+        bases = [h.parent.parent for h in rt.confinement.cgroups.hierarchies]
+    stale = [base / "managed-tools-4194305-dead" for base in bases]  # above the largest pid_max: no such process
+    for group in stale:
+        (group / "g1").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "again").mkdir()
+    async with open_runtime(configured(tmp_path / "again")):
+        assert not any(group.exists() for group in stale)
