@@ -63,7 +63,7 @@ def _view(grants: Iterable[Grant]) -> list[str]:
 
 
 def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str | None) -> list[str]:
-    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions, and the
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, and the
     launcher (bound read-only at its own path: it runs before Landlock and must be there to be run)."""
     argv = [bwrap.path, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if policy.network != "host":
@@ -73,10 +73,7 @@ def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str | None) ->
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     if launcher is not None:
         argv += ["--ro-bind", launcher, launcher]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
-    for name, value in policy.addition.env:
-        argv += ["--setenv", name, value]
-    return argv
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
 
 
 def command(head: list[str], cwd: str | None) -> list[str]:

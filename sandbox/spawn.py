@@ -51,6 +51,7 @@ class Domain:
     view: tuple[str, ...] = ()  # bwrap's argv up to the cwd (sandbox/bwrap.py); empty: no outer layers
     cgroups: Cgroups | None = None
     prefix: tuple[str, ...] = ()  # what the program runs behind, inside every layer (policy.addition.prefix)
+    env: tuple[tuple[str, str], ...] = ()  # what the policy adds to every program's environment (addition.env)
 
     def rlimits(self) -> tuple[int, int, int]:
         """CPU seconds, file bytes, address-space bytes (0: unlimited). The address space is capped only where no
@@ -141,6 +142,7 @@ async def spawn(
             *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session
         )
         return Child(process)
+    env = {**env, **dict(domain.env)}
     group = domain.cgroups.create(domain.limits) if domain.cgroups is not None else None
     fds = group.fds if group is not None else []
     cpu, fsize, memory = domain.rlimits()
