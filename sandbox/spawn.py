@@ -38,6 +38,8 @@ Stream = int | IO[Any] | None
 # 128+N from bwrap or a shell that ran it).
 LIMIT_SIGNALS = {int(signal.SIGXCPU): "cpuSeconds", int(signal.SIGXFSZ): "fileSizeMB"}
 CGROUP_LIMITS = {"processes": "processes", "memory": "memoryMB"}
+LIMIT_UNITS = {"processes": "processes at once", "memoryMB": "MB of memory", "fileSizeMB": "MB per file",
+               "cpuSeconds": "CPU seconds per process"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,8 @@ def limit_message(key: str, limits: Limits) -> str:
     """What a person reads when `key` stopped a command."""
     value = {"processes": limits.processes, "memoryMB": limits.memory_mb, "fileSizeMB": limits.file_size_mb,
              "cpuSeconds": limits.cpu_seconds}[key]  # fmt: skip
-    what = {"processes": "more processes than", "memoryMB": "more memory (MB) than",
-            "fileSizeMB": "a file larger (MB) than", "cpuSeconds": "more CPU seconds than"}[key]  # fmt: skip
-    return f"stopped by the sandbox limit sandbox.limits.{key}: it needed {what} {value}"
+    return (f"stopped by the sandbox limit sandbox.limits.{key} = {value} ({LIMIT_UNITS[key]}); a person may raise "
+            "it in config.json")  # fmt: skip
 
 
 def _resolve(program: str, env: dict[str, str]) -> str:
