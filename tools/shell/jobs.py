@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
+from pydantic import Field
 
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
@@ -45,6 +46,11 @@ class CommandResult(WireModel):
     text: str
     truncated: bool
     next_step: NextTool | None
+    limit: str | None = Field(
+        default=None,
+        description="The sandbox limit that stopped it (a sandbox.limits key: processes, memoryMB, fileSizeMB, "
+        "cpuSeconds), if one did.",
+    )
 
 
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
@@ -75,6 +81,7 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
         next_step=step,
+        limit=job.limit,
     )
 
 
