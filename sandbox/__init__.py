@@ -1,4 +1,7 @@
-"""The sandbox every spawned program runs in: its layers, how a child enters them, and what it may reach.
+"""The sandbox: what confines every process the server spawns, and the path guard every file tool goes through.
 
-Never imports `tools`, `server` or `mcp` (docs/architecture.md §1).
+The lowest floor beside `stores/` (docs/architecture.md §1, §8): Landlock rulesets and the launcher that enters them,
+the one spawn function, the mounts and their path guard, descriptor-based file access, ripgrep, and the egress proxy
+that network-on commands reach the allowlisted domains through. Never imports
+`tools`, `server` or `mcp`.
 """
