@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from managed_tools.sandbox import landlock
+from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, interpreter_home, open_egress
 from managed_tools.sandbox.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
@@ -88,9 +89,10 @@ def _shell_system() -> list[Rule]:
     return rules + [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
 
 
-def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool) -> Policy:
+def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool, bridge: str | None = None) -> Policy:
+    """`bridge`: where the egress bridge's interpreter lives (sandbox/egress.py), read and run with network on."""
     rules = [*_shell_system(), *_mount_rules(mounts, writable=True), Rule(str(private), RUN | WRITE)]
-    return Policy(tuple(rules), deny_tcp=not network)
+    return Policy(tuple(rules + ([Rule(bridge, RUN)] if bridge else [])), deny_tcp=not network)
 
 
 def upstream_policy(mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool) -> Policy:
@@ -115,6 +117,8 @@ class Confinement:
     spawn: Spawn | None = None  # None in argv-only mode
     spawn_reason: str = ""  # why children enter through a preexec_fn rather than the launcher
     notices: list[str] = field(default_factory=list)
+    egress: Egress | None = None  # the proxy commands with network go out through (None: off, or direct)
+    egress_reason: str = ""  # why commands with network reach it directly, unfiltered
     _fds: list[int] = field(default_factory=list)
 
     @property
@@ -139,6 +143,8 @@ class Confinement:
         return Domain(fd, "preexec", preexec=landlock.restrictor(fd))
 
     def close(self) -> None:
+        if self.egress is not None:
+            self.egress.close()
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
@@ -153,7 +159,12 @@ def kernel_abi() -> int:
 
 
 def open_confinement(
-    mounts: list[Mount], *, data_dir: Path, network: bool, binaries: Iterable[str] = ()
+    mounts: list[Mount],
+    *,
+    data_dir: Path,
+    network: bool,
+    binaries: Iterable[str] = (),
+    allowed: NetworkConfig | None = None,
 ) -> Confinement:
     """Create the private dir (0700, outside every mount) and build both rulesets when the kernel can."""
     roots = [Path(os.path.realpath(m.root)) for m in mounts]
@@ -173,7 +184,9 @@ def open_confinement(
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel."])  # fmt: skip
     confinement = Confinement("landlock", version, private, network)
-    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network))
+    data = Path(os.path.realpath(data_dir))
+    bridge = interpreter_home() if network and not inside(data, interpreter_home()) else None
+    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, bridge=bridge))
     try:
         for policy in policies:
             confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))
@@ -186,12 +199,21 @@ def open_confinement(
         Domain(fd, "preexec", preexec=landlock.restrictor(fd)) if path is None else Domain(fd, "launcher", path)
         for fd in confinement._fds
     )
-    data = Path(os.path.realpath(data_dir))
     exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and inside(data, root)]
     if exposed:
         confinement.notices.append(
             f"confinement: the data dir lies inside {exposed[0]}, so spawned programs can read it (Landlock grants "
             "cannot exclude a subdirectory); keep the data dir outside the workspace."
+        )
+    if network and bridge is None:
+        confinement.egress_reason = f"the server's interpreter at {interpreter_home()} holds the data dir"
+    elif network:
+        launched = confinement.spawn == "launcher"
+        confinement.egress, confinement.egress_reason = open_egress(allowed or NetworkConfig(), launcher=launched)
+    if confinement.egress_reason:
+        confinement.notices.append(
+            f"network: commands with network reach it directly, not filtered by {CONFIG_KEY} "
+            f"({confinement.egress_reason})."
         )
     return confinement
 

@@ -27,10 +27,11 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -44,6 +45,7 @@ NOT_LISTED = f"not in {CONFIG_KEY}"
 LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 MAX_NAME = 253
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux
+LINGER_S = 1.0  # reading what a refused client still sends, before closing
 MAX_REFUSALS = 50  # kept per channel; more are counted
 CHUNK = 65536
 Match = Literal["exact", "wildcard"]
@@ -144,6 +146,18 @@ class Channel:
     path: Path
     refusals: list[Refusal] = field(default_factory=list)
     more: int = 0  # refusals beyond MAX_REFUSALS, counted only
+    server: asyncio.Server | None = None
+    handlers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def close(self) -> None:
+        """Stop listening and end every connection still open through this channel."""
+        if self.server is not None:
+            self.server.close()
+        for task in list(self.handlers):
+            task.cancel()
+        await asyncio.gather(*self.handlers, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
     def refuse(self, host: str, port: int, reason: str) -> None:
         if len(self.refusals) < MAX_REFUSALS:
@@ -222,14 +236,22 @@ def _port(text: str) -> int:
     return int(text)
 
 
-async def _reply(writer: asyncio.StreamWriter, status: str, message: str, *, blocked: bool = False) -> None:
+async def _reply(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: str, message: str, *, blocked: bool = False
+) -> None:
+    """Answer and close gently: the rest of what the client sent is read (briefly, boundedly) first, since closing
+    a socket with unread input resets it, and the client would see a reset instead of this answer."""
     body = f"managed-tools egress: {message}\n".encode()
     extra = "X-Proxy-Error: blocked-by-allowlist\r\n" if blocked else ""
     head = (f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
             f"{extra}Connection: close\r\n\r\n")  # fmt: skip
     writer.write(head.encode() + body)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, TimeoutError, asyncio.LimitOverrunError):
         await writer.drain()
+        writer.write_eof()
+        deadline = time.monotonic() + LINGER_S
+        while await asyncio.wait_for(reader.read(CHUNK), max(deadline - time.monotonic(), 0)):
+            pass
 
 
 async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, clock: list[float], idle: float) -> bool:
@@ -268,12 +290,21 @@ async def relay(client: Streams, upstream: Streams, idle: float) -> None:
 
 
 class Egress:
-    """The proxy: one allowlist, a private directory of channel sockets, bounded connections."""
+    """The proxy: one allowlist, a private directory of channel sockets, bounded connections; and `view`, the
+    argv that puts a command in a network namespace of its own (before it enters its Landlock domain)."""
 
-    def __init__(self, config: NetworkConfig, *, limits: Limits | None = None, opener: Opener | None = None) -> None:
+    def __init__(
+        self,
+        config: NetworkConfig,
+        *,
+        view: tuple[str, ...] = (),
+        limits: Limits | None = None,
+        opener: Opener | None = None,
+    ) -> None:
         self.allowed = config.allowed_domains
+        self.view = view
         self.limits = limits or Limits()
-        self._open = opener or self.open_upstream
+        self.opener = opener or self.open_upstream  # tests put a local server behind a test name here
         self._dir = Path(tempfile.mkdtemp(prefix="mt-egress-"))  # 0700, and no sandbox grant reaches it
         self._names = itertools.count(1)
         self._connections = 0
@@ -281,39 +312,35 @@ class Egress:
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    @contextlib.asynccontextmanager
-    async def channel(self) -> AsyncIterator[Channel]:
-        """A socket of its own for one command (or one persistent shell), closed with every connection through
-        it when the block ends."""
+    async def open_channel(self) -> Channel:
+        """A socket of its own for one command (or one persistent shell); `Channel.close` ends it and every
+        connection through it."""
         channel = Channel(self._dir / f"{next(self._names)}.sock")
         if len(str(channel.path)) > MAX_SOCKET_PATH:
             raise OSError(f"the proxy socket path {channel.path} is too long for a unix socket; set a shorter TMPDIR")
-        handlers: set[asyncio.Task[None]] = set()
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
             assert task is not None
-            handlers.add(task)
+            channel.handlers.add(task)
             try:
                 await self._serve(channel, reader, writer)
+            except asyncio.CancelledError:
+                pass  # the channel closed: end quietly (asyncio logs a handler that ends cancelled as an error)
             finally:
-                handlers.discard(task)
+                channel.handlers.discard(task)
 
-        server = await asyncio.start_unix_server(serve, path=str(channel.path), limit=self.limits.max_header_bytes)
-        try:
-            yield channel
-        finally:
-            server.close()
-            for task in list(handlers):
-                task.cancel()
-            await asyncio.gather(*handlers, return_exceptions=True)
-            with contextlib.suppress(FileNotFoundError):
-                channel.path.unlink()
+        channel.server = await asyncio.start_unix_server(
+            serve, path=str(channel.path), limit=self.limits.max_header_bytes
+        )
+        return channel
 
     async def _serve(self, channel: Channel, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             if self._connections >= self.limits.max_connections:
-                await _reply(writer, "503 Service Unavailable", "too many connections through the proxy at once")
+                await _reply(
+                    reader, writer, "503 Service Unavailable", "too many connections through the proxy at once"
+                )
                 return
             self._connections += 1
             try:
@@ -332,10 +359,10 @@ class Egress:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.header_timeout_s)
             request = parse_request(head)
         except asyncio.LimitOverrunError:  # no end of the head within the limit
-            await _reply(writer, "431 Request Header Fields Too Large", "the request head is too large")
+            await _reply(reader, writer, "431 Request Header Fields Too Large", "the request head is too large")
             return
         except BadRequest as exc:
-            await _reply(writer, "400 Bad Request", str(exc))
+            await _reply(reader, writer, "400 Bad Request", str(exc))
             return
         except TimeoutError:
             return
@@ -346,13 +373,13 @@ class Egress:
             how = match(self.allowed, host)
             if how is None:
                 raise Blocked(NOT_LISTED)
-            upstream = await self._open(host, request.port, how)
+            upstream = await self.opener(host, request.port, how)
         except Blocked as exc:
             channel.refuse(_shown(host or request.host), request.port, str(exc))
-            await _reply(writer, "403 Forbidden", f"{_shown(host or request.host)}: {exc}", blocked=True)
+            await _reply(reader, writer, "403 Forbidden", f"{_shown(host or request.host)}: {exc}", blocked=True)
             return
         except Unreachable as exc:
-            await _reply(writer, "502 Bad Gateway", str(exc))
+            await _reply(reader, writer, "502 Bad Gateway", str(exc))
             return
         try:
             if request.method == "CONNECT":
@@ -384,6 +411,43 @@ class Egress:
         raise Unreachable(f"cannot connect to {host}:{port}")
 
 
+class EgressUnavailable(Exception):
+    """No network namespace can be made here: the message says why."""
+
+
+BWRAP_PATH = "/usr/bin:/bin"
+# A network namespace and nothing else yet: the fuller view (mounts, PID namespace) is the layers' (sandbox/bwrap.py).
+NAMESPACE = ("--dev-bind", "/", "/", "--unshare-net", "--die-with-parent")
+PROBE_TIMEOUT_S = 10
+
+
+@cache
+def network_namespace() -> tuple[str, ...]:
+    """The argv that runs a program in a network namespace of its own (loopback only), probed once."""
+    path = shutil.which("bwrap", path=BWRAP_PATH)
+    if path is None:
+        raise EgressUnavailable("bubblewrap is not installed (apt install bubblewrap)")
+    try:
+        done = subprocess.run([path, *NAMESPACE, "--", "/bin/true"], capture_output=True, timeout=PROBE_TIMEOUT_S,
+                              check=False, env={}, stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EgressUnavailable(f"bubblewrap could not run: {exc}") from None
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        raise EgressUnavailable(f"bubblewrap cannot make a network namespace: {why[-1] if why else done.returncode}")
+    return (path, *NAMESPACE, "--")
+
+
+def open_egress(config: NetworkConfig, *, launcher: bool) -> tuple[Egress | None, str]:
+    """The proxy for commands with network, or None and why they reach the network directly instead."""
+    if not launcher:
+        return None, "no launcher: a program confined in a preexec_fn cannot then make a namespace"
+    try:
+        return Egress(config, view=network_namespace()), ""
+    except EgressUnavailable as exc:
+        return None, str(exc)
+
+
 # ---- inside the sandbox ----------------------------------------------------------------------------------------
 
 BRIDGE_PORT = 3128
@@ -402,6 +466,12 @@ def proxy_env() -> dict[str, str]:
 @cache
 def _bridge_source() -> str:
     return BRIDGE.read_text(encoding="utf-8")
+
+
+def interpreter_home() -> str:
+    """Where the bridge's interpreter and its standard library live: granted read and run to a command with
+    network (a system /usr, or e.g. a pyenv version directory)."""
+    return os.path.realpath(sys.base_prefix)
 
 
 def bridge_prefix(socket_path: str) -> list[str]:

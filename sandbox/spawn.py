@@ -53,12 +53,16 @@ async def spawn(
     stdout: Stream = None,
     stderr: Stream = None,
     new_session: bool = False,
+    outer: tuple[str, ...] = (),
 ) -> asyncio.subprocess.Process:
-    """Start `argv` entering `domain` before the program runs (None: unconfined, the argv-only mode)."""
+    """Start `argv` entering `domain` before the program runs (None: unconfined, the argv-only mode). `outer`
+    runs first, outside the domain (a namespace; launcher only: Landlock forbids the mounts it makes)."""
     extra: dict[str, Any] = {}
+    if outer and (domain is None or domain.spawn != "launcher"):
+        raise ValueError("an outer argv needs the launcher")
     if domain is not None and domain.spawn == "launcher":
         assert domain.launcher is not None
-        argv = [domain.launcher, str(domain.ruleset), _resolve(argv[0], env), *argv]
+        argv = [*outer, domain.launcher, str(domain.ruleset), _resolve(argv[0], env), *argv]
         extra["pass_fds"] = (domain.ruleset,)
     elif domain is not None:
         extra["preexec_fn"] = domain.preexec

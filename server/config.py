@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from managed_tools.sandbox.egress import NetworkConfig
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
@@ -100,6 +101,14 @@ class OAuthConfig(BaseModel):
     leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
 
 
+class SandboxConfig(BaseModel):
+    """config.json `sandbox`: what sandboxed programs may reach beyond their mounts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json`."""
 
@@ -125,6 +134,7 @@ class UserConfig(BaseModel):
     request_state_keys: KeyRingSource | None = Field(default=None, alias="requestStateKeys")
     # The vault key replicas share (else the data dir's own key), from the same kinds of source.
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
@@ -169,6 +179,7 @@ class ServeConfig(BaseModel):
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @field_validator("database")
     @classmethod
@@ -241,6 +252,7 @@ class ServeConfig(BaseModel):
             database=database,
             request_state_keys=keys,
             vault_key=vault_key,
+            sandbox=user.sandbox,
         )
 
     @property

@@ -97,7 +97,9 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+        confinement = open_confinement(
+            mounts, data_dir=config.data_dir, network=config.shell_network, allowed=config.sandbox.network
+        )
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -174,7 +176,11 @@ async def open_runtime(
         )
         try:
             confinement = open_confinement(
-                mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]
+                mounts,
+                data_dir=config.data_dir,
+                network=config.shell_network,
+                binaries=[rg_binary()],
+                allowed=config.sandbox.network,
             )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc

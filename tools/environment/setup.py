@@ -10,6 +10,7 @@ from weakref import WeakKeyDictionary
 
 from pydantic import Field, ValidationError
 
+from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.mounts import default_mounts
 from managed_tools.stores import sessions, setups
 from managed_tools.stores.ids import canonical_json, sha256_hex
@@ -257,6 +258,19 @@ def _build(runtime: Runtime) -> AgentSetup:
     return AgentSetup(fingerprint=overall, **sections)
 
 
+class NetworkView(WireModel):
+    mode: Literal["off", "proxied", "direct"] = Field(
+        description="off: no network; proxied: commands run in a network namespace of their own and reach only "
+        "the allowed domains, over HTTP(S) through the egress proxy (HTTP_PROXY is set for them); direct: TCP "
+        "as the host has it, unfiltered (`reason` says why)."
+    )
+    allowed_domains: list[str] = Field(
+        description="config sandbox.network.allowedDomains: names and *.wildcards (subdomains only) the proxy "
+        "connects to; loopback and link-local addresses never, private ones only for a name listed exactly."
+    )
+    reason: str | None = None
+
+
 class ConfinementView(WireModel):
     mode: Literal["landlock", "argv-only"] = Field(
         description="landlock: the kernel confines every spawned program; argv-only: argument checks alone."
@@ -267,8 +281,17 @@ class ConfinementView(WireModel):
         "preexec (a step in the forked child: as confined, slower to start) or none (argv-only)."
     )
     shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
+    network: NetworkView = Field(description="What shell_run commands reach of the network.")
     read_only_hand: str
     writable_shell: str
+
+
+def network_view(c: Confinement) -> NetworkView:
+    if not c.shell_network:
+        return NetworkView(mode="off", allowed_domains=[])
+    if c.egress is None:
+        return NetworkView(mode="direct", allowed_domains=[], reason=c.egress_reason or f"confinement is {c.mode}")
+    return NetworkView(mode="proxied", allowed_domains=list(c.egress.allowed))
 
 
 def confinement_view(runtime: Runtime) -> ConfinementView:
@@ -279,6 +302,7 @@ def confinement_view(runtime: Runtime) -> ConfinementView:
         landlock_abi=c.abi,
         spawn=c.spawn or "none",
         shell_network=c.shell_network,
+        network=network_view(c),
         read_only_hand="bash programs and grep/glob read the mounts (vaults: names only) and system files; they "
         + ("write nowhere and open no network (kernel-enforced)." if kernel else "are limited by argument checks."),
         writable_shell="shell_run and the persistent shell "

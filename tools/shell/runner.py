@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from managed_tools.sandbox.egress import Channel, Egress, bridged
 from managed_tools.sandbox.spawn import Domain, spawn
 from managed_tools.stores.shell import CommandKind, CommandStatus
 
@@ -87,6 +88,8 @@ class Job:
     exit_code: int | None = None
     duration_ms: float | None = None
     cancelled: bool = False
+    network: Channel | None = None  # its way out through the egress proxy, while it runs
+    network_blocked: list[str] = field(default_factory=list)  # what the proxy refused it, once it has ended
 
     def kill(self) -> None:
         """Stop it now (a cancelled call, a closing shell): the pump records it as killed."""
@@ -132,26 +135,49 @@ async def start_process(
     limit_s: float,
     on_done: OnDone,
     confine: Domain | None,
+    egress: Egress | None = None,
 ) -> None:
     """Start a one-shot process for `job`, confined to `confine` before the program runs (None: argv-only); its
-    pump enforces the timeout and calls `on_done` at the end.
+    pump enforces the timeout and calls `on_done` at the end. With `egress`, the process runs in a network
+    namespace of its own whose one way out is a proxy channel of its own, closed when it ends.
 
     Shielded: a call cancelled mid-spawn (a stop, a client's cancel) would leave a process that has already
     started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
     pid and its pump, and a kill reaches it."""
     with anyio.CancelScope(shield=True):
-        proc = await spawn(
-            argv,
-            domain=confine,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            new_session=True,
-        )
+        outer: tuple[str, ...] = ()
+        if egress is not None:
+            job.network = await egress.open_channel()
+            argv, proxy = bridged(argv, str(job.network.path))
+            env, outer = {**env, **proxy}, egress.view
+        try:
+            proc = await spawn(
+                argv,
+                domain=confine,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                new_session=True,
+                outer=outer,
+            )
+        except BaseException:
+            await _close_network(job)
+            raise
         job.pid = proc.pid
         _spawn_task(_pump_process(job, proc, limit_s, on_done))
+
+
+async def _close_network(job: Job) -> None:
+    """Close the job's proxy channel; what it refused goes into the result, and a line into stderr (which is
+    recorded, so a later shell_wait from another process reads it too)."""
+    if job.network is None:
+        return
+    await job.network.close()
+    job.network_blocked = job.network.blocked()
+    if job.network_blocked:
+        job.stderr.feed(f"\n[managed-tools] network blocked: {'; '.join(job.network_blocked)}\n".encode())
 
 
 async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
@@ -164,6 +190,7 @@ async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: flo
     # A grandchild that left the group may still hold the pipe; what was read by then is kept.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(readers, DRAIN_AFTER_EXIT)
+    await _close_network(job)
     code = proc.returncode
     job.finish(status, None if status == "timed_out" or code is None or code < 0 else code)
     await _safely(on_done, job)
