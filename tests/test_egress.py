@@ -273,7 +273,7 @@ def config(workspace: Path) -> ServeConfig:
     """shell_run runs unasked here: what is under test is where its commands can connect."""
     return ServeConfig.build(workspace=workspace, data_dir=workspace.parent / "data").model_copy(
         update={
-            "policy": {"shell_run": "always_allow"},
+            "policy": {"shell_run": "always_allow", "shell_exec": "always_allow"},
             "sandbox": SandboxConfig(network=NetworkConfig(allowed_domains=list(ALLOWED))),
         }
     )
@@ -314,6 +314,21 @@ async def test_shell_run_reaches_allowed_domains_and_names_the_blocked(rt: Runti
     assert result["stderr"].count("refused") == 3
     assert "[managed-tools] network blocked: evil.test:80 (not in sandbox.network.allowedDomains)" in result["text"]
     assert [h.split("\r\n")[0] for h in web.heads] == ["GET /plain HTTP/1.1", "GET /tunnelled HTTP/1.1"]
+
+
+@needs_sandbox
+async def test_the_persistent_shell_goes_out_through_its_own_channel(rt: Runtime) -> None:
+    """One channel for the shell's life; each command's result names only what that command was refused."""
+    fetch = 'python3 -c "import urllib.request as u; print(u.urlopen(\\"http://{}/\\", timeout=10).read().decode())"'
+    async with client_for(rt) as client:
+        first = data(await client.call_tool("shell_exec", {"command": fetch.format("evil.test")}))
+        second = data(await client.call_tool("shell_exec", {"command": fetch.format("allowed.test")}))
+        proxy = rt.confinement.egress
+        assert proxy is not None and len(list(proxy._dir.iterdir())) == 1  # the shell's channel, open
+        await client.call_tool("shell_close", {})
+    assert first["networkBlocked"] == [f"evil.test:80 ({NOT_LISTED})"] and first["exitCode"] == 1
+    assert second["networkBlocked"] == [] and second["stdout"] == "hello from allowed.test\n"
+    assert list(proxy._dir.iterdir()) == []
 
 
 @needs_sandbox

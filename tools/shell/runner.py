@@ -145,39 +145,53 @@ async def start_process(
     started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
     pid and its pump, and a kill reaches it."""
     with anyio.CancelScope(shield=True):
-        outer: tuple[str, ...] = ()
-        if egress is not None:
-            job.network = await egress.open_channel()
-            argv, proxy = bridged(argv, str(job.network.path))
-            env, outer = {**env, **proxy}, egress.view
-        try:
-            proc = await spawn(
-                argv,
-                domain=confine,
-                cwd=cwd,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                new_session=True,
-                outer=outer,
-            )
-        except BaseException:
-            await _close_network(job)
-            raise
+        proc, job.network = await _spawn_behind_proxy(
+            argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL
+        )
         job.pid = proc.pid
         _spawn_task(_pump_process(job, proc, limit_s, on_done))
 
 
+async def _spawn_behind_proxy(
+    argv: list[str],
+    egress: Egress | None,
+    *,
+    domain: Domain | None,
+    cwd: str,
+    env: dict[str, str],
+    stdin: int,
+) -> tuple[asyncio.subprocess.Process, Channel | None]:
+    """Spawn `argv` in its own session with piped output; with `egress`, in a network namespace whose one way out
+    is a proxy channel of its own (returned; closed here if the spawn fails)."""
+    outer: tuple[str, ...] = ()
+    network: Channel | None = None
+    if egress is not None:
+        network = await egress.open_channel()
+        argv, proxy = bridged(argv, str(network.path))
+        env, outer = {**env, **proxy}, egress.view
+    try:
+        proc = await spawn(argv, domain=domain, cwd=cwd, env=env, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+                           stderr=asyncio.subprocess.PIPE, new_session=True, outer=outer)  # fmt: skip
+    except BaseException:
+        if network is not None:
+            await network.close()
+        raise
+    return proc, network
+
+
 async def _close_network(job: Job) -> None:
-    """Close the job's proxy channel; what it refused goes into the result, and a line into stderr (which is
-    recorded, so a later shell_wait from another process reads it too)."""
-    if job.network is None:
-        return
-    await job.network.close()
-    job.network_blocked = job.network.blocked()
-    if job.network_blocked:
-        job.stderr.feed(f"\n[managed-tools] network blocked: {'; '.join(job.network_blocked)}\n".encode())
+    """Close the job's proxy channel, and say what it refused."""
+    if job.network is not None:
+        await job.network.close()
+        _tell_blocked(job, job.network.blocked())
+
+
+def _tell_blocked(job: Job, blocked: list[str]) -> None:
+    """What the proxy refused `job` goes into its result, and a line into its stderr (which is recorded, so a
+    later shell_wait from another process reads it too)."""
+    job.network_blocked = blocked
+    if blocked:
+        job.stderr.feed(f"\n[managed-tools] network blocked: {'; '.join(blocked)}\n".encode())
 
 
 async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
@@ -307,28 +321,25 @@ def _parse_trailer(raw: bytes) -> Trailer:
 class PersistentShell:
     """One session's long-lived shell. Commands run one at a time; `current` is the one running."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, argv: list[str]) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, argv: list[str], network: Channel | None = None) -> None:
         self.proc = proc
         self.argv = argv
+        self.network = network  # the shell's way out through the egress proxy, for its whole life
         self.current: Job | None = None
         self.host_pwd: str | None = None
         self.env_keys: list[str] = []
         self.killed = False
 
     @classmethod
-    async def spawn(cls, cwd: str, env: dict[str, str], confine: Domain | None) -> PersistentShell:
+    async def spawn(
+        cls, cwd: str, env: dict[str, str], confine: Domain | None, egress: Egress | None = None
+    ) -> PersistentShell:
+        """Start the shell; with `egress`, in a network namespace whose one way out is a channel of its own."""
         argv = shell_argv()
-        proc = await spawn(
-            argv,
-            domain=confine,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            new_session=True,
+        proc, network = await _spawn_behind_proxy(
+            argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE
         )
-        shell = cls(proc, argv)
+        shell = cls(proc, argv, network)
         shell.host_pwd = cwd
         return shell
 
@@ -377,10 +388,13 @@ class PersistentShell:
             )
         except TimeoutError:
             status = "timed_out"
+        if self.network is not None:
+            _tell_blocked(job, self.network.take_blocked())
         if trailer is None:
             # Timed out, killed, or the command ended the shell (`exit`): the shell and its group are gone.
             self.kill()
             code = await self.proc.wait()
+            await self._close_network()
             job.finish(status, None if status == "timed_out" or code < 0 else code)
         else:
             parsed = _parse_trailer(trailer)
@@ -395,3 +409,9 @@ class PersistentShell:
         self.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
+        await self._close_network()
+
+    async def _close_network(self) -> None:
+        if self.network is not None:
+            await self.network.close()
+            self.network = None
