@@ -1,10 +1,10 @@
 """What network-on costs per command, and per request through the egress proxy: p50/p95 measured in one run,
 interleaved, each against its baseline.
 
-* `spawn`: `tools.shell.runner.start_process` running /bin/true in the writable shell's Landlock domain, alone (the
-  baseline) and with the whole egress path (a proxy channel, the network namespace, and the bridge started by the
-  server's interpreter); then `sandbox.spawn.spawn` alone with and without the namespace (bwrap --unshare-net),
-  which splits the namespace's share from the bridge's;
+* `spawn`: `tools.shell.runner.start_process` running /bin/true in the writable shell's domain of three runtimes in
+  this process: Landlock alone (MANAGED_TOOLS_CONFINEMENT=landlock-only, the layers' baseline), the full sandbox
+  with the network off (bubblewrap's view and namespaces around Landlock), and the full sandbox with the network on
+  (the same, plus a proxy channel per command and the bridge started by the server's interpreter in front of it);
 * `request`: one HTTP GET to a local server on 127.0.0.1: directly (the baseline), and through a proxy channel
   as CONNECT plus the GET in the tunnel (the upstream step mapped to the local server, as in the tests).
 
@@ -18,15 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from confine import compare, interleaved
 
+from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.sandbox.egress import Egress, Match, NetworkConfig, Streams
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.sandbox.spawn import spawn as raw_spawn
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.ids import utc_now
@@ -35,7 +36,7 @@ from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_proce
 GET = b"GET / HTTP/1.1\r\nHost: bench.test\r\n\r\n"
 
 
-def spawn(workspace: Path, confine: Domain, egress: Egress | None) -> Callable[[], Awaitable[None]]:
+def spawn(workspace: Path, confine: Domain | None, egress: Egress | None) -> Callable[[], Awaitable[None]]:
     async def on_done(_: Job) -> None:
         return None
 
@@ -45,16 +46,6 @@ def spawn(workspace: Path, confine: Domain, egress: Egress | None) -> Callable[[
                             on_done=on_done, confine=confine, egress=egress)  # fmt: skip
         await job.recorded.wait()
         assert job.exit_code == 0, job.stderr.text()
-
-    return run
-
-
-def bare(workspace: Path, confine: Domain, outer: tuple[str, ...]) -> Callable[[], Awaitable[None]]:
-    """`sandbox.spawn.spawn` alone, waited for: what the namespace adds, without a channel or the bridge."""
-
-    async def run() -> None:
-        proc = await raw_spawn(["/bin/true"], domain=confine, env={"PATH": SAFE_PATH}, cwd=str(workspace), outer=outer)
-        assert await proc.wait() == 0
 
     return run
 
@@ -87,31 +78,34 @@ async def measure(tmp: Path, calls: int, warmup: int) -> dict[str, dict[str, dic
     async def local(host: str, _port: int, _how: Match) -> Streams:
         return await asyncio.open_connection("127.0.0.1", port)
 
-    async with server, open_runtime(config) as rt:
-        shell, egress = rt.confinement.shell, rt.confinement.egress
-        if shell is None or egress is None:
-            raise SystemExit(f"no egress here: {rt.confinement.egress_reason or rt.confinement.mode}")
+    async with server, contextlib.AsyncExitStack() as stack:
+        os.environ[FORCE_ENV] = "landlock-only"
+        alone = await stack.enter_async_context(open_runtime(config.model_copy(update={"shell_network": False})))
+        os.environ.pop(FORCE_ENV)
+        off = await stack.enter_async_context(open_runtime(config.model_copy(update={"shell_network": False})))
+        on = await stack.enter_async_context(open_runtime(config))
+        egress = on.confinement.egress
+        domains = [rt.confinement.shell for rt in (alone, off, on)]
+        if egress is None or None in domains:
+            raise SystemExit(f"no egress here: {on.confinement.egress_reason or on.confinement.mode}")
         proxy = Egress(NetworkConfig(allowed_domains=["bench.test"]), opener=local)
         channel = await proxy.open_channel()
-        try:
-            spawns = {
-                "landlock": spawn(workspace, shell, None),
-                "+ egress (bridge)": spawn(workspace, shell, egress),
-                "bare landlock": bare(workspace, shell, ()),
-                "bare + namespace": bare(workspace, shell, egress.view),
-            }
-            tunnel = b"CONNECT bench.test:443 HTTP/1.1\r\n\r\n"
-            requests = {
-                "direct": request(lambda: asyncio.open_connection("127.0.0.1", port), b""),
-                "through the proxy": request(lambda: asyncio.open_unix_connection(str(channel.path)), tunnel),
-            }
-            return {
-                "spawn": await interleaved(spawns, calls, warmup),
-                "request": await interleaved(requests, calls, warmup),
-            }
-        finally:
-            await channel.close()
-            proxy.close()
+        stack.callback(proxy.close)
+        stack.push_async_callback(channel.close)
+        spawns = {
+            "landlock alone": spawn(workspace, alone.confinement.shell, None),
+            "sandbox, network off": spawn(workspace, off.confinement.shell, None),
+            "sandbox, network on": spawn(workspace, on.confinement.shell, egress),
+        }
+        tunnel = b"CONNECT bench.test:443 HTTP/1.1\r\n\r\n"
+        requests = {
+            "direct": request(lambda: asyncio.open_connection("127.0.0.1", port), b""),
+            "through the proxy": request(lambda: asyncio.open_unix_connection(str(channel.path)), tunnel),
+        }
+        return {
+            "spawn": await interleaved(spawns, calls, warmup),
+            "request": await interleaved(requests, calls, warmup),
+        }
 
 
 async def main() -> None:
@@ -127,8 +121,8 @@ async def main() -> None:
         for name, f in out.items():
             print(f"  {name:<20} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
     print("\nadded:")
-    print(compare(results["spawn"], "landlock", "+ egress (bridge)"))
-    print(compare(results["spawn"], "bare landlock", "bare + namespace"))
+    print(compare(results["spawn"], "landlock alone", "sandbox, network off"))
+    print(compare(results["spawn"], "sandbox, network off", "sandbox, network on"))
     print(compare(results["request"], "direct", "through the proxy"))
 
 

@@ -22,23 +22,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import itertools
 import os
 import re
+import secrets
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from managed_tools.sandbox.policy import Addition, Bind, Grant, SandboxPolicy
 
 CONFIG_KEY = "sandbox.network.allowedDomains"
 NOT_LISTED = f"not in {CONFIG_KEY}"
@@ -290,32 +291,33 @@ async def relay(client: Streams, upstream: Streams, idle: float) -> None:
 
 
 class Egress:
-    """The proxy: one allowlist, a private directory of channel sockets, bounded connections; and `view`, the
-    argv that puts a command in a network namespace of its own (before it enters its Landlock domain)."""
+    """The proxy: one allowlist, a private directory of channel sockets, bounded connections."""
 
-    def __init__(
-        self,
-        config: NetworkConfig,
-        *,
-        view: tuple[str, ...] = (),
-        limits: Limits | None = None,
-        opener: Opener | None = None,
-    ) -> None:
+    def __init__(self, config: NetworkConfig, *, limits: Limits | None = None, opener: Opener | None = None) -> None:
         self.allowed = config.allowed_domains
-        self.view = view
         self.limits = limits or Limits()
         self.opener = opener or self.open_upstream  # tests put a local server behind a test name here
-        self._dir = Path(tempfile.mkdtemp(prefix="mt-egress-"))  # 0700, and no sandbox grant reaches it
-        self._names = itertools.count(1)
+        # 0700; bound read-only into the domains it serves (connecting to a socket needs no write access).
+        self.directory = Path(os.path.realpath(tempfile.mkdtemp(prefix="mt-egress-")))
         self._connections = 0
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def confine(self, policy: SandboxPolicy) -> SandboxPolicy:
+        """`policy` with its network through this proxy: a network namespace of its own (the bwrap layer), the
+        bridge in front of its program, the proxy variables, the channel sockets' dir bound in, and the bridge's
+        interpreter readable. Each spawn names its own channel in SOCKET_ENV."""
+        bind = Bind(str(self.directory), str(self.directory))
+        addition = Addition(binds=(bind,), env=tuple(proxy_env().items()), prefix=tuple(bridge_prefix()))
+        return replace(policy.with_grants([Grant(interpreter_home(), "run")]), network="proxied", addition=addition)
 
     async def open_channel(self) -> Channel:
         """A socket of its own for one command (or one persistent shell); `Channel.close` ends it and every
         connection through it."""
-        channel = Channel(self._dir / f"{next(self._names)}.sock")
+        # Unguessable: every channel of a domain sits in the one dir it sees, and a command using another's
+        # channel would have its refusals told to the wrong command.
+        channel = Channel(self.directory / f"{secrets.token_hex(8)}.sock")
         if len(str(channel.path)) > MAX_SOCKET_PATH:
             raise OSError(f"the proxy socket path {channel.path} is too long for a unix socket; set a shorter TMPDIR")
 
@@ -411,47 +413,11 @@ class Egress:
         raise Unreachable(f"cannot connect to {host}:{port}")
 
 
-class EgressUnavailable(Exception):
-    """No network namespace can be made here: the message says why."""
-
-
-BWRAP_PATH = "/usr/bin:/bin"
-# A network namespace and nothing else yet: the fuller view (mounts, PID namespace) is the layers' (sandbox/bwrap.py).
-NAMESPACE = ("--dev-bind", "/", "/", "--unshare-net", "--die-with-parent")
-PROBE_TIMEOUT_S = 10
-
-
-@cache
-def network_namespace() -> tuple[str, ...]:
-    """The argv that runs a program in a network namespace of its own (loopback only), probed once."""
-    path = shutil.which("bwrap", path=BWRAP_PATH)
-    if path is None:
-        raise EgressUnavailable("bubblewrap is not installed (apt install bubblewrap)")
-    try:
-        done = subprocess.run([path, *NAMESPACE, "--", "/bin/true"], capture_output=True, timeout=PROBE_TIMEOUT_S,
-                              check=False, env={}, stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EgressUnavailable(f"bubblewrap could not run: {exc}") from None
-    if done.returncode != 0:
-        why = done.stderr.decode(errors="replace").strip().splitlines()
-        raise EgressUnavailable(f"bubblewrap cannot make a network namespace: {why[-1] if why else done.returncode}")
-    return (path, *NAMESPACE, "--")
-
-
-def open_egress(config: NetworkConfig, *, launcher: bool) -> tuple[Egress | None, str]:
-    """The proxy for commands with network, or None and why they reach the network directly instead."""
-    if not launcher:
-        return None, "no launcher: a program confined in a preexec_fn cannot then make a namespace"
-    try:
-        return Egress(config, view=network_namespace()), ""
-    except EgressUnavailable as exc:
-        return None, str(exc)
-
-
 # ---- inside the sandbox ----------------------------------------------------------------------------------------
 
 BRIDGE_PORT = 3128
 BRIDGE = Path(__file__).with_name("netbridge.py")
+SOCKET_ENV = "MANAGED_TOOLS_EGRESS_SOCKET"  # a spawn's own channel, read (and removed) by the bridge
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 # The command's own loopback (a test server it starts) is its namespace's, never the host's: reached directly.
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -469,18 +435,12 @@ def _bridge_source() -> str:
 
 
 def interpreter_home() -> str:
-    """Where the bridge's interpreter and its standard library live: granted read and run to a command with
+    """Where the bridge's interpreter and its standard library live: granted read and run to a domain with
     network (a system /usr, or e.g. a pyenv version directory)."""
     return os.path.realpath(sys.base_prefix)
 
 
-def bridge_prefix(socket_path: str) -> list[str]:
-    """The argv that runs a command behind the bridge (the command's argv follows): the server's own interpreter,
+def bridge_prefix() -> list[str]:
+    """The argv a program runs behind (its own argv follows): the bridge, run by the server's own interpreter,
     isolated (-I: no user site, no PYTHON* variables, no cwd on the path; -S: no site module)."""
-    return [os.path.realpath(sys.executable), "-I", "-S", "-c", _bridge_source(), socket_path, str(BRIDGE_PORT), "--"]
-
-
-def bridged(argv: list[str], socket_path: str) -> tuple[list[str], dict[str, str]]:
-    """`argv` run behind the bridge to the proxy socket at `socket_path` (as the sandbox sees it), and the
-    environment variables to add to the command's."""
-    return [*bridge_prefix(socket_path), *argv], proxy_env()
+    return [os.path.realpath(sys.executable), "-I", "-S", "-c", _bridge_source(), str(BRIDGE_PORT), "--"]

@@ -1,7 +1,9 @@
 """The bridge inside a command's network namespace: 127.0.0.1:PORT there, forwarded to the proxy's unix socket.
 
-Run as `python -I -S -c <this file's text> SOCKET PORT -- ARGV...` by the server's own interpreter (standard
-library only, nothing of the server imported). It binds and listens first, then forks: the parent execs the
+Run as `python -I -S -c <this file's text> PORT -- ARGV...` by the server's own interpreter (standard library
+only, nothing of the server imported), with the spawn's own proxy socket in $MANAGED_TOOLS_EGRESS_SOCKET (taken
+out of the environment before the command runs; without it the command runs with no way out at all). It binds
+and listens first, then forks: the parent execs the
 command (which keeps the pid the server watches, and its exit status), the child forwards. So the listener is up
 before the command's first byte runs, and the forwarder ends with the command: when the command exits, the
 forwarder's parent changes and it stops (and the command's process group or PID namespace is killed anyway).
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import sys
 
@@ -97,10 +100,27 @@ class Forwarder:
                         self.close(fd)
 
 
+SOCKET_ENV = "MANAGED_TOOLS_EGRESS_SOCKET"
+
+
 def main(argv: list[str]) -> None:
-    target, port, separator, command = argv[0], int(argv[1]), argv[2], argv[3:]
+    port, separator, command = int(argv[0]), argv[1], argv[2:]
     if separator != "--" or not command:
-        sys.exit("usage: netbridge SOCKET PORT -- ARGV...")
+        sys.exit("usage: netbridge PORT -- ARGV...")
+    target = os.environ.pop(SOCKET_ENV, "")
+    if target:
+        serve(target, port)
+    for number in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these, and an exec would pass that on
+        signal.signal(number, signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        print(f"{command[0]}: {exc.strerror}", file=sys.stderr)
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+
+
+def serve(target: str, port: int) -> None:
+    """Listen on 127.0.0.1:`port`, then fork the forwarder to `target` and return in the parent."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -115,11 +135,6 @@ def main(argv: list[str]) -> None:
         finally:
             os._exit(0)
     listener.close()
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        print(f"{command[0]}: {exc.strerror}", file=sys.stderr)
-        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 
 
 if __name__ == "__main__":

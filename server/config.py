@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from managed_tools.sandbox.egress import NetworkConfig
+from managed_tools.sandbox.policy import Limits
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
@@ -101,11 +102,27 @@ class OAuthConfig(BaseModel):
     leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
 
 
+class LimitsConfig(BaseModel):
+    """config.json `sandbox.limits`: what one command, shell or upstream may use (0: no limit). Defaults a test
+    suite fits in; a program stopped by one hears which (docs/sandbox.md)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    processes: Annotated[int, Field(ge=0, le=1_000_000)] = Limits.processes
+    memory_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.memory_mb, alias="memoryMB")
+    file_size_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.file_size_mb, alias="fileSizeMB")
+    cpu_seconds: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.cpu_seconds, alias="cpuSeconds")
+
+    def limits(self) -> Limits:
+        return Limits(self.processes, self.memory_mb, self.file_size_mb, self.cpu_seconds)
+
+
 class SandboxConfig(BaseModel):
-    """config.json `sandbox`: what sandboxed programs may reach beyond their mounts."""
+    """config.json `sandbox`: the sandbox every spawned program runs in (sandbox/)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
@@ -169,6 +186,7 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)  # config.json `sandbox`
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
@@ -179,7 +197,6 @@ class ServeConfig(BaseModel):
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @field_validator("database")
     @classmethod

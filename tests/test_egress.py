@@ -22,19 +22,17 @@ from conftest import ERAS, data
 from pydantic import ValidationError
 from test_permissions import client_for
 
-from managed_tools.sandbox import landlock
+from managed_tools.sandbox import bwrap, landlock
 from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.sandbox.egress import (
     NOT_LISTED,
     Channel,
     Egress,
-    EgressUnavailable,
     Limits,
     Match,
     NetworkConfig,
     Streams,
     match,
-    network_namespace,
     reach,
 )
 from managed_tools.server.config import ConfigError, SandboxConfig, ServeConfig, load_user_config
@@ -49,8 +47,8 @@ def _sandbox_missing() -> str | None:
     if landlock.abi() == 0:
         return "this kernel offers no Landlock"
     try:
-        network_namespace()
-    except EgressUnavailable as exc:
+        bwrap.find()
+    except bwrap.BwrapUnavailable as exc:
         return str(exc)
     return None
 
@@ -324,11 +322,20 @@ async def test_the_persistent_shell_goes_out_through_its_own_channel(rt: Runtime
         first = data(await client.call_tool("shell_exec", {"command": fetch.format("evil.test")}))
         second = data(await client.call_tool("shell_exec", {"command": fetch.format("allowed.test")}))
         proxy = rt.confinement.egress
-        assert proxy is not None and len(list(proxy._dir.iterdir())) == 1  # the shell's channel, open
+        assert proxy is not None and len(list(proxy.directory.iterdir())) == 1  # the shell's channel, open
         await client.call_tool("shell_close", {})
     assert first["networkBlocked"] == [f"evil.test:80 ({NOT_LISTED})"] and first["exitCode"] == 1
     assert second["networkBlocked"] == [] and second["stdout"] == "hello from allowed.test\n"
-    assert list(proxy._dir.iterdir()) == []
+    assert list(proxy.directory.iterdir()) == []
+
+
+@needs_sandbox
+async def test_the_command_behind_the_bridge_keeps_default_signals(rt: Runtime) -> None:
+    """The bridge is a Python process, and Python ignores SIGPIPE and SIGXFSZ: the command it execs must not
+    inherit that (`yes | head` would complain of a broken pipe, a file past the size limit go unreported)."""
+    async with client_for(rt) as client:
+        result = data(await client.call_tool("shell_run", {"command": "yes | head -c 2"}))
+    assert result["stdout"] == "y\n" and result["stderr"] == "", result["stderr"]
 
 
 @needs_sandbox
@@ -403,7 +410,7 @@ async def test_environment_describe_tells_the_network(rt: Runtime) -> None:
 async def test_without_a_namespace_the_network_is_direct_and_says_why(
     config: ServeConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(FORCE_ENV, "preexec")  # a preexec_fn confines bwrap too, and Landlock forbids its mounts
+    monkeypatch.setenv(FORCE_ENV, "landlock-only")  # Landlock, and no bubblewrap to make a namespace with
     async with open_runtime(config) as runtime, client_for(runtime) as client:
         network = data(await client.call_tool("environment_describe", {}))["confinement"]["network"]
         assert runtime.confinement.egress is None
@@ -411,7 +418,7 @@ async def test_without_a_namespace_the_network_is_direct_and_says_why(
         assert network["mode"] == "direct"
         return
     assert network == {"mode": "direct", "allowedDomains": [], "reason": network["reason"]}
-    assert "preexec_fn" in network["reason"]
+    assert network["reason"].startswith("no network namespace: forced off by")
     assert any("not filtered by sandbox.network.allowedDomains" in n for n in runtime.confinement.notices)
 
 

@@ -51,6 +51,11 @@ class CommandResult(WireModel):
         "host is let through only if config sandbox.network.allowedDomains lists it.",
     )
     next_step: NextTool | None
+    limit: str | None = Field(
+        default=None,
+        description="The sandbox limit that stopped it (a sandbox.limits key: processes, memoryMB, fileSizeMB, "
+        "cpuSeconds), if one did.",
+    )
 
 
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
@@ -82,6 +87,7 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         truncated=cut_out or cut_err,
         network_blocked=job.network_blocked,
         next_step=step,
+        limit=job.limit,
     )
 
 

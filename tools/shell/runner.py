@@ -25,8 +25,8 @@ from typing import Any
 
 import anyio
 
-from managed_tools.sandbox.egress import Channel, Egress, bridged
-from managed_tools.sandbox.spawn import Domain, spawn
+from managed_tools.sandbox.egress import SOCKET_ENV, Channel, Egress
+from managed_tools.sandbox.spawn import Child, Domain, limit_message, spawn
 from managed_tools.stores.shell import CommandKind, CommandStatus
 
 log = logging.getLogger("managed_tools.shell")
@@ -88,6 +88,7 @@ class Job:
     exit_code: int | None = None
     duration_ms: float | None = None
     cancelled: bool = False
+    limit: str | None = None  # the sandbox limit that stopped it (a sandbox.limits key), if one did
     network: Channel | None = None  # its way out through the egress proxy, while it runs
     network_blocked: list[str] = field(default_factory=list)  # what the proxy refused it, once it has ended
 
@@ -138,18 +139,18 @@ async def start_process(
     egress: Egress | None = None,
 ) -> None:
     """Start a one-shot process for `job`, confined to `confine` before the program runs (None: argv-only); its
-    pump enforces the timeout and calls `on_done` at the end. With `egress`, the process runs in a network
-    namespace of its own whose one way out is a proxy channel of its own, closed when it ends.
+    pump enforces the timeout and calls `on_done` at the end. With `egress` (whose domain `confine` is), its one
+    way out of its network namespace is a proxy channel of its own, closed when it ends.
 
     Shielded: a call cancelled mid-spawn (a stop, a client's cancel) would leave a process that has already
     started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
     pid and its pump, and a kill reaches it."""
     with anyio.CancelScope(shield=True):
-        proc, job.network = await _spawn_behind_proxy(
+        child, job.network = await _spawn_behind_proxy(
             argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL
         )
-        job.pid = proc.pid
-        _spawn_task(_pump_process(job, proc, limit_s, on_done))
+        job.pid = child.process.pid
+        _spawn_task(_pump_process(job, child, limit_s, on_done, confine))
 
 
 async def _spawn_behind_proxy(
@@ -160,23 +161,21 @@ async def _spawn_behind_proxy(
     cwd: str,
     env: dict[str, str],
     stdin: int,
-) -> tuple[asyncio.subprocess.Process, Channel | None]:
-    """Spawn `argv` in its own session with piped output; with `egress`, in a network namespace whose one way out
-    is a proxy channel of its own (returned; closed here if the spawn fails)."""
-    outer: tuple[str, ...] = ()
+) -> tuple[Child, Channel | None]:
+    """Spawn `argv` in its own session with piped output; with `egress`, with a proxy channel of its own (the
+    domain's bridge reads its socket from the environment), returned, and closed here if the spawn fails."""
     network: Channel | None = None
     if egress is not None:
         network = await egress.open_channel()
-        argv, proxy = bridged(argv, str(network.path))
-        env, outer = {**env, **proxy}, egress.view
+        env = {**env, SOCKET_ENV: str(network.path)}
     try:
-        proc = await spawn(argv, domain=domain, cwd=cwd, env=env, stdin=stdin, stdout=asyncio.subprocess.PIPE,
-                           stderr=asyncio.subprocess.PIPE, new_session=True, outer=outer)  # fmt: skip
+        child = await spawn(argv, domain=domain, cwd=cwd, env=env, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+                            stderr=asyncio.subprocess.PIPE, new_session=True)  # fmt: skip
     except BaseException:
         if network is not None:
             await network.close()
         raise
-    return proc, network
+    return child, network
 
 
 async def _close_network(job: Job) -> None:
@@ -194,7 +193,15 @@ def _tell_blocked(job: Job, blocked: list[str]) -> None:
         job.stderr.feed(f"\n[managed-tools] network blocked: {'; '.join(blocked)}\n".encode())
 
 
-async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
+def note_limit(job: Job, limit: str | None, domain: Domain | None) -> None:
+    """A sandbox limit that stopped `job` is said in its result."""
+    job.limit = limit
+    if limit is not None and domain is not None:
+        job.stderr.feed(f"\nmanaged-tools: {limit_message(limit, domain.limits)}.\n".encode())
+
+
+async def _pump_process(job: Job, child: Child, limit_s: float, on_done: OnDone, domain: Domain | None) -> None:
+    proc = child.process
     assert proc.stdout is not None and proc.stderr is not None
     readers = asyncio.ensure_future(asyncio.gather(_drain(proc.stdout, job.stdout), _drain(proc.stderr, job.stderr)))
     status: CommandStatus = "completed" if await _exited(proc, readers, limit_s) else "timed_out"
@@ -206,6 +213,7 @@ async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: flo
         await asyncio.wait_for(readers, DRAIN_AFTER_EXIT)
     await _close_network(job)
     code = proc.returncode
+    note_limit(job, child.end(), domain)
     job.finish(status, None if status == "timed_out" or code is None or code < 0 else code)
     await _safely(on_done, job)
 
@@ -321,10 +329,12 @@ def _parse_trailer(raw: bytes) -> Trailer:
 class PersistentShell:
     """One session's long-lived shell. Commands run one at a time; `current` is the one running."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, argv: list[str], network: Channel | None = None) -> None:
-        self.proc = proc
-        self.argv = argv
+    def __init__(self, child: Child, argv: list[str], domain: Domain | None, network: Channel | None = None) -> None:
+        self.child = child
         self.network = network  # the shell's way out through the egress proxy, for its whole life
+        self.proc = child.process
+        self.domain = domain
+        self.argv = argv
         self.current: Job | None = None
         self.host_pwd: str | None = None
         self.env_keys: list[str] = []
@@ -334,12 +344,12 @@ class PersistentShell:
     async def spawn(
         cls, cwd: str, env: dict[str, str], confine: Domain | None, egress: Egress | None = None
     ) -> PersistentShell:
-        """Start the shell; with `egress`, in a network namespace whose one way out is a channel of its own."""
+        """Start the shell; with `egress`, with a proxy channel of its own for its whole life."""
         argv = shell_argv()
-        proc, network = await _spawn_behind_proxy(
+        child, network = await _spawn_behind_proxy(
             argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE
         )
-        shell = cls(proc, argv, network)
+        shell = cls(child, argv, confine, network)
         shell.host_pwd = cwd
         return shell
 
@@ -395,10 +405,12 @@ class PersistentShell:
             self.kill()
             code = await self.proc.wait()
             await self._close_network()
+            note_limit(job, self.child.end(), self.domain)
             job.finish(status, None if status == "timed_out" or code < 0 else code)
         else:
             parsed = _parse_trailer(trailer)
             self.host_pwd, self.env_keys = parsed.pwd or self.host_pwd, parsed.env_keys
+            note_limit(job, self.child.limit_hit(parsed.exit_code), self.domain)
             job.finish(status, parsed.exit_code)
         await _safely(on_done, job)
 
@@ -409,6 +421,7 @@ class PersistentShell:
         self.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
+        self.child.end()
         await self._close_network()
 
     async def _close_network(self) -> None:
