@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from confine import compare, interleaved
+from confine import compare, interleaved, table
 
 from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.sandbox.egress import Egress, Match, NetworkConfig, Streams
@@ -116,10 +116,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = await measure(Path(tmp), options.calls, options.warmup)
     print(f"{options.calls} calls per series after {options.warmup} warm-up, interleaved")
-    for level, out in results.items():
-        print(f"\n{level}:")
-        for name, f in out.items():
-            print(f"  {name:<20} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
+    table(results)
     print("\nadded:")
     print(compare(results["spawn"], "landlock alone", "sandbox, network off"))
     print(compare(results["spawn"], "sandbox, network off", "sandbox, network on"))

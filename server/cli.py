@@ -146,7 +146,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--shell-network",
         choices=["on", "off"],
         default="on",
-        help="whether shell_run and the persistent shell may open TCP connections (default: on)",
+        help="whether shell_run and the persistent shell have network (default: on): only through the egress proxy, "
+        "to config sandbox.network.allowedDomains (empty by default)",
     )
     serve.add_argument(
         "--transport",

@@ -288,7 +288,7 @@ class ConfinementView(WireModel):
         description="How a program enters its confinement: launcher (a small compiled helper, the fast way), "
         "preexec (a step in the forked child: as confined, slower to start) or none (argv-only)."
     )
-    shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
+    shell_network: bool = Field(description="Whether shell_run and the persistent shell have network (see `network`).")
     network: NetworkView = Field(description="What shell_run commands reach of the network.")
     read_only_hand: str
     writable_shell: str
