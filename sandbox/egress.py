@@ -9,9 +9,9 @@ config `sandbox.network.allowedDomains` lists (docs/decisions/egress-allowlist-p
 * names only: an IP literal is refused, as is every name not listed (`*.example.com` is any subdomain of
   example.com, not example.com itself);
 * resolved here, on the host side, and connected to the very address that was checked (no second lookup to
-  rebind): a loopback, link-local, unspecified, multicast or reserved address is refused whatever the list says
-  (the server's own ports, a cloud's metadata service); a private one (RFC 1918, ULA, CGNAT) only unless the name
-  itself is listed exactly, not through a wildcard;
+  rebind): a loopback, link-local, unspecified, multicast or reserved address, or one of this machine's own, is
+  refused whatever the list says (the server's own ports, a cloud's metadata service); a private one (RFC 1918,
+  ULA, CGNAT) only unless the name itself is listed exactly, not through a wildcard;
 * bounded: concurrent connections, header size, header, connect and idle timeouts.
 
 Each command gets a channel (a socket of its own), so every refusal is told to the command that tried it.
@@ -109,7 +109,20 @@ def reach(address: str) -> Literal["public", "private", "never"]:
         ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback (Python 3.11's IPv6Address does not say so)
     if ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast or ip.is_reserved:
         return "never"
+    if is_local(ip):
+        return "never"  # this machine's own address on another interface: where the server may listen too
     return "public" if ip.is_global else "private"
+
+
+def is_local(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `ip` is an address of this machine: only a local address can be bound (nothing is sent)."""
+    family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((str(ip), 0))
+        except OSError:
+            return False
+    return True
 
 
 class Blocked(Exception):
@@ -404,7 +417,7 @@ class Egress:
         usable = [a for a, r in zip(addresses, reaches, strict=True)
                   if r == "public" or (r == "private" and how == "exact")]  # fmt: skip
         if not usable and "never" in reaches:
-            raise Blocked("resolves to a loopback, link-local or reserved address")
+            raise Blocked("resolves to a loopback, link-local, reserved or this machine's own address")
         if not usable:
             raise Blocked(f"resolves to a private address; only an exact entry (not a wildcard) allows {host}")
         for address in usable:

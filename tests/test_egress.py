@@ -9,6 +9,7 @@ the address, connect) is tested on its own with `localhost`, which it must refus
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import shlex
 import shutil
@@ -32,6 +33,7 @@ from managed_tools.sandbox.egress import (
     Match,
     NetworkConfig,
     Streams,
+    is_local,
     match,
     reach,
 )
@@ -147,6 +149,11 @@ def test_which_addresses_a_name_may_resolve_to(address: str, expected: str) -> N
     assert reach(address) == expected
 
 
+def test_this_machines_own_addresses_are_never_reached() -> None:
+    """Told apart by binding (nothing is sent): 192.0.2.1 (TEST-NET-1) is nobody's here, 127.0.0.1 is ours."""
+    assert is_local(ipaddress.ip_address("127.0.0.1")) and not is_local(ipaddress.ip_address("192.0.2.1"))
+
+
 # ---- the proxy on its socket -----------------------------------------------------------------------------------
 
 
@@ -229,7 +236,8 @@ async def test_names_resolving_to_loopback_are_refused_even_when_listed(web: Web
         await channel.close()
         proxy.close()
     assert answer.startswith(b"HTTP/1.1 403")
-    assert channel.blocked() == [f"localhost:{web.port} (resolves to a loopback, link-local or reserved address)"]
+    reason = "resolves to a loopback, link-local, reserved or this machine's own address"
+    assert channel.blocked() == [f"localhost:{web.port} ({reason})"]
     assert web.heads == []
 
 
