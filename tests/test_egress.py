@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import shlex
 import shutil
 import socket
@@ -46,6 +47,8 @@ ALLOWED = ("allowed.test", "*.pkgs.test")
 
 
 def _sandbox_missing() -> str | None:
+    if os.environ.get("CI") == "true":
+        return None  # CI has every layer (.ci/run installs bubblewrap): a missing one fails there
     if landlock.abi() == 0:
         return "this kernel offers no Landlock"
     try:
