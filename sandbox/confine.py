@@ -32,7 +32,7 @@ from typing import Literal
 
 from managed_tools.sandbox import bwrap, landlock
 from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
-from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, interpreter_home
+from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, bridge
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
@@ -233,9 +233,8 @@ def open_confinement(
     confinement.launcher, confinement.spawn_reason = _launcher(policies)
     confinement.spawn = "preexec" if confinement.launcher is None else "launcher"
     _outer_layers(confinement)
-    data = Path(os.path.realpath(data_dir))
     if network:
-        confinement.egress, confinement.egress_reason = _egress(confinement, allowed or NetworkConfig(), data)
+        confinement.egress, confinement.egress_reason = _egress(confinement, allowed or NetworkConfig())
     if confinement.egress is not None:
         policies = (policies[0], confinement.egress.confine(policies[1]))
     elif network:
@@ -246,6 +245,7 @@ def open_confinement(
     except ConfinementError:
         confinement.close()
         raise
+    data = Path(os.path.realpath(data_dir))
     exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and inside(data, root)]
     if exposed:
         confinement.notices.append(
@@ -255,13 +255,14 @@ def open_confinement(
     return confinement
 
 
-def _egress(confinement: Confinement, allowed: NetworkConfig, data: Path) -> tuple[Egress | None, str]:
+def _egress(confinement: Confinement, allowed: NetworkConfig) -> tuple[Egress | None, str]:
     """The proxy the shell's commands reach the network through, or None and why they reach it directly."""
     if confinement.bwrap is None:
         return None, f"no network namespace: {confinement.bwrap_reason}"
-    if inside(data, interpreter_home()):
-        return None, f"the bridge's interpreter at {interpreter_home()} holds the data dir"
-    return Egress(allowed), ""
+    try:
+        return Egress(allowed, bridge=bridge()), ""
+    except (OSError, LauncherError) as exc:
+        return None, f"no network bridge: {exc}"
 
 
 def _outer_layers(confinement: Confinement) -> None:

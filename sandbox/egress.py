@@ -2,7 +2,7 @@
 
 A command with network runs in a network namespace of its own (only a loopback interface), so it can open no
 connection to anything outside. Its one way out is a unix socket of this proxy, bind-mounted in and bridged to
-127.0.0.1:3128 inside (sandbox/netbridge.py), where HTTP_PROXY and HTTPS_PROXY point. The proxy takes
+127.0.0.1:3128 inside (sandbox/netbridge.c), where HTTP_PROXY and HTTPS_PROXY point. The proxy takes
 `CONNECT host:port` (HTTPS, and any TLS) and absolute-URI `http://` requests, and connects only to a host that
 config `sandbox.network.allowedDomains` lists (docs/decisions/egress-allowlist-proxy.md):
 
@@ -27,18 +27,18 @@ import re
 import secrets
 import shutil
 import socket
-import sys
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from managed_tools.sandbox.launcher import compiled
 from managed_tools.sandbox.policy import Addition, Bind, Grant, SandboxPolicy
 
 CONFIG_KEY = "sandbox.network.allowedDomains"
@@ -306,8 +306,11 @@ async def relay(client: Streams, upstream: Streams, idle: float) -> None:
 class Egress:
     """The proxy: one allowlist, a private directory of channel sockets, bounded connections."""
 
-    def __init__(self, config: NetworkConfig, *, limits: Limits | None = None, opener: Opener | None = None) -> None:
+    def __init__(
+        self, config: NetworkConfig, *, bridge: str = "", limits: Limits | None = None, opener: Opener | None = None
+    ) -> None:
         self.allowed = config.allowed_domains
+        self.bridge = bridge  # the compiled bridge a confined program runs behind (`confine`)
         self.limits = limits or Limits()
         self.opener = opener or self.open_upstream  # tests put a local server behind a test name here
         # 0700; bound read-only into the domains it serves (connecting to a socket needs no write access).
@@ -319,11 +322,12 @@ class Egress:
 
     def confine(self, policy: SandboxPolicy) -> SandboxPolicy:
         """`policy` with its network through this proxy: a network namespace of its own (the bwrap layer), the
-        bridge in front of its program, the proxy variables, the channel sockets' dir bound in, and the bridge's
-        interpreter readable. Each spawn names its own channel in SOCKET_ENV."""
+        bridge in front of its program (granted: run), the proxy variables, and the channel sockets' dir bound in.
+        Each spawn names its own channel in SOCKET_ENV."""
         bind = Bind(str(self.directory), str(self.directory))
-        addition = Addition(binds=(bind,), env=tuple(proxy_env().items()), prefix=tuple(bridge_prefix()))
-        return replace(policy.with_grants([Grant(interpreter_home(), "run")]), network="proxied", addition=addition)
+        prefix = (self.bridge, str(BRIDGE_PORT), "--")
+        addition = Addition(binds=(bind,), env=tuple(proxy_env().items()), prefix=prefix)
+        return replace(policy.with_grants([Grant(self.bridge, "run")]), network="proxied", addition=addition)
 
     async def open_channel(self) -> Channel:
         """A socket of its own for one command (or one persistent shell); `Channel.close` ends it and every
@@ -429,11 +433,12 @@ class Egress:
 # ---- inside the sandbox ----------------------------------------------------------------------------------------
 
 BRIDGE_PORT = 3128
-BRIDGE = Path(__file__).with_name("netbridge.py")
+BRIDGE_SOURCE = Path(__file__).with_name("netbridge.c")
 SOCKET_ENV = "MANAGED_TOOLS_EGRESS_SOCKET"  # a spawn's own channel, read (and removed) by the bridge
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 # The command's own loopback (a test server it starts) is its namespace's, never the host's: reached directly.
 NO_PROXY = "localhost,127.0.0.1,::1"
+PROBE_TIMEOUT_S = 10
 
 
 def proxy_env() -> dict[str, str]:
@@ -442,18 +447,15 @@ def proxy_env() -> dict[str, str]:
     return {**dict.fromkeys(PROXY_KEYS, url), "NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
 
 
-@cache
-def _bridge_source() -> str:
-    return BRIDGE.read_text(encoding="utf-8")
+def bridge(root: Path | None = None) -> str:
+    """The compiled bridge (sandbox/netbridge.c), built like the launcher; LauncherError or OSError if it can't be."""
+    return str(compiled(BRIDGE_SOURCE, "the network bridge", _bridge_runs, root))
 
 
-def interpreter_home() -> str:
-    """Where the bridge's interpreter and its standard library live: granted read and run to a domain with
-    network (a system /usr, or e.g. a pyenv version directory)."""
-    return os.path.realpath(sys.base_prefix)
-
-
-def bridge_prefix() -> list[str]:
-    """The argv a program runs behind (its own argv follows): the bridge, run by the server's own interpreter,
-    isolated (-I: no user site, no PYTHON* variables, no cwd on the path; -S: no site module)."""
-    return [os.path.realpath(sys.executable), "-I", "-S", "-c", _bridge_source(), str(BRIDGE_PORT), "--"]
+def _bridge_runs(built: Path) -> bool:
+    """A fresh build runs the program it is given (no socket named: nothing to forward, and no way out)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        probe = subprocess.run([str(built), str(BRIDGE_PORT), "--", "/bin/true"], capture_output=True, env={},
+                               timeout=PROBE_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)  # fmt: skip
+        return probe.returncode == 0
+    return False

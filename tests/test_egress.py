@@ -9,6 +9,7 @@ the address, connect) is tested on its own with `localhost`, which it must refus
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import json
 import os
@@ -61,6 +62,9 @@ def _sandbox_missing() -> str | None:
 needs_sandbox = pytest.mark.skipif(_sandbox_missing() is not None, reason=str(_sandbox_missing()))
 
 
+BIG = bytes(range(256)) * 4096  # 1 MiB: many times the bridge's and the proxy's buffers
+
+
 class Web:
     """A plain HTTP server on 127.0.0.1 that answers with the Host it was asked for and keeps each request head."""
 
@@ -76,7 +80,7 @@ class Web:
             return
         self.heads.append(head)
         host = next((line[5:].strip() for line in head.split("\r\n") if line.lower().startswith("host:")), "?")
-        body = f"hello from {host}".encode()
+        body = BIG if head.startswith("GET /big ") else f"hello from {host}".encode()
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
         await writer.drain()
         writer.close()
@@ -323,6 +327,25 @@ async def test_shell_run_reaches_allowed_domains_and_names_the_blocked(rt: Runti
     assert result["stderr"].count("refused") == 3
     assert "[managed-tools] network blocked: evil.test:80 (not in sandbox.network.allowedDomains)" in result["text"]
     assert [h.split("\r\n")[0] for h in web.heads] == ["GET /plain HTTP/1.1", "GET /tunnelled HTTP/1.1"]
+
+
+PARALLEL = """
+import concurrent.futures, hashlib, urllib.request
+def fetch(i):
+    return hashlib.sha256(urllib.request.urlopen("http://allowed.test/big", timeout=30).read()).hexdigest()
+with concurrent.futures.ThreadPoolExecutor(12) as pool:
+    print(" ".join(sorted(set(pool.map(fetch, range(24))))))
+"""
+
+
+@needs_sandbox
+async def test_many_large_transfers_at_once_go_through_the_bridge_whole(rt: Runtime) -> None:
+    """Twelve connections at a time, 1 MiB each: the bridge's poll loop and buffers and the proxy's relay, under
+    back-pressure, lose and mix nothing."""
+    async with client_for(rt) as client:
+        result = data(await client.call_tool("shell_run", {"command": f"python3 -c {shlex.quote(PARALLEL)}",
+                                                            "timeoutMs": 60_000}))  # fmt: skip
+    assert result["stdout"] == hashlib.sha256(BIG).hexdigest() + "\n", result["stderr"]
 
 
 @needs_sandbox
