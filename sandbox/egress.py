@@ -162,6 +162,8 @@ class Channel:
     more: int = 0  # refusals beyond MAX_REFUSALS, counted only
     server: asyncio.Server | None = None
     handlers: set[asyncio.Task[None]] = field(default_factory=set)
+    # Told each refusal as it happens (an upstream server's channel logs them: it has no result to carry them).
+    notify: Callable[[Refusal], None] | None = None
 
     async def close(self) -> None:
         """Stop listening and end every connection still open through this channel."""
@@ -174,10 +176,13 @@ class Channel:
             self.path.unlink()
 
     def refuse(self, host: str, port: int, reason: str) -> None:
+        refusal = Refusal(host, port, reason, time.time())
         if len(self.refusals) < MAX_REFUSALS:
-            self.refusals.append(Refusal(host, port, reason, time.time()))
+            self.refusals.append(refusal)
         else:
             self.more += 1
+        if self.notify is not None:
+            self.notify(refusal)
 
     def blocked(self) -> list[str]:
         """Each refused destination once, in the order first tried."""

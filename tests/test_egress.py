@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ERAS, data
+from conftest import ERAS, data, error_text
 from pydantic import ValidationError
 from test_permissions import client_for
+from test_upstream import PROBE, serving
 
 from managed_tools.sandbox import bwrap, landlock
 from managed_tools.sandbox.confine import FORCE_ENV
@@ -370,6 +371,25 @@ async def test_the_command_behind_the_bridge_keeps_default_signals(rt: Runtime) 
     async with client_for(rt) as client:
         result = data(await client.call_tool("shell_run", {"command": "yes | head -c 2"}))
     assert result["stdout"] == "y\n" and result["stderr"] == "", result["stderr"]
+
+
+@needs_sandbox
+async def test_an_upstream_server_goes_out_through_the_proxy_too(
+    workspace: Path, web: Web, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stdio upstream with the network on: the allowed name answers, another is refused and logged by name."""
+    servers = {"probe": PROBE}
+    network = {"network": {"allowedDomains": list(ALLOWED)}}
+    async with serving(workspace, workspace.parent, servers, sandbox=network) as runtime:
+        egress = runtime.confinement.egress
+        assert egress is not None
+        egress.opener = web.opener
+        async with client_for(runtime) as client:
+            allowed = await client.call_tool("probe__fetch", {"url": "http://allowed.test/from-upstream"})
+            refused = await client.call_tool("probe__fetch", {"url": "http://evil.test/"})
+    assert "hello from allowed.test" in json.dumps(data(allowed))
+    assert "reported an error from fetch" in error_text(refused)
+    assert f"upstream probe: network blocked: evil.test:80 ({NOT_LISTED})" in caplog.text
 
 
 @needs_sandbox

@@ -289,7 +289,7 @@ class ConfinementView(WireModel):
         "preexec (a step in the forked child: as confined, slower to start) or none (argv-only)."
     )
     shell_network: bool = Field(description="Whether shell_run and the persistent shell have network (see `network`).")
-    network: NetworkView = Field(description="What shell_run commands reach of the network.")
+    network: NetworkView = Field(description="What shell commands and stdio upstream servers reach of the network.")
     read_only_hand: str
     writable_shell: str
     layers: list[LayerView] = Field(
