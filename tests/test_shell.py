@@ -143,11 +143,12 @@ async def test_bash_in_a_vault_only_lists(rt: Runtime, connect: Connect) -> None
 
 @pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_bash_timeout_and_output_cap(rt: Runtime, connect: Connect, workspace: Path) -> None:
-    os.mkfifo(workspace / "never")  # cat blocks on a FIFO nobody writes: the timeout must end it
+    (workspace / "sparse").touch()
+    os.truncate(workspace / "sparse", 1 << 40)  # a terabyte of holes: counting its lines outlasts the 300 ms
     (workspace / "big.txt").write_text("x" * 50_000)
     async with connect(rt) as client:
         started = time.monotonic()
-        hung = await call(client, "bash", {"command": "cat", "args": ["never"], "timeoutMs": 300})
+        hung = await call(client, "bash", {"command": "wc", "args": ["-l", "sparse"], "timeoutMs": 300})
         took = time.monotonic() - started
         big = await call(client, "bash", {"command": "cat", "args": ["big.txt"], "maxOutputChars": 1000})
     assert hung["status"] == "timed_out" and hung["timedOut"] and hung["exitCode"] is None and took < 3
