@@ -27,11 +27,12 @@ from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.upstream import process
-from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve, scrub
+from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.framework.definition import PermissionPolicy
 from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
 
 log = logging.getLogger("managed_tools.upstream")
