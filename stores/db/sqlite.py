@@ -23,6 +23,7 @@ import anyio
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
+from managed_tools.stores.db.wal_check import read_wal, report_recovery
 from managed_tools.stores.errors import DatabaseBusyError, DatabaseGoneError, DatabaseOpenError
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,9 @@ class SqliteDatabase(Database):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _refuse_unusable_file(path)
+            wal = read_wal(path)  # before any connection recovers it
             opened.append(await _connect(path, busy_timeout_ms, synchronous))
+            await report_recovery(opened[0], path, wal)
             await _prepare(opened[0], busy_timeout_ms)
             for _ in range(1 + max(1, readers)):  # the appender, then the readers
                 opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
