@@ -1,18 +1,19 @@
 """The user's configuration of one server process. Only the user sets it; no tool can read or change it.
 
-Two sources: command-line flags, and an optional `config.json` in the data dir (outside every mount, so no
-tool can reach it; see server/data_dir.py). Flags win over the file.
+Three sources: command-line flags, an optional `config.json` in the data dir (outside every mount, so no tool can
+reach it; see server/data_dir.py) and the user-wide `config.json` under it (server/config_files.py). Flags win over
+the files.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -25,11 +26,30 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+from pydantic_core import ErrorDetails
 
-from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
+from managed_tools.server.config_files import (
+    CONFIG_FILE,
+    ConfigFiles,
+    did_you_mean,
+    read_config_files,
+    refuse_reachable,
+)
+from managed_tools.server.data_dir import (
+    BUSY_TIMEOUT_MS,
+    STATE_FILE,
+    ConfigError,
+    legacy_notice,
+    locate_data_dir,
+    refuse_overlap,
+    tell,
+    workspace_root,
+)
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
+from managed_tools.server.http_token import TOKEN_PATTERN, TokenFileError, kept_token
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
@@ -51,13 +71,9 @@ def _approval_wait(seconds: float) -> float:
 ApprovalWait = Annotated[float, AfterValidator(_approval_wait)]
 Policy = Literal["always_allow", "always_ask"]
 Approvals = Literal["form", "page"]
-STATE_FILE = "state.db"
-CONFIG_FILE = "config.json"
 DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
-
-
-class ConfigError(Exception):
-    """The configuration is unusable; the message says which file or flag and why."""
+# Defined in the light modules (the approval commands load them alone), still imported from here by many.
+__all__ = ["CONFIG_FILE", "STATE_FILE", "ConfigError"]
 
 
 class SkillsConfig(BaseModel):
@@ -101,7 +117,7 @@ class OAuthConfig(BaseModel):
 
 
 class UserConfig(BaseModel):
-    """`<data-dir>/config.json`."""
+    """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -127,20 +143,58 @@ class UserConfig(BaseModel):
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
 
 
-def load_user_config(data_dir: Path) -> UserConfig:
-    path = data_dir / CONFIG_FILE
-    if not path.exists():
-        return UserConfig()
+def load_user_config(files: ConfigFiles) -> UserConfig:
+    """The merged config files, validated; an error names the file, the key and, for an unknown key, a near one."""
     try:
-        return UserConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        return UserConfig.model_validate(files.merged)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path} is invalid at {where or 'the top level'}: {first['msg']}") from exc
-    except ValueError as exc:  # not JSON, or not UTF-8
-        raise ConfigError(f"{path} is not valid JSON in UTF-8: {exc}.") from exc
+        # A mistyped key first: the field it was meant for is then missing too, which says less.
+        first = min(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+        location = tuple(first["loc"])
+        where = ".".join(str(p) for p in location) or "the top level"
+        raise ConfigError(f"{files.source(location)} is invalid at {where}: {_why(first)}") from exc
+
+
+def _why(error: ErrorDetails) -> str:
+    """Pydantic's message, or for a mistyped key (`comand`) the key and the nearest one the entry takes."""
+    location, given = tuple(error["loc"]), error["input"]
+    if error["type"] == "extra_forbidden" and location:
+        unknown, known = [str(location[-1])], _keys_at(location[:-1])
+    elif isinstance(given, dict) and (known := _keys_at(location)):
+        unknown = [str(key) for key in given if key not in known]
+    else:
+        unknown = []
+    if not unknown:
+        return error["msg"]
+    named = "; ".join(f"unknown key {key!r}{did_you_mean(key, known)}" for key in unknown)
+    return named if error["type"] == "extra_forbidden" else f"{named} ({error['msg']})"
+
+
+def _keys_at(location: tuple[str | int, ...]) -> list[str]:
+    """The keys config.json takes at `location` (from UserConfig's JSON schema; a union's branches together)."""
+    schema = UserConfig.model_json_schema()
+    definitions = schema.get("$defs", {})
+
+    def expanded(node: dict[str, Any]) -> list[dict[str, Any]]:
+        if "$ref" in node:
+            return expanded(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        branches = [b for key in ("anyOf", "oneOf", "allOf") for b in node.get(key, [])]
+        return [node] if not branches else [leaf for branch in branches for leaf in expanded(branch)]
+
+    here = expanded(schema)
+    for part in location:
+        deeper = [
+            child
+            for node in here
+            for child in (
+                [node["properties"][part]] if part in node.get("properties", {})
+                else [node["items"]] if isinstance(part, int) and isinstance(node.get("items"), dict)
+                else [node["additionalProperties"]] if isinstance(node.get("additionalProperties"), dict)
+                else list(node.get("patternProperties", {}).values())
+            )
+        ]  # fmt: skip
+        here = [leaf for child in deeper for leaf in expanded(child)] if deeper else here  # a union's tag: stay
+    return list(dict.fromkeys(key for node in here for key in node.get("properties", {})))
 
 
 class ServeConfig(BaseModel):
@@ -150,7 +204,7 @@ class ServeConfig(BaseModel):
     data_dir: Path
     agent: AgentName = "default"
     session: str | None = None
-    busy_timeout_ms: Annotated[int, Field(ge=0)] = 5_000
+    busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
@@ -174,9 +228,7 @@ class ServeConfig(BaseModel):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         if value is not None and not is_database_url(value):
-            raise ConfigError(
-                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
-            )
+            raise ConfigError(DATABASE_RULE)
         return value
 
     @classmethod
@@ -198,20 +250,20 @@ class ServeConfig(BaseModel):
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
-        refuse a data dir that overlaps a mount, move the old `<workspace>/.managed-tools` once, merge the file."""
-        root = (workspace or Path.cwd()).expanduser().resolve()
-        data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
-        _refuse_overlap(data, {"the workspace": root})
-        try:
-            adopt_legacy(root, data, notify)
-        except OSError as exc:
-            raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
-        user = load_user_config(data)
+        refuse a data dir that overlaps a mount, say that an old `<workspace>/.managed-tools` is ignored (never read),
+        merge the config files (the user's, then the workspace's)."""
+        root = workspace_root(workspace)
+        data = locate_data_dir(root, data_dir)
+        if (ignored := legacy_notice(root)) is not None:  # never read: a workspace is anyone's input
+            notify(ignored)
+        user = load_user_config(read_config_files(data, {"the workspace": root}))
         policy = dict(user.policy)
         policy.update(dict.fromkeys(allow, "always_allow"))
         policy.update(dict.fromkeys(ask, "always_ask"))
         vault_roots = {name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()}
-        _refuse_overlap(data, {f"the vault {name!r}": path for name, path in vault_roots.items()})
+        in_vaults = {f"the vault {name!r}": path for name, path in vault_roots.items()}
+        refuse_overlap(data, in_vaults)
+        refuse_reachable(in_vaults)
         try:
             mounts = [root, *vault_roots.values()]
             keys = load_key_ring(user.request_state_keys, os.environ, data_dir=data, mounts=mounts)
@@ -244,13 +296,18 @@ class ServeConfig(BaseModel):
         )
 
     @property
+    def place(self) -> StatePlace:
+        """Where the state is, as the approval commands know it without the rest."""
+        return StatePlace(self.workspace, self.data_dir, self.database, self.busy_timeout_ms)
+
+    @property
     def state_path(self) -> Path:
-        return self.data_dir / STATE_FILE
+        return self.place.state_path
 
     @property
     def state(self) -> Path | str:
         """Where the state is: the SQLite file, or the PostgreSQL URL."""
-        return self.database or self.state_path
+        return self.place.state
 
 
 class Selecting(BaseModel):
@@ -288,13 +345,8 @@ def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:
 
 def _skill_dirs(data: Path, found: tuple[Path, ...]) -> tuple[Path, ...]:
     """Skill directories never overlap the data dir, where the database lives."""
-    _refuse_overlap(data, {f"the skills directory {p}": p for p in found})
+    refuse_overlap(data, {f"the skills directory {p}": p for p in found})
     return found
-
-
-def _refuse_overlap(data_dir: Path, mounts: dict[str, Path]) -> None:
-    if (problem := overlap(data_dir, mounts)) is not None:
-        raise ConfigError(problem)
 
 
 DEFAULT_HOST = "127.0.0.1"
@@ -307,8 +359,6 @@ DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open-file limit, which SQLite and tools share
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
-# A header-safe secret long enough not to be guessed; the message never repeats it.
-TOKEN_PATTERN = re.compile(r"[\x21-\x7e]{16,}")
 REPLICA_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"  # no '.': it ends the prefix of a session id (http_replica.py)
 HOST_WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+|\*)")  # `name:port`, `[v6]:port`, or `:*`
 
@@ -323,6 +373,8 @@ class HttpConfig(BaseModel):
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     stateless: bool = False
     token: SecretStr | None = None
+    # Where the token this server made and keeps is (printed at start-up); None when the person gave the token.
+    kept_token_file: Path | None = None
     oauth: OAuthConfig | None = None
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
@@ -358,6 +410,8 @@ class HttpConfig(BaseModel):
         stateless: bool = False,
         token_file: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        token_dir: Path | None = None,
+        no_token: bool = False,
         oauth: OAuthConfig | None = None,
         allowed_hosts: tuple[str, ...] = (),
         allowed_origins: tuple[str, ...] = (),
@@ -369,10 +423,12 @@ class HttpConfig(BaseModel):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         replica: str | None = None,
     ) -> HttpConfig:
-        """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
+        """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN, else the one kept in `token_dir`, the
+        data dir; without a `token_dir`, one for this process only) and the Host/Origin allowlists.
 
         Loopback names are always allowed; a specific bind address is added to the hosts. Refuses a bind
-        beyond loopback without a token or OAuth, and both at once (one way to authenticate).
+        beyond loopback without a token or OAuth, and two ways to authenticate at once. `no_token` is the explicit
+        opt-out on loopback.
         """
         if stateless and transport == "sse":
             raise ConfigError("--stateless applies to Streamable HTTP (--transport http); SSE streams are sessions.")
@@ -382,12 +438,20 @@ class HttpConfig(BaseModel):
                 f"Choose one way to authenticate: OAuth (config.json `oauth`, --oauth-*) or the static token "
                 f"({TOKEN_ENV}, --token-file), not both."
             )
+        if no_token and (token is not None or oauth is not None):
+            raise ConfigError(f"--no-token contradicts {'OAuth' if oauth else f'{TOKEN_ENV} or --token-file'}.")
         if token is None and oauth is None and not is_loopback(host):
             raise ConfigError(
                 f"Binding to {host or 'every interface'} exposes the server beyond this machine: set "
                 f"{TOKEN_ENV} or --token-file, or configure OAuth (--oauth-issuer, --oauth-resource), so that "
                 "every request must carry a bearer token."
             )
+        kept: Path | None = None
+        if token is None and oauth is None and not no_token:
+            try:
+                token, kept = kept_token(token_dir) if token_dir is not None else (_fresh_token(), None)
+            except TokenFileError as exc:
+                raise ConfigError(str(exc)) from None
         own = [] if host in WILDCARD_HOSTS or host in LOOPBACK_HOSTS else [f"[{host}]" if ":" in host else host]
         origins = [f"http://{name}" for name in LOOPBACK_HOSTS]
         return cls(
@@ -396,6 +460,7 @@ class HttpConfig(BaseModel):
             port=port,
             stateless=stateless,
             token=token,
+            kept_token_file=kept,
             oauth=oauth,
             allowed_hosts=_any_port([*LOOPBACK_HOSTS, *own, *allowed_hosts]),
             allowed_origins=_any_port([*origins, *allowed_origins]),
@@ -440,6 +505,10 @@ def _entries(values: tuple[str, ...], parse: Callable[[str], Address | None], sh
         if parse(value) is None:
             raise ValueError(f"{value!r} is not {shape}")
     return values
+
+
+def _fresh_token() -> SecretStr:
+    return SecretStr(secrets.token_urlsafe(32))
 
 
 def _read_token(token_file: Path | None, environ: Mapping[str, str]) -> SecretStr | None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
-import platformdirs
 
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
@@ -16,7 +14,7 @@ from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR
+from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
@@ -109,26 +107,11 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         confinement.close()
 
 
-def user_skills_dir() -> Path:
-    return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
-
-
 def skill_set(config: ServeConfig) -> SkillSet:
-    """The skill directories, earliest first (a later one wins by name): the workspace's `.agents/skills` and
-    `.claude/skills`, the agent's substrate `skills/`, the user's own; or config.json's instead; then `--skills-dir`."""
-    if config.skills.directories is None:
-        workspace, substrate = config.workspace, substrate_dir(config.data_dir, config.agent)
-        directories = [
-            SkillDir("workspace-agents", workspace, ".agents/skills", "/workspace/.agents/skills"),
-            SkillDir("workspace-claude", workspace, ".claude/skills", "/workspace/.claude/skills"),
-            SkillDir("agent-substrate", substrate, "skills", "/workspace/agent/skills"),
-            SkillDir("user", user_skills_dir(), "", "user-skills"),
-        ]
-    else:
-        directories = [SkillDir("config", p, "", f"config-skills-{i}")
-                       for i, p in enumerate(config.skills.directories, 1)]  # fmt: skip
-    directories += [SkillDir("skills-dir", p, "", f"skills-dir-{i}") for i, p in enumerate(config.skills_dirs, 1)]
-    return SkillSet(directories, SkillFilter(config.skills.enabled, config.skills.include))
+    """The skill directories (server/data_dir.py says which, in which order) and the configured filter."""
+    substrate = substrate_dir(config.data_dir, config.agent)
+    found = skill_dirs(config.workspace, substrate, config.skills.directories, config.skills_dirs)
+    return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
 @asynccontextmanager
@@ -172,7 +155,7 @@ async def open_runtime(
         for mount in mounts:
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
-        # An old data dir left in the workspace (not moved: the new one existed) stays out of the tools' reach too.
+        # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
         guard = PathGuard(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from test_http import INITIALIZE, POST_HEADERS
 from test_permissions import YES, answer, rows
 
-from managed_tools.server import oauth
+from managed_tools.server import oauth_tokens
 from managed_tools.server.cli import main
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
@@ -151,7 +151,7 @@ class Served:
 @asynccontextmanager
 async def serving(config: ServeConfig, issuer: Issuer, *required: str) -> AsyncIterator[Served]:
     """The real app on a real uvicorn on a free loopback port, its resource URL that port's /mcp."""
-    http = HttpConfig.build(transport="http", port=0, environ={})
+    http = HttpConfig.build(transport="http", port=0, environ={}, no_token=True)  # OAuth is added below
     with bind(http) as sock:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         settings = OAuthConfig(issuer=issuer.url, resource=f"{url}/mcp", required_scopes=required)
@@ -318,7 +318,7 @@ async def test_a_valid_token_works_with_each_algorithm(config: ServeConfig, issu
 async def test_keys_are_fetched_again_for_an_unknown_kid_at_a_bounded_rate(
     config: ServeConfig, issuer: Issuer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(oauth, "REFETCH_SECONDS", 2.0)
+    monkeypatch.setattr(oauth_tokens, "REFETCH_SECONDS", 2.0)
     async with serving(config, issuer) as served:
         assert (await post(served, issuer.token(served.resource))).status_code == 200
         assert issuer.jwks_fetches == 1
@@ -377,6 +377,15 @@ async def test_without_the_approvals_scope_a_pause_waits_for_the_server(
 
 
 @pytest.mark.both_backends
+async def subscribe(mcp: Client, mode: str, uri: str) -> None:
+    """Subscribe to a resource the way the era does: resources/subscribe, or a subscriptions/listen stream."""
+    if mode == "legacy":
+        await mcp.subscribe_resource(uri)
+        return
+    async with mcp.listen(resource_subscriptions=[uri]):
+        pass
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
     config: ServeConfig, issuer: Issuer, mode: str
@@ -400,6 +409,8 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             searched = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             with pytest.raises(MCPError):
                 await mcp.read_resource(uri)
+            with pytest.raises(MCPError, match="is not available"):  # nor hear of its changes
+                await subscribe(mcp, mode, uri)
         assert session not in {s["sessionId"] for s in listed["sessions"]}
         assert "is not available" in error_text(events)
         assert "is not available" in error_text(memory)
@@ -409,6 +420,7 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             mine = data(await mcp.call_tool("session_search_context", {"query": SECRET_WORD, "includeCurrent": True}))
             recalled = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             assert SECRET_WORD in (await mcp.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+            await subscribe(mcp, mode, uri)
         assert session in {hit["sessionId"] for hit in mine["hits"]}
         assert session in {hit.get("sessionId") for hit in recalled["hits"]}
 

@@ -310,14 +310,17 @@ async def test_a_new_process_reports_the_shell_closed_and_reads_its_history(
     assert history["commands"][0]["stdoutPreview"] == "from the first process\n"
 
 
-async def test_busy_shell_refuses_a_second_command_before_asking(rt: Runtime) -> None:
+async def test_busy_shell_refuses_a_second_command_before_asking(rt: Runtime, workspace: Path) -> None:
     seen: list[str] = []
+    # Busy until the test says so, not for a fixed time a loaded machine may outlast before the next call.
+    command = "while [ ! -e go ]; do sleep 0.05; done; echo late"
     async with client_for(rt, elicitation_callback=answer("accept", {"approve": True}, seen)) as client:
-        running = await call(client, "shell_exec", {"command": "sleep 1.5; echo late", "waitMs": 200})
+        running = await call(client, "shell_exec", {"command": command, "waitMs": 200})
         busy = await refused(client, "shell_exec", {"command": "echo next"})
         check = await call(client, "permissions_check", {"toolName": "shell_exec", "toolArgs": {"command": "ls"}})
         described = await call(client, "shell_describe", {})
-        waited = await call(client, "shell_wait", {"timeoutMs": 5000})
+        (workspace / "go").touch()
+        waited = await call(client, "shell_wait", {"commandId": running["commandId"], "timeoutMs": 30000})
     assert running["status"] == "running"
     assert "busy" in busy and "shell_wait" in busy and len(seen) == 1  # nobody was asked about the refused call
     assert described["busyPlan"]["tool"] == "shell_wait" and "shell_exec" in described["busyPlan"]["avoidTools"]
@@ -379,7 +382,7 @@ async def test_permissions_posture_for_shell_commands(rt: Runtime, connect: Conn
     assert described["shellMutationPosture"]["persistentShell"] is None
 
 
-async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt: Runtime, connect: Connect) -> None:
+async def test_sandbox_execute_routes_the_shell_actions_as_their_tools(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         described = await call(client, "sandbox_execute", {"name": "inspect_persistent_shell", "input": {}})
         listed = await call(client, "sandbox_execute", {"name": "run_command", "input": {"command": "pwd"}})
@@ -395,7 +398,7 @@ async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt
     assert escape  # the same allowlist as bash: sh is not on it
     assert opened["output"]["persistentShell"]["status"] == "active"
     assert closed["output"]["persistentShell"]["status"] == "closed"
-    assert "call shell_run" in shell and "call shell_exec" in exec_  # approval cannot be sidestepped
+    assert "shell_run needs a person's approval" in shell and "shell_exec" in exec_  # approval is not sidestepped
 
 
 async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_killed(
@@ -418,16 +421,16 @@ async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_k
 
 
 async def test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running(
-    runtime: Runtime, connect: Connect
+    runtime: Runtime, connect: Connect, workspace: Path
 ) -> None:
     short: RequestParamsMeta = {"managed-tools/timeoutMs": 1500}  # type: ignore[typeddict-unknown-key]
+    command = "while [ ! -e go ]; do sleep 0.05; done; echo done"  # runs until the test lets it end
     async with connect(runtime, "legacy", elicitation_callback=YES) as client:
-        started = data(
-            await client.call_tool("shell_exec", {"command": "sleep 3; echo done", "waitMs": 30_000}, meta=short)
-        )
+        started = data(await client.call_tool("shell_exec", {"command": command, "waitMs": 30_000}, meta=short))
         waited = await client.call_tool(
             "shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}, meta=short
         )
+        (workspace / "go").touch()
         finished = data(await client.call_tool("shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}))
     answer_ = data(waited)
     assert started["status"] == "running" and started["nextStep"]["tool"] == "shell_wait"  # a handle, not a kill

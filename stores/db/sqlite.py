@@ -41,6 +41,11 @@ GONE = (
     "lost at the next start). Ask the person running the server to restart it; `managed-tools where` shows the file."
 )
 
+# aiosqlite's DEBUG lines print every statement with its parameters (memory contents, event payloads, vault
+# ciphertexts): a person's data and, before redaction existed for them, secrets. `--log-level debug` is for our
+# own lines; aiosqlite says only what goes wrong (INFO and above).
+logging.getLogger("aiosqlite").setLevel(logging.INFO)
+
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
