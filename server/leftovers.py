@@ -26,6 +26,7 @@ def temp_key(data_dir: Path) -> bytes:
     """The data dir's key for marking temporary files as ours (sandbox/files.py): made once, kept 0600 in the
     data dir, which no mount reaches, so nothing a tool runs can forge our mark."""
     path = data_dir / KEY_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)  # on PostgreSQL nothing else may have made it yet
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:

@@ -24,22 +24,24 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 MOUNT_SIZE = "4m"
 
 
-@pytest.fixture
-def small_disk() -> Iterator[Path]:
-    """A 4 MB tmpfs of the test's own, unmounted afterwards."""
-    where = Path(tempfile.mkdtemp(prefix="managed-tools-full-"))
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={MOUNT_SIZE}", "tmpfs", str(where)],
-        check=False, capture_output=True, text=True,
-    )  # fmt: skip
-    if mounted.returncode != 0:
+def mounted(source: list[str], skip_reason: str) -> Iterator[Path]:
+    """`mount <source...> DIR` on a fresh directory, unmounted afterwards; the test is skipped, with `skip_reason`,
+    where mounting is not permitted."""
+    where = Path(tempfile.mkdtemp(prefix="managed-tools-disk-"))
+    if subprocess.run(["mount", *source, str(where)], check=False, capture_output=True).returncode != 0:
         where.rmdir()
-        pytest.skip(f"cannot mount a tmpfs to fill (needs root; CI runs as root): {mounted.stderr.strip()}")
+        pytest.skip(skip_reason)
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
         where.rmdir()
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Path]:
+    """A 4 MB tmpfs of the test's own."""
+    yield from mounted(["-t", "tmpfs", "-o", f"size={MOUNT_SIZE}", "tmpfs"], "cannot mount a tmpfs (needs root; CI is)")
 
 
 def fill(disk: Path) -> Path:
@@ -145,20 +147,12 @@ def failing_disk(tmp_path: Path) -> Iterator[Path]:
     """An 8 MB ext4 image mounted with errors=remount-ro, as a data dir's disk usually is: on an I/O error the
     kernel turns it read-only under the open files (a plain `mount -o remount,ro` is refused while a file is open
     for writing, so that is how a data dir turns read-only mid-run)."""
-    image, where = tmp_path / "disk.img", Path(tempfile.mkdtemp(prefix="managed-tools-ro-"))
+    image = tmp_path / "disk.img"
     with image.open("wb") as out:
         out.truncate(8 * 1024 * 1024)
-    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=False, capture_output=True, text=True)
-    mount = ["mount", "-o", "loop,errors=remount-ro", str(image), str(where)]
-    mounted = made.returncode == 0 and subprocess.run(mount, check=False, capture_output=True).returncode == 0
-    if not mounted:
-        where.rmdir()
-        pytest.skip("cannot make and mount an ext4 image (needs root and mkfs.ext4; CI has both)")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-        where.rmdir()
+    if subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=False, capture_output=True).returncode != 0:
+        pytest.skip("mkfs.ext4 is missing (apt-get install e2fsprogs; CI has it)")
+    yield from mounted(["-o", "loop,errors=remount-ro", str(image)], "cannot mount an ext4 image (needs root; CI is)")
 
 
 def turn_read_only(mount: Path) -> None:

@@ -5,14 +5,13 @@ re-established). A real cluster of the test's own (tests/postgres_server.py), re
 from __future__ import annotations
 
 import logging
-import warnings
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from conftest import data, error_text
+from conftest import Updates, data, error_text, subscribe_to_session_state
 from mcp import Client
 from postgres_server import SKIP_REASON, binaries, cluster
 
@@ -44,31 +43,18 @@ async def test_a_postgresql_restart_is_survived(workspace: Path, caplog: pytest.
     if binaries() is None:
         pytest.skip(SKIP_REASON)
     caplog.set_level(logging.INFO)
-    heard: list[str] = []
-    arrived = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            heard.append(message.params.uri)
-            arrived.set()
-
+    heard = Updates()
     with cluster() as pg:
         config = ServeConfig.build(workspace=workspace, data_dir=None, database=pg.url)
         async with open_runtime(config) as one, open_runtime(config) as other:
-            listening = Client(
-                build_server(one, transport="memory", relay=True), mode="legacy", message_handler=on_message
-            )
+            listening = Client(build_server(one, transport="memory", relay=True), mode="legacy", message_handler=heard)
             async with listening as listener:
-                session_id = data(await listener.call_tool("session_get_snapshot", {}))["sessionId"]
-                uri = f"managed-tools://sessions/{session_id}/memory/session_state"
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
-                    await listener.subscribe_resource(uri)
+                session_id, uri = await subscribe_to_session_state(listener)
                 server = build_server(other, transport="memory", session_id=session_id, relay=True)
                 async with Client(server) as writer:
                     data(await writer.call_tool("memory_write", {"target": "session_state", "content": "before"}))
                     with anyio.fail_after(10):
-                        await arrived.wait()
+                        await heard.arrived.wait()
 
                     await anyio.to_thread.run_sync(pg.stop)
                     args = {"target": "session_state", "content": "during"}
@@ -83,20 +69,20 @@ async def test_a_postgresql_restart_is_survived(workspace: Path, caplog: pytest.
                             assert pg.url not in error_text(result)
 
                     await anyio.to_thread.run_sync(pg.start)
-                    arrived = anyio.Event()
+                    heard.expect_more()
                     await until_served(writer, {"target": "session_state", "content": "after"})
                     # A notice published before the listener is back is lost (a hint: a refresh, never state), so
                     # write until one is heard; the listener's backoff tops out at 10 s.
                     with anyio.fail_after(30):
-                        while not arrived.is_set():
+                        while not heard.arrived.is_set():
                             data(
                                 await writer.call_tool("memory_write", {"target": "session_state", "content": "after"})
                             )
                             with anyio.move_on_after(1):
-                                await arrived.wait()
+                                await heard.arrived.wait()
                     state = data(await listener.call_tool("memory_read", {"target": "session_state"}))
     assert "after" in str(state) and "during" not in str(state)
-    assert set(heard) == {uri}
+    assert set(heard.uris) == {uri}
     lost = [r for r in caplog.records if "lost the connection to PostgreSQL" in r.getMessage()]
     back = [r for r in caplog.records if "PostgreSQL at" in r.getMessage() and "reachable again" in r.getMessage()]
     assert len(lost) == 2 and len(back) == 2, caplog.text  # one of each per server, not one per call
