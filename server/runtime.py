@@ -13,7 +13,7 @@ from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
-from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
@@ -139,6 +139,10 @@ async def open_runtime(
     except DatabaseOpenError as exc:
         raise StartupError(str(exc)) from exc
     try:
+        try:
+            leftovers.mark_ours(config.data_dir)  # before healing, which sweeps a killed promotion's temporary file
+        except (OSError, StoreError) as exc:
+            raise StartupError(f"Cannot prepare the data dir {config.data_dir}: {exc}") from exc
         await substrate.heal_interrupted(db)
         if config.session is not None:
             async with db.read() as tx:
@@ -164,6 +168,7 @@ async def open_runtime(
         guard = PathGuard(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
+        await leftovers.sweep(db, guard, config.data_dir)
         try:
             confinement = open_confinement(
                 mounts,

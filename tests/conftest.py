@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -145,6 +147,32 @@ def connect() -> Connect:
 async def runtime_with(config: ServeConfig, *tools: ToolDefinition) -> AsyncIterator[Runtime]:
     async with open_runtime(config, extra_tools=tools) as rt:
         yield rt
+
+
+class Updates:
+    """A client's `message_handler` that keeps the resources/updated notifications it hears."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.arrived = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+            self.arrived.set()
+
+    def expect_more(self) -> None:
+        self.arrived = anyio.Event()
+
+
+async def subscribe_to_session_state(client: Client) -> tuple[str, str]:
+    """Subscribe `client` to its own session's session_state store; (the session id, the store's URI)."""
+    session_id = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+    uri = f"managed-tools://sessions/{session_id}/memory/session_state"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
+        await client.subscribe_resource(uri)
+    return session_id, uri
 
 
 def data(result: CallToolResult) -> dict[str, Any]:
