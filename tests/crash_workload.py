@@ -6,6 +6,10 @@ until it is killed with SIGKILL at a random moment, process group and all. Every
 goes into a ledger; after each restart, `check` holds the data dir to it: every SQLite file passes
 `PRAGMA integrity_check`, every acknowledged write is there with its content, every granted approval is still
 granted, and the substrate file agrees with the head of its version history (no pending write left to heal).
+
+The same workload runs on PostgreSQL (`database`: the server's `--database` URL); the check then reads the rows
+from there. A call refused with kind `state_unavailable` (PostgreSQL down for a moment) was not acknowledged, so
+the workload notes nothing for it and goes on.
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+import asyncpg
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from managed_tools.server.publish import ERROR_META_KEY
 
 PROMOTE = "resources_promote_to_substrate"
 TARGET = "SOUL.md"
@@ -37,6 +44,16 @@ LAUNCH = (
     "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
     "os.execv(sys.executable, [sys.executable, '-m', 'managed_tools.server', 'serve', *sys.argv[2:]])"
 )
+
+
+class Unavailable(Exception):
+    """A call refused because the state store could not be reached: not acknowledged, nothing to expect."""
+
+
+class Rows(Protocol):
+    """Where the check reads the acknowledged state: the engine's own rows for one parameterless query."""
+
+    async def __call__(self, query: str) -> list[tuple[Any, ...]]: ...
 
 
 @dataclass
@@ -57,7 +74,13 @@ class Crashes:
     workspace: Path
     data_dir: Path
     rng: random.Random
+    database: str | None = None  # a PostgreSQL URL; None: the data dir's SQLite state.db
     ledger: Ledger = field(default_factory=Ledger)
+    unavailable: int = 0  # calls refused with state_unavailable (not acknowledged, not expected)
+
+    @property
+    def state_flags(self) -> list[str]:
+        return ["--data-dir", str(self.data_dir)] + ([] if self.database is None else ["--database", self.database])
 
     @property
     def substrate(self) -> Path:
@@ -77,7 +100,7 @@ class Crashes:
         """A fresh server process (resuming the first run's session) and its pid."""
         pid_file = self.data_dir.parent / "server.pid"
         pid_file.unlink(missing_ok=True)
-        args = ["-c", LAUNCH, str(pid_file), "--workspace", str(self.workspace), "--data-dir", str(self.data_dir)]
+        args = ["-c", LAUNCH, str(pid_file), "--workspace", str(self.workspace), *self.state_flags]
         args += ["--allow", PROMOTE]
         if self.ledger.session_id is not None:
             args += ["--session", self.ledger.session_id]
@@ -89,18 +112,24 @@ class Crashes:
                     self.ledger.session_id = _data(snapshot)["sessionId"]
                 yield client, int(pid_file.read_text())
 
-    async def round(self, max_delay: float) -> tuple[float, list[str]]:
+    async def round(
+        self, max_delay: float, outage: Callable[[], Awaitable[None]] | None = None
+    ) -> tuple[float, list[str]]:
         """Start (healing what the last kill left), check, work until a SIGKILL at a random moment; returns how
-        long start-up took and what the check found."""
+        long start-up took and what the check found. With `outage` (a PostgreSQL restart), the work goes on
+        through it, from a random moment, and for a random while after it before the kill."""
         started = time.perf_counter()
         killed = False
         problems: list[str] = []
         try:
             async with self.server() as (client, pid):
                 startup = time.perf_counter() - started
-                problems = self.check()
+                problems = await self.check()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._work, client)
+                    if outage is not None:
+                        await anyio.sleep(self.rng.uniform(0.0, max_delay))
+                        await outage()
                     await anyio.sleep(self.rng.uniform(0.0, max_delay))
                     os.killpg(pid, signal.SIGKILL)
                     killed = True
@@ -114,7 +143,7 @@ class Crashes:
 
     async def last_check(self) -> list[str]:
         async with self.server():
-            return self.check()
+            return await self.check()
 
     async def _work(self, client: Client) -> None:
         read = _data(await client.call_tool("memory_read", {"target": "working_buffer"}))
@@ -125,24 +154,25 @@ class Crashes:
             step += 1
             kind = self.rng.choice(("memory", "memory", "promote", "shell") + (() if approved else ("approve",)))
             approved = approved or kind == "approve"
-            if kind == "memory":
-                head = await self._memory(client, head, step)
-            elif kind == "promote":
-                await self._promote(client, step)
-            elif kind == "shell":
-                await self._shell(client)
-            else:
-                await self._approve_and_run(client, step)
+            try:
+                if kind == "memory":
+                    head = await self._memory(client, head, step)
+                elif kind == "promote":
+                    await self._promote(client, step)
+                elif kind == "shell":
+                    await self._shell(client)
+                else:
+                    await self._approve_and_run(client, step)
+            except Unavailable:
+                self.unavailable += 1
+                await anyio.sleep(0.1)  # the server reconnects with backoff; no point in asking at once
 
     async def _memory(self, client: Client, head: str | None, step: int) -> str | None:
         content = f"write {step} {self.rng.random()}\n"  # as stored: one final newline
         args: dict[str, Any] = {"target": "working_buffer", "content": content}
         if head is not None:
             args["expectedVersionId"] = head
-        result = await client.call_tool("memory_write", args)
-        if result.is_error:
-            raise AssertionError(f"memory_write failed: {result.content}")
-        version = str(_data(result)["versionId"])
+        version = str(_data(await client.call_tool("memory_write", args))["versionId"])
         self.ledger.memory[version] = content
         self.ledger.acknowledged["memory"] += 1
         return version
@@ -163,9 +193,9 @@ class Crashes:
 
     async def _approve_and_run(self, client: Client, step: int) -> None:
         args = {"command": f"echo approved {step} {self.rng.randrange(10**9)}"}
-        blocked = await client.call_tool("shell_run", args)
+        blocked = _reached(await client.call_tool("shell_run", args))
         request = (blocked.meta or {})["managed-tools/requiresAction"]["requestId"]
-        approve = [sys.executable, "-m", "managed_tools.server", "approve", request, "--data-dir", str(self.data_dir)]
+        approve = [sys.executable, "-m", "managed_tools.server", "approve", request, *self.state_flags]
         with anyio.CancelScope(shield=True):  # a person's answer does not die with the server: it is its own process
             if (await anyio.run_process(approve, check=False)).returncode != 0:
                 return
@@ -176,22 +206,24 @@ class Crashes:
             self.ledger.commands.add(ran["commandId"])
             self.ledger.acknowledged["shell"] += 1
 
-    def check(self) -> list[str]:
-        """What the data dir, now that a server started on it, does not keep of what was acknowledged."""
+    async def check(self) -> list[str]:
+        """What the state (the data dir's files and the engine's rows), now that a server started on it, does not
+        keep of what was acknowledged."""
         problems = [
             f"{db.name}: integrity_check says {verdict}"
             for db in sorted(self.data_dir.rglob("*.db"))
             if (verdict := _integrity(db)) != "ok"
         ]
-        with closing(sqlite3.connect(f"file:{self.data_dir / 'state.db'}?mode=ro", uri=True)) as db:
-            memory = dict(db.execute("SELECT id, content FROM memory_versions").fetchall())
-            versions = dict(db.execute("SELECT id, content_hash FROM substrate_versions").fetchall())
-            head = db.execute(
-                "SELECT content_hash FROM substrate_versions WHERE target_path = ? ORDER BY seq DESC LIMIT 1",
-                (f"/workspace/agent/{TARGET}",),
-            ).fetchone()
-            granted = {r for (r,) in db.execute("SELECT id FROM approvals WHERE status IN ('approved', 'consumed')")}
-            commands = {c for (c,) in db.execute("SELECT id FROM shell_commands WHERE status = 'completed'")}
+        rows: Rows = self._sqlite_rows if self.database is None else self._postgres_rows
+        memory = dict(await rows("SELECT id, content FROM memory_versions"))
+        versions = dict(await rows("SELECT id, content_hash FROM substrate_versions"))
+        heads = await rows(  # TARGET is our constant: no parameter, so one query text serves both engines
+            "SELECT content_hash FROM substrate_versions "
+            f"WHERE target_path = '/workspace/agent/{TARGET}' ORDER BY seq DESC LIMIT 1"
+        )
+        head = heads[0] if heads else None
+        granted = {r for (r,) in await rows("SELECT id FROM approvals WHERE status IN ('approved', 'consumed')")}
+        commands = {c for (c,) in await rows("SELECT id FROM shell_commands WHERE status = 'completed'")}
         ledger = self.ledger
         problems += [f"memory version {v} lost or changed" for v, c in ledger.memory.items() if memory.get(v) != c]
         problems += [f"substrate version {v} lost" for v, h in ledger.promotions.items() if versions.get(v) != h]
@@ -207,6 +239,17 @@ class Crashes:
             problems.append(f"temporary files left in the substrate: {strays}")
         return problems
 
+    async def _sqlite_rows(self, query: str) -> list[tuple[Any, ...]]:
+        with closing(sqlite3.connect(f"file:{self.data_dir / 'state.db'}?mode=ro", uri=True)) as db:
+            return db.execute(query).fetchall()
+
+    async def _postgres_rows(self, query: str) -> list[tuple[Any, ...]]:
+        connection = await asyncpg.connect(self.database)
+        try:
+            return [tuple(row.values()) for row in await connection.fetch(query)]
+        finally:
+            await connection.close()
+
 
 def _integrity(path: Path) -> str:
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
@@ -214,10 +257,17 @@ def _integrity(path: Path) -> str:
 
 
 def _data(result: Any) -> dict[str, Any]:
-    if result.is_error:
+    if _reached(result).is_error:
         raise AssertionError(f"the call failed: {result.content}")
     structured: dict[str, Any] = result.structured_content
     return structured
+
+
+def _reached(result: Any) -> Any:
+    """The result, unless the call was refused because the state store could not be reached (Unavailable)."""
+    if result.is_error and (result.meta or {}).get(ERROR_META_KEY, {}).get("kind") == "state_unavailable":
+        raise Unavailable
+    return result
 
 
 def dump(ledger: Ledger) -> str:
