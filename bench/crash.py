@@ -111,6 +111,9 @@ async def main(options: Options) -> None:
             continue
         with cluster() as pg:
             reports.append(await run(engine, pg, options))
+    if len(reports) == 2:  # SQLite is the baseline: what PostgreSQL's start-up costs against it
+        ratio = reports[1]["startupMedianS"] / reports[0]["startupMedianS"]
+        reports[1]["startupMedianVsSqlite"] = round(ratio, 2)
     if options.as_json:
         print(json.dumps(reports, indent=2))
         return
