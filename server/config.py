@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from managed_tools.sandbox.egress import NetworkConfig
+from managed_tools.sandbox.policy import Limits
 from managed_tools.server.config_files import (
     CONFIG_FILE,
     ConfigFiles,
@@ -116,6 +118,30 @@ class OAuthConfig(BaseModel):
     leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
 
 
+class LimitsConfig(BaseModel):
+    """config.json `sandbox.limits`: what one command, shell or upstream may use (0: no limit). Defaults a test
+    suite fits in; a program stopped by one hears which (docs/sandbox.md)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    processes: Annotated[int, Field(ge=0, le=1_000_000)] = Limits.processes
+    memory_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.memory_mb, alias="memoryMB")
+    file_size_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.file_size_mb, alias="fileSizeMB")
+    cpu_seconds: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.cpu_seconds, alias="cpuSeconds")
+
+    def limits(self) -> Limits:
+        return Limits(self.processes, self.memory_mb, self.file_size_mb, self.cpu_seconds)
+
+
+class SandboxConfig(BaseModel):
+    """config.json `sandbox`: the sandbox every spawned program runs in (sandbox/)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
@@ -141,6 +167,7 @@ class UserConfig(BaseModel):
     request_state_keys: KeyRingSource | None = Field(default=None, alias="requestStateKeys")
     # The vault key replicas share (else the data dir's own key), from the same kinds of source.
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -213,6 +240,7 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)  # config.json `sandbox`
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
@@ -293,6 +321,7 @@ class ServeConfig(BaseModel):
             database=database,
             request_state_keys=keys,
             vault_key=vault_key,
+            sandbox=user.sandbox,
         )
 
     @property

@@ -28,6 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "policy", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys", "vaultKey",
+    "sandbox",
 )  # fmt: skip
 
 

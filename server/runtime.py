@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
+from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
@@ -95,7 +96,13 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+        confinement = open_confinement(
+            mounts,
+            data_dir=config.data_dir,
+            network=config.shell_network,
+            limits=config.sandbox.limits.limits(),
+            allowed=config.sandbox.network,
+        )
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -157,15 +164,22 @@ async def open_runtime(
         )
         try:
             confinement = open_confinement(
-                mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]
+                mounts,
+                data_dir=config.data_dir,
+                network=config.shell_network,
+                binaries=[rg_binary()],
+                limits=config.sandbox.limits.limits(),
+                allowed=config.sandbox.network,
             )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc
         try:
-            if config.require_confinement and confinement.mode != "landlock":
+            lacking = layers.missing(layers.describe(confinement))
+            if config.require_confinement and lacking:
                 raise StartupError(
-                    "--require-confinement: this kernel cannot confine spawned programs (no Landlock, or "
-                    "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
+                    "--require-confinement: this system cannot hold every sandbox layer; missing: "
+                    + "; ".join(f"{layer.name} ({layer.detail})" for layer in lacking)
+                    + ". Refusing to start."
                 )
             skills = await anyio.to_thread.run_sync(skill_set, config)
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
+from pydantic import Field
 
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
@@ -44,7 +45,17 @@ class CommandResult(WireModel):
     stderr: str
     text: str
     truncated: bool
+    network_blocked: list[str] = Field(
+        default_factory=list,
+        description="Connections the sandbox's egress proxy refused this command, each `host:port (why)`; a "
+        "host is let through only if config sandbox.network.allowedDomains lists it.",
+    )
     next_step: NextTool | None
+    limit: str | None = Field(
+        default=None,
+        description="The sandbox limit that stopped it (a sandbox.limits key: processes, memoryMB, fileSizeMB, "
+        "cpuSeconds), if one did.",
+    )
 
 
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
@@ -74,7 +85,9 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         stderr=err,
         text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
+        network_blocked=job.network_blocked,
         next_step=step,
+        limit=job.limit,
     )
 
 
