@@ -46,6 +46,7 @@ def _selection_flags() -> argparse.ArgumentParser:
     """serve, tools and the approval commands: which tools are served (a hidden tool's request is never shown)."""
     select = argparse.ArgumentParser(add_help=False)
     chosen = select.add_argument_group("which tools are served (see README: Toolsets; config.json has the same keys)")
+    _add_preset(chosen)
     chosen.add_argument(
         "--toolsets", metavar="A,B", type=_names, action="append",
         help="serve only these toolsets: families of tools, custom, extensions, mcp; all (default)",
@@ -59,6 +60,16 @@ def _selection_flags() -> argparse.ArgumentParser:
         help="serve only tools that neither write nor run anything (wins over everything)",
     )  # fmt: skip
     return select
+
+
+def _add_preset(chosen: argparse._ArgumentGroup) -> None:
+    """--preset: the base selection the other selection flags refine (tools/toolsets.py checks the name, so a
+    typo gets the same did-you-mean here as in config.json)."""
+    chosen.add_argument(
+        "--preset", metavar="NAME",
+        help="start from a preset, then --toolsets/--tools add and --exclude-tools removes: coding (for clients "
+        "with their own file and shell tools), memory, full (default); see docs/presets.md",
+    )  # fmt: skip
 
 
 def _add_postgresql(

@@ -158,6 +158,7 @@ def _selecting(args: argparse.Namespace) -> Selecting:
         return None if given is None else tuple(n for names in given for n in names)
 
     return Selecting(
+        preset=getattr(args, "preset", None),
         toolsets=flattened("toolsets"),
         tools=flattened("tools"),
         exclude_tools=flattened("exclude_tools"),

@@ -21,5 +21,6 @@ def instructions(registry: Registry) -> str:
     ) else ""  # fmt: skip
     return (
         "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite "
-        f"and every call is recorded.{asks} Toolsets served: {families or 'none'}.{start}"
+        f'and every call is recorded.{asks} Numbers and booleans may be given as strings ("3", "true"). '
+        f"Toolsets served: {families or 'none'}.{start}"
     )

@@ -22,7 +22,7 @@ from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
 from managed_tools.tools.skills import tools as skill_tools
 from managed_tools.tools.substrate import tools as substrate_tools
-from managed_tools.tools.toolsets import USER_TOOLSETS, ToolSelection, select
+from managed_tools.tools.toolsets import ALL, PRESETS, USER_TOOLSETS, ToolSelection, select
 
 # The families (toolsets of `serve --toolsets`), in publishing order, each with what it is for.
 FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {
@@ -57,6 +57,8 @@ PURPOSES: dict[str, str] = {
     "mcp": "upstream MCP servers' tools",
 }
 assert PURPOSES.keys() == {*FAMILIES, *USER_TOOLSETS}
+assert all({*p.toolsets} <= {*PURPOSES, ALL} and {*p.tools} <= {d.name for f in FAMILIES.values() for d in f}
+           for p in PRESETS.values())  # fmt: skip
 
 
 def toolsets(
