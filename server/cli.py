@@ -63,7 +63,7 @@ def _selection_flags() -> argparse.ArgumentParser:
 
 
 def _add_preset(chosen: argparse._ArgumentGroup) -> None:
-    """--preset: the base selection the other selection flags refine (tools/toolsets.py checks the name, so a
+    """--preset: the base selection the other selection flags refine (tools/framework/toolsets.py checks the name: a
     typo gets the same did-you-mean here as in config.json)."""
     chosen.add_argument(
         "--preset", metavar="NAME",

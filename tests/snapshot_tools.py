@@ -19,9 +19,9 @@ import mcp_types as types
 
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.tools.catalogue import FAMILIES, build_registry
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.latent_calls import tools as latent_calls
-from managed_tools.tools.toolsets import PRESETS, ToolSelection
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools_list.json"
 PRESETS_PAGE = Path(__file__).parent.parent / "docs" / "presets.md"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ERAS, Connect, data, error_text
 
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -209,8 +209,8 @@ async def test_the_cli_serves_an_extensions_resources_over_stdio(config: ServeCo
 
 
 BAD_NAME_MODULE = """
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, WireModel
 
 
 class Args(Arguments):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import Connect, data
 
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import Connect, data, error_text
 
 from managed_tools.stores import outcomes, sessions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

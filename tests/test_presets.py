@@ -21,8 +21,8 @@ from managed_tools.server.cli import main
 from managed_tools.server.config import Selecting, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.catalogue import FAMILIES, build_registry
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.toolsets import PRESETS, ToolSelection
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 
 pytestmark = pytest.mark.anyio
 

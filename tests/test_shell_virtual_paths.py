@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_permissions import answer
 
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.paths import PathGuard
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.errors import ToolError
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import PathGuard
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 
 pytestmark = pytest.mark.anyio
