@@ -54,6 +54,17 @@ def workspace(tmp_path: Path) -> Path:
 
 
 BACKENDS = ["sqlite", "postgresql"]
+# The slow tier, which `pytest -m "not slow"` (the fast tier) leaves out; CI runs every test. Every test that runs on
+# PostgreSQL is in it (it needs a cluster, and SQLite covers the same contract in the fast tier), and these whole
+# modules, for the reason given. A single slow test in another module carries `@pytest.mark.slow` itself.
+SLOW_MODULES = {
+    "test_replicas": "PostgreSQL, nginx and several server processes",
+    "test_pages": "Chromium",
+    "test_crash": "server processes killed mid-write, then recovered",
+    "test_fuzz_tools": "hypothesis over every tool",
+    "test_fuzz_frames": "hypothesis over raw protocol frames",
+    "test_upstream_npm": "a Node.js upstream server from npm",
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -62,6 +73,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = metafunc.definition.get_closest_marker
     if "backend" in metafunc.fixturenames and marked("both_backends") and not marked("sqlite_only"):
         metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+FAST_SHARE = (0.6, 0.95)  # of the whole suite's tests, what the fast tier may hold
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tier; when the whole suite is collected (before `-m` deselects), check the split."""
+    for item in items:
+        if item.path.stem in SLOW_MODULES or _on_postgresql(item):
+            item.add_marker(pytest.mark.slow)
+    if not config.option.file_or_dir:
+        problems = tier_problems(items)
+        if problems:
+            raise pytest.UsageError("The test tiers are off: " + "; ".join(problems))
+
+
+def tier_problems(items: list[pytest.Item]) -> list[str]:
+    """What is wrong with the slow/fast split of these (all) tests: a slow module renamed away, a fast tier too
+    small to be worth running or too big to be fast."""
+    modules = {item.path.stem for item in items}
+    problems = [f"SLOW_MODULES names {name}, which holds no test" for name in SLOW_MODULES if name not in modules]
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    share = len(fast) / max(len(items), 1)
+    if not FAST_SHARE[0] <= share <= FAST_SHARE[1]:
+        problems.append(f"the fast tier holds {share:.0%} of the tests, not {FAST_SHARE[0]:.0%}-{FAST_SHARE[1]:.0%}")
+    return problems
+
+
+def _on_postgresql(item: pytest.Item) -> bool:
+    """Parametrized onto PostgreSQL (both_backends, or a PostgreSQL-only test), or asking for the cluster itself."""
+    callspec = getattr(item, "callspec", None)
+    on_backend = callspec is not None and callspec.params.get("backend") == "postgresql"
+    return on_backend or "postgres_server" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture
