@@ -10,7 +10,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -230,8 +230,20 @@ def forged(kind: str, issuer: Issuer, served: Served) -> str:
         return issuer.token(served.resource, sub=None)
     if kind == "garbage":
         return "not.a.jwt"
+    if kind in MALFORMED_CLAIMS:
+        return issuer.token(served.resource, **MALFORMED_CLAIMS[kind](now))
     raise AssertionError(kind)
 
+
+# Claims of the wrong JSON type (PyJWT itself takes a numeric string for exp, nbf and iat).
+MALFORMED_CLAIMS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "string exp": lambda now: {"exp": str(now + 300)},
+    "string nbf": lambda now: {"nbf": str(now - 10)},
+    "boolean exp": lambda now: {"exp": True},
+    "numeric subject": lambda now: {"sub": 42},
+    "scope as a list": lambda now: {"scope": ["tools:read", "tools:write"]},
+    "object client_id": lambda now: {"client_id": {"id": "x"}},
+}
 
 REFUSED = [
     "expired",
@@ -244,6 +256,7 @@ REFUSED = [
     "HS256 with the JWKS's shared key",
     "no subject",
     "garbage",
+    *MALFORMED_CLAIMS,
 ]
 
 
