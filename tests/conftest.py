@@ -70,6 +70,7 @@ SLOW_MODULES = {
     "test_shutdown": "signals to server processes",
     "test_installed": "the installed command in fresh processes",
     "test_secret_by_page": "a server process and Chromium",
+    "test_upstream": "an upstream MCP server process per test",
 }
 # Single tests in the slow tier: each starts `managed-tools` processes (a server over stdio or HTTP, the approval
 # CLI, racing writers) or waits out a real timeout, and took 2 s or more on a loaded machine (`--durations`). CI runs
@@ -139,15 +140,6 @@ SLOW_TESTS = frozenset({
     "test_toolsets::test_a_hidden_tools_request_is_never_shown_or_approved",
     "test_toolsets::test_an_unknown_toolset_is_a_one_line_startup_error",
     "test_toolsets::test_flags_over_stdio",
-    "test_upstream::test_a_bad_upstream_blocks_neither_start_up_nor_the_others",
-    "test_upstream::test_a_crash_answers_clearly_then_the_upstream_restarts",
-    "test_upstream::test_a_streamable_http_upstream",
-    "test_upstream::test_an_upstream_cannot_write_outside_its_confinement",
-    "test_upstream::test_stopping_kills_the_upstream",
-    "test_upstream::test_the_environment_is_minimal_and_vault_references_resolve",
-    "test_upstream::test_the_tools_command_shows_upstream_tools",
-    "test_upstream::test_toolset_flags_apply_to_upstream_tools",
-    "test_upstream::test_vault_references_read_the_agents_encrypted_vault",
     "test_vault::test_a_secret_appears_nowhere_after_a_run_that_used_it",
     "test_vault::test_a_wrong_key_refuses_with_a_clear_error",
     "test_vault::test_secret_set_from_a_terminal_then_the_call_runs",
