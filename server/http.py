@@ -50,7 +50,7 @@ from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
-from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.tools.framework.context import Runtime
 
 HEALTH_PATH = "/healthz"
@@ -237,7 +237,7 @@ class SessionHeader:
         try:
             async with self._runtime.db.read() as tx:
                 await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id, owner=owner)
-        except DatabaseBusyError as exc:
+        except DatabaseUnwritableError as exc:
             return _error(503, str(exc))
         except StoreError as exc:
             return _error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")

@@ -377,6 +377,15 @@ async def test_without_the_approvals_scope_a_pause_waits_for_the_server(
 
 
 @pytest.mark.both_backends
+async def subscribe(mcp: Client, mode: str, uri: str) -> None:
+    """Subscribe to a resource the way the era does: resources/subscribe, or a subscriptions/listen stream."""
+    if mode == "legacy":
+        await mcp.subscribe_resource(uri)
+        return
+    async with mcp.listen(resource_subscriptions=[uri]):
+        pass
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
     config: ServeConfig, issuer: Issuer, mode: str
@@ -400,6 +409,8 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             searched = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             with pytest.raises(MCPError):
                 await mcp.read_resource(uri)
+            with pytest.raises(MCPError, match="is not available"):  # nor hear of its changes
+                await subscribe(mcp, mode, uri)
         assert session not in {s["sessionId"] for s in listed["sessions"]}
         assert "is not available" in error_text(events)
         assert "is not available" in error_text(memory)
@@ -409,6 +420,7 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             mine = data(await mcp.call_tool("session_search_context", {"query": SECRET_WORD, "includeCurrent": True}))
             recalled = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             assert SECRET_WORD in (await mcp.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+            await subscribe(mcp, mode, uri)
         assert session in {hit["sessionId"] for hit in mine["hits"]}
         assert session in {hit.get("sessionId") for hit in recalled["hits"]}
 

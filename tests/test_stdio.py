@@ -166,7 +166,12 @@ def test_every_unreadable_frame_is_answered_at_once(workspace: Path) -> None:
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     replies: queue.Queue[dict[str, Any]] = queue.Queue()
-    threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in proc.stdout or ()], daemon=True).start()
+
+    def read_replies() -> None:
+        for line in proc.stdout or ():
+            replies.put(json.loads(line))
+
+    threading.Thread(target=read_replies, daemon=True).start()
     initialize = {
         "protocolVersion": "2025-11-25",
         "capabilities": {},

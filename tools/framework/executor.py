@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from managed_tools.stores import events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
-from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
 from managed_tools.tools.framework import latent, variables
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
@@ -48,6 +48,7 @@ ErrorKind = Literal[
     "tool_error",
     "timeout",
     "busy",
+    "state_gone",
     "internal",
 ]
 PREVIEW_CHARS = 200
@@ -176,9 +177,9 @@ async def execute(
                     "args": _preview(_without_hidden(definition, canonical)),
                 },
             )
-    except DatabaseBusyError as exc:
+    except DatabaseUnwritableError as exc:
         # Without an audit record the call must not run at all.
-        return CallResult("error", str(exc), error_kind="busy")
+        return CallResult("error", str(exc), error_kind=exc.kind)
 
     try:
         timeout = definition.timeout_seconds
@@ -265,8 +266,8 @@ async def _run(call: _Call) -> CallResult:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
     except ToolError as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
-    except DatabaseBusyError as exc:
-        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind="busy")
+    except DatabaseUnwritableError as exc:
+        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind=exc.kind)
     except (StoreError, SamplingUnavailableError) as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
     except TimeoutError:
@@ -489,8 +490,8 @@ async def _write_completed(span: _Span, result: CallResult) -> None:
         async with span.runtime.db.autocommit() as tx:
             await span.write_completed(tx, result)
         span.completed = True
-    except DatabaseBusyError:
-        log.error("could not record the completion of %s: the state database stayed locked", span.tool_name)
+    except DatabaseUnwritableError as exc:
+        log.error("could not record the completion of %s: %s", span.tool_name, exc)
 
 
 async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
@@ -500,8 +501,8 @@ async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> Ca
         async with span.runtime.db.write() as tx:
             await span.write_started(tx, {"argKeys": keys})
             await span.write_completed(tx, result)
-    except DatabaseBusyError:
-        log.error("could not record the refused call of %s: the state database stayed locked", span.tool_name)
+    except DatabaseUnwritableError as exc:
+        log.error("could not record the refused call of %s: %s", span.tool_name, exc)
     return result
 
 
