@@ -151,7 +151,7 @@ class Served:
 @asynccontextmanager
 async def serving(config: ServeConfig, issuer: Issuer, *required: str) -> AsyncIterator[Served]:
     """The real app on a real uvicorn on a free loopback port, its resource URL that port's /mcp."""
-    http = HttpConfig.build(transport="http", port=0, environ={})
+    http = HttpConfig.build(transport="http", port=0, environ={}, no_token=True)  # OAuth is added below
     with bind(http) as sock:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         settings = OAuthConfig(issuer=issuer.url, resource=f"{url}/mcp", required_scopes=required)

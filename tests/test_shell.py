@@ -382,7 +382,7 @@ async def test_permissions_posture_for_shell_commands(rt: Runtime, connect: Conn
     assert described["shellMutationPosture"]["persistentShell"] is None
 
 
-async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt: Runtime, connect: Connect) -> None:
+async def test_sandbox_execute_routes_the_shell_actions_as_their_tools(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         described = await call(client, "sandbox_execute", {"name": "inspect_persistent_shell", "input": {}})
         listed = await call(client, "sandbox_execute", {"name": "run_command", "input": {"command": "pwd"}})
@@ -398,7 +398,7 @@ async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt
     assert escape  # the same allowlist as bash: sh is not on it
     assert opened["output"]["persistentShell"]["status"] == "active"
     assert closed["output"]["persistentShell"]["status"] == "closed"
-    assert "call shell_run" in shell and "call shell_exec" in exec_  # approval cannot be sidestepped
+    assert "shell_run needs a person's approval" in shell and "shell_exec" in exec_  # approval is not sidestepped
 
 
 async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_killed(

@@ -31,6 +31,11 @@ GONE = (
     "lost at the next start). Ask the person running the server to restart it; `managed-tools where` shows the file."
 )
 
+# aiosqlite's DEBUG lines print every statement with its parameters (memory contents, event payloads, vault
+# ciphertexts): a person's data and, before redaction existed for them, secrets. `--log-level debug` is for our
+# own lines; aiosqlite says only what goes wrong (INFO and above).
+logging.getLogger("aiosqlite").setLevel(logging.INFO)
+
 
 @contextmanager
 def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
