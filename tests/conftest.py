@@ -71,6 +71,8 @@ SLOW_MODULES = {
     "test_installed": "the installed command in fresh processes",
     "test_secret_by_page": "a server process and Chromium",
     "test_upstream": "an upstream MCP server process per test",
+    "test_hostile_workspace": "a CLI process per case (serve, adopt)",
+    "test_http_token": "a server process per test, over HTTP",
 }
 # Single tests in the slow tier: each starts `managed-tools` processes (a server over stdio or HTTP, the approval
 # CLI, racing writers) or waits out a real timeout, and took 2 s or more on a loaded machine (`--durations`). CI runs
@@ -122,6 +124,7 @@ SLOW_TESTS = frozenset({
     "test_recall::test_a_marker_from_another_process_is_found_by_each_search",
     "test_recall::test_never_another_agents_events",
     "test_relay::test_a_write_in_one_process_reaches_a_subscriber_of_another_once",
+    "test_sandbox_routes::test_an_approval_of_one_action_is_not_one_of_another",
     "test_setup_context::test_a_policy_change_between_sessions_shows_as_drift",
     "test_shell::test_a_new_process_reports_the_shell_closed_and_reads_its_history",
     "test_shell::test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running",
