@@ -5,18 +5,17 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
-import platformdirs
 
+from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR
+from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
@@ -97,7 +96,8 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
+                                       limits=config.sandbox.limits.limits())  # fmt: skip
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -109,26 +109,11 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         confinement.close()
 
 
-def user_skills_dir() -> Path:
-    return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
-
-
 def skill_set(config: ServeConfig) -> SkillSet:
-    """The skill directories, earliest first (a later one wins by name): the workspace's `.agents/skills` and
-    `.claude/skills`, the agent's substrate `skills/`, the user's own; or config.json's instead; then `--skills-dir`."""
-    if config.skills.directories is None:
-        workspace, substrate = config.workspace, substrate_dir(config.data_dir, config.agent)
-        directories = [
-            SkillDir("workspace-agents", workspace, ".agents/skills", "/workspace/.agents/skills"),
-            SkillDir("workspace-claude", workspace, ".claude/skills", "/workspace/.claude/skills"),
-            SkillDir("agent-substrate", substrate, "skills", "/workspace/agent/skills"),
-            SkillDir("user", user_skills_dir(), "", "user-skills"),
-        ]
-    else:
-        directories = [SkillDir("config", p, "", f"config-skills-{i}")
-                       for i, p in enumerate(config.skills.directories, 1)]  # fmt: skip
-    directories += [SkillDir("skills-dir", p, "", f"skills-dir-{i}") for i, p in enumerate(config.skills_dirs, 1)]
-    return SkillSet(directories, SkillFilter(config.skills.enabled, config.skills.include))
+    """The skill directories (server/data_dir.py says which, in which order) and the configured filter."""
+    substrate = substrate_dir(config.data_dir, config.agent)
+    found = skill_dirs(config.workspace, substrate, config.skills.directories, config.skills_dirs)
+    return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
 @asynccontextmanager
@@ -173,16 +158,17 @@ async def open_runtime(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
         try:
-            confinement = open_confinement(
-                mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]
-            )
+            confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
+                                           binaries=[rg_binary()], limits=config.sandbox.limits.limits())  # fmt: skip
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc
         try:
-            if config.require_confinement and confinement.mode != "landlock":
+            lacking = layers.missing(layers.describe(confinement))
+            if config.require_confinement and lacking:
                 raise StartupError(
-                    "--require-confinement: this kernel cannot confine spawned programs (no Landlock, or "
-                    "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
+                    "--require-confinement: this system cannot hold every sandbox layer; missing: "
+                    + "; ".join(f"{layer.name} ({layer.detail})" for layer in lacking)
+                    + ". Refusing to start."
                 )
             skills = await anyio.to_thread.run_sync(skill_set, config)
             try:

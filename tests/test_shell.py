@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ERAS, Connect, data, error_text
+from conftest import ERAS, Connect, data, error_text, gone
 from mcp import Client
 from mcp_types import RequestParamsMeta
 from test_permissions import answer, client_for
@@ -218,24 +218,13 @@ async def test_long_command_returns_a_handle_and_shell_wait_follows_it(rt: Runti
     assert read["status"] == "completed" and read["exitCode"] == 0 and read["commandId"] == cid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
-
-
 @pytest.mark.sqlite_only(reason="processes and the argv filter; no store path")
 async def test_forks_and_floods_are_bounded_and_cleaned_up(rt: Runtime, workspace: Path) -> None:
     async with client_for(rt, elicitation_callback=YES) as client:
-        forked = await call(client, "shell_run", {"command": "sleep 30 & echo $! > child.pid; echo parent"})
+        forked = await call(client, "shell_run", {"command": "sleep 30.125 & echo parent"})
         flood = await call(client, "shell_run", {"command": "yes", "timeoutMs": 500, "maxOutputChars": 500})
     assert forked["stdout"] == "parent\n"
-    child = int((workspace / "child.pid").read_text())
-    await anyio.sleep(0.2)
-    assert not _alive(child), "a background child of a finished command is killed with its group"
+    assert await gone("30.125"), "a background child of a finished command is killed with its group"
     assert flood["timedOut"] and flood["truncated"] and len(flood["stdout"]) < 600
 
 
@@ -243,12 +232,11 @@ async def test_forks_and_floods_are_bounded_and_cleaned_up(rt: Runtime, workspac
 async def test_cancelling_a_call_kills_the_process_group(rt: Runtime, workspace: Path) -> None:
     async with client_for(rt, "legacy", elicitation_callback=YES) as client:
         with anyio.move_on_after(1.0) as scope:
-            await client.call_tool("shell_run", {"command": "sleep 20 & echo $! > bg.pid; sleep 20"})
+            await client.call_tool("shell_run", {"command": "sleep 20.125 & sleep 20"})
         assert scope.cancelled_caught
         await anyio.sleep(0.5)
         history = await call(client, "shell_history", {"limit": 1})
-    child = int((workspace / "bg.pid").read_text())
-    assert not _alive(child)
+    assert await gone("20.125")
     assert history["commands"][0]["status"] == "killed"
 
 
@@ -320,7 +308,7 @@ async def test_busy_shell_refuses_a_second_command_before_asking(rt: Runtime, wo
         check = await call(client, "permissions_check", {"toolName": "shell_exec", "toolArgs": {"command": "ls"}})
         described = await call(client, "shell_describe", {})
         (workspace / "go").touch()
-        waited = await call(client, "shell_wait", {"timeoutMs": 30000})
+        waited = await call(client, "shell_wait", {"commandId": running["commandId"], "timeoutMs": 30000})
     assert running["status"] == "running"
     assert "busy" in busy and "shell_wait" in busy and len(seen) == 1  # nobody was asked about the refused call
     assert described["busyPlan"]["tool"] == "shell_wait" and "shell_exec" in described["busyPlan"]["avoidTools"]
@@ -421,16 +409,16 @@ async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_k
 
 
 async def test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running(
-    runtime: Runtime, connect: Connect
+    runtime: Runtime, connect: Connect, workspace: Path
 ) -> None:
     short: RequestParamsMeta = {"managed-tools/timeoutMs": 1500}  # type: ignore[typeddict-unknown-key]
+    command = "while [ ! -e go ]; do sleep 0.05; done; echo done"  # runs until the test lets it end
     async with connect(runtime, "legacy", elicitation_callback=YES) as client:
-        started = data(
-            await client.call_tool("shell_exec", {"command": "sleep 3; echo done", "waitMs": 30_000}, meta=short)
-        )
+        started = data(await client.call_tool("shell_exec", {"command": command, "waitMs": 30_000}, meta=short))
         waited = await client.call_tool(
             "shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}, meta=short
         )
+        (workspace / "go").touch()
         finished = data(await client.call_tool("shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}))
     answer_ = data(waited)
     assert started["status"] == "running" and started["nextStep"]["tool"] == "shell_wait"  # a handle, not a kill

@@ -10,8 +10,8 @@ holds); `toolsets` and `tools` add to it, `exclude_tools` takes away, `read_only
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 
 from pydantic import BaseModel, ConfigDict
 
@@ -106,13 +106,11 @@ def keeps(selection: ToolSelection, toolset: str, definition: ToolDefinition) ->
 def _refuse_unknown(kind: str, given: Sequence[str], valid: Sequence[str]) -> None:
     unknown = [name for name in dict.fromkeys(given) if name not in valid]
     if unknown:
-        raise RegistryError(
-            f"Unknown {kind} {', '.join(_with_a_guess(n, valid) for n in unknown)}; "
-            f"the {kind}s are: {', '.join(valid)}."
-        )
+        named = ", ".join(f"{name!r}{did_you_mean(name, valid)}" for name in unknown)
+        raise RegistryError(f"Unknown {kind} {named}; the {kind}s are: {', '.join(valid)}.")
 
 
-def _with_a_guess(name: str, valid: Sequence[str]) -> str:
-    """`'memry' (did you mean 'memory'?)`, or just the quoted name when nothing valid is close."""
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    """` (did you mean 'x'?)` for the closest valid name, or nothing when none is close."""
+    near = get_close_matches(name, valid, n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
+from pydantic import Field
 
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.ids import utc_now
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.errors import ToolError
@@ -45,6 +46,11 @@ class CommandResult(WireModel):
     text: str
     truncated: bool
     next_step: NextTool | None
+    limit: str | None = Field(
+        default=None,
+        description="The sandbox limit that stopped it (a sandbox.limits key: processes, memoryMB, fileSizeMB, "
+        "cpuSeconds), if one did.",
+    )
 
 
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
@@ -75,6 +81,7 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
         next_step=step,
+        limit=job.limit,
     )
 
 
@@ -167,6 +174,10 @@ async def follow(ctx: ToolContext, job: Job, wait_seconds: float, *, kill_on_can
 
 
 async def shell_state(ctx: ToolContext) -> store.ShellState:
+    """Read through the call's own transaction where it has one: a second read from the pool while the call holds
+    one deadlocks once as many calls as there are pooled readers do it at once (six retries of one approval)."""
+    if not isinstance(ctx.tx, NoTransaction):
+        return await store.get_state(ctx.tx, ctx.session_id)
     async with ctx.runtime.db.read() as tx:
         return await store.get_state(tx, ctx.session_id)
 
