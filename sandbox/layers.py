@@ -53,9 +53,12 @@ def _layers(c: Confinement) -> list[Layer]:
     cg = c.cgroups
     cg_what = ", ".join(sorted(cg.controllers)) if cg is not None else ""
     memory_by = "a memory cgroup" if cg is not None and "memory" in cg.controllers else "the address space"
-    network = "off for the read-only hand" + ("; the shell's network is on (--shell-network on): shell commands "
-                                              "and upstreams share the host's network" if c.shell_network else
-                                              " and the shell")  # fmt: skip
+    network = "off for the read-only hand" + (
+        " and the shell" if not c.shell_network else
+        "; the shell's commands and the upstreams go out only through the egress proxy, to "
+        "sandbox.network.allowedDomains" if c.egress is not None else
+        f"; the shell's network is on and direct ({c.egress_reason}): shell commands and upstreams share the host's "
+        "network")  # fmt: skip
     return [
         Layer(
             "files",

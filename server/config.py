@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from managed_tools.sandbox.egress import NetworkConfig
 from managed_tools.sandbox.policy import Limits
 from managed_tools.server.config_files import (
     CONFIG_FILE,
@@ -138,6 +139,7 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
 class UserConfig(BaseModel):

@@ -96,8 +96,13 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
-                                       limits=config.sandbox.limits.limits())  # fmt: skip
+        confinement = open_confinement(
+            mounts,
+            data_dir=config.data_dir,
+            network=config.shell_network,
+            limits=config.sandbox.limits.limits(),
+            allowed=config.sandbox.network,
+        )
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -158,8 +163,14 @@ async def open_runtime(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
         try:
-            confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
-                                           binaries=[rg_binary()], limits=config.sandbox.limits.limits())  # fmt: skip
+            confinement = open_confinement(
+                mounts,
+                data_dir=config.data_dir,
+                network=config.shell_network,
+                binaries=[rg_binary()],
+                limits=config.sandbox.limits.limits(),
+                allowed=config.sandbox.network,
+            )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc
         try:
