@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -284,6 +286,32 @@ async def runtime_with(config: ServeConfig, *tools: ToolDefinition) -> AsyncIter
         yield rt
 
 
+class Updates:
+    """A client's `message_handler` that keeps the resources/updated notifications it hears."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.arrived = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+            self.arrived.set()
+
+    def expect_more(self) -> None:
+        self.arrived = anyio.Event()
+
+
+async def subscribe_to_session_state(client: Client) -> tuple[str, str]:
+    """Subscribe `client` to its own session's session_state store; (the session id, the store's URI)."""
+    session_id = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+    uri = f"managed-tools://sessions/{session_id}/memory/session_state"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
+        await client.subscribe_resource(uri)
+    return session_id, uri
+
+
 def data(result: CallToolResult) -> dict[str, Any]:
     """The structured result of a successful call, checked against its text twin: the same JSON, or for `read`
     the file's text under a line saying what is shown (tools/files/tools.py `shown_text`)."""
@@ -298,6 +326,15 @@ def data(result: CallToolResult) -> dict[str, Any]:
     else:
         assert json.loads(text.text) == structured
     return structured
+
+
+async def upstreams_started(rt: Runtime, *names: str, seconds: float = 30.0) -> None:
+    """Until each named upstream's first start has ended: start-up waits for it only a moment, and a test that
+    calls its tools at once needs it up (or failed)."""
+    with anyio.fail_after(seconds):
+        starting = [f"{name}__tool" for name in names]
+        while any("is starting" in (rt.registry.absent_reason(n) or "") for n in starting):  # noqa: ASYNC110
+            await anyio.sleep(0.05)  # its start is another task's, with nothing of ours to wait on
 
 
 def error_text(result: CallToolResult) -> str:
