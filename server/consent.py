@@ -30,7 +30,7 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from managed_tools.server.pages.board import Page, PageAnswer, Pages
+from managed_tools.server.pages.board import Page, PageAnswer, Pages, PagesFull
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Tx
@@ -170,7 +170,10 @@ class CallConsent:
             record = await self._record(request, "input_required")
             params: types.ElicitRequestURLParams | types.ElicitRequestFormParams
             if schema is None:
-                params = self._page_params(self._open_page(record, request), request)
+                try:
+                    params = self._page_params(self._open_page(record, request), request)
+                except PagesFull as exc:
+                    return await self._settle(record, request, None, reason=str(exc))
             else:
                 params = types.ElicitRequestFormParams(message=request.message, requested_schema=schema)
             elicitation = types.ElicitRequest(params=params)
@@ -212,6 +215,8 @@ class CallConsent:
                     answer = await self._ctx.session.elicit_form(
                         request.message, requested_schema=schema, related_request_id=self._ctx.request_id
                     )
+            except PagesFull as exc:
+                return await self._settle(record, request, None, reason=str(exc))
             except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
                 log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
                 return await self._settle(record, request, None, reason="the client could not show the question")
@@ -239,6 +244,7 @@ class CallConsent:
     def _open_page(self, record: ApprovalRecord, request: ApprovalRequest) -> Page:
         assert self._pages is not None
         return self._pages.open_approval(
+            owner=self._attachment.owner,
             session_id=self._attachment.session_id,
             request_id=record.id,
             tool_name=request.tool_name,

@@ -4,9 +4,9 @@ Every request but the health check passes the guard first, on its headers alone:
 exactly against the allowlists (421, 403; server/http_allowlist.py), then the static bearer token when one is set
 (401) or, with OAuth, an access token and its scopes (401, 403; server/oauth.py, which also serves the Protected
 Resource Metadata), and an `Mcp-Managed-Session` header, which must name a session of this agent owned by the
-caller (400). Body sizes are capped by the
-SDK's transports on both POST endpoints (413), the number of open MCP sessions and SSE streams by
-`--max-sessions` (503), and connections by the deadlines and bound of server/http_limits.py.
+caller (400). Body sizes are capped by the SDK's transports on both POST endpoints (413), the number of open MCP
+sessions and SSE streams by `--max-sessions` (503; each OAuth principal holds at most a quarter of them, 429:
+server/http_shares.py), and connections by the deadlines and bound of server/http_limits.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import json
 import re
 import socket
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import mcp_types as types
 import uvicorn
 from anyio.abc import TaskStatus
 from mcp.server import Server
@@ -42,10 +42,12 @@ from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.attach import Attachments
 from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
 from managed_tools.server.extensions import Extensions
+from managed_tools.server.fair_share import share_of
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_replica import ReplicaRoute
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
+from managed_tools.server.http_shares import SessionShares, beyond_share, json_rpc_error
 from managed_tools.server.oauth import auth_middleware, metadata_routes
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
@@ -97,7 +99,7 @@ def build_app(
             session_idle_timeout=http.session_idle_seconds,
             max_sessions=http.max_sessions,
         )
-        routes.append(Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager)))
+        routes.append(Route(MCP_PATH, endpoint=SessionShares(StreamableHTTPASGIApp(manager), manager)))
     sse = SseServerTransport(MESSAGES_PATH, security_settings=security, max_request_body_size=http.max_request_bytes)
     routes += [
         Route(SSE_PATH, endpoint=SseEndpoint(server, sse, runtime, config.session, http.max_sessions), methods=["GET"]),
@@ -169,12 +171,6 @@ async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    """A JSON-RPC error body, which MCP clients show as the request's error."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
 class Guard:
     """Host/Origin, then the static bearer token, before anything else."""
 
@@ -197,14 +193,14 @@ class Guard:
         # Only headers are read here: a refused request is answered before any of its body is received.
         headers = Headers(scope=scope)
         if not self._allowlist.admits_host(headers.get("host")):
-            return _error(421, "This server does not answer to that Host header (see --allowed-host).")
+            return json_rpc_error(421, "This server does not answer to that Host header (see --allowed-host).")
         if not self._allowlist.admits_origin(headers.get("origin")):
-            return _error(403, "Requests from that Origin are not allowed (see --allowed-origin).")
+            return json_rpc_error(403, "Requests from that Origin are not allowed (see --allowed-origin).")
         if self._token is not None and not self._authorized(headers.get("authorization")):
             presented = headers.get("authorization") is not None
             challenge = 'Bearer realm="managed-tools"' + (', error="invalid_token"' if presented else "")
             why = "The bearer token is not valid." if presented else "This server requires a bearer token."
-            return _error(401, f"{why} Send Authorization: Bearer <token>.", {"WWW-Authenticate": challenge})
+            return json_rpc_error(401, f"{why} Send Authorization: Bearer <token>.", {"WWW-Authenticate": challenge})
         return None
 
     def _authorized(self, header: str | None) -> bool:
@@ -234,14 +230,16 @@ class SessionHeader:
         if (owner, named) in self._known:
             return None
         if not SESSION_ID.fullmatch(named):
-            return _error(400, "Mcp-Managed-Session must be a session id: up to 64 letters, digits, '-' or '_'.")
+            return json_rpc_error(
+                400, "Mcp-Managed-Session must be a session id: up to 64 letters, digits, '-' or '_'."
+            )
         try:
             async with self._runtime.db.read() as tx:
                 await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id, owner=owner)
         except DatabaseUnwritableError as exc:
-            return _error(503, str(exc))
+            return json_rpc_error(503, str(exc))
         except StoreError as exc:
-            return _error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")
+            return json_rpc_error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")
         if len(self._known) >= KNOWN_SESSIONS_CAP:
             self._known.clear()
         self._known.add((owner, named))  # sessions never change agent or owner, so a yes stays a yes
@@ -264,14 +262,19 @@ class SseEndpoint:
         self._runtime = runtime
         self._default = default_session
         self._max = max_streams
-        self._open = 0
+        self._open: Counter[str] = Counter()  # open streams by owner (server/http_shares.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._open >= self._max:
-            await _error(503, "Too many open SSE streams; try again later.")(scope, receive, send)
+        owner = current_principal().owner
+        share = share_of(owner, self._max)
+        if self._open.total() >= self._max:
+            await json_rpc_error(503, "Too many open SSE streams; try again later.")(scope, receive, send)
+            return
+        if self._open[owner] >= share:
+            await beyond_share("SSE streams", share)(scope, receive, send)
             return
         named = Headers(scope=scope).get(SESSION_HEADER)
-        self._open += 1
+        self._open[owner] += 1
         try:
             async with (
                 contextlib.aclosing(StreamAttachment(self._runtime, named, self._default)) as attachments,
@@ -285,7 +288,9 @@ class SseEndpoint:
                     init_options=self._server.create_initialization_options(),
                 )
         finally:
-            self._open -= 1
+            self._open[owner] -= 1
+            if not self._open[owner]:
+                del self._open[owner]
 
 
 def bind(http: HttpConfig) -> socket.socket:
@@ -387,7 +392,7 @@ class OpenRequests:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
-                await _error(503, "The server is stopping.")(scope, receive, send)
+                await json_rpc_error(503, "The server is stopping.")(scope, receive, send)
 
 
 class HttpServer(uvicorn.Server):

@@ -29,12 +29,15 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 from test_http import INITIALIZE, POST_HEADERS
+from test_pages import Person
 from test_permissions import YES, answer, rows
 
 from managed_tools.server import oauth_tokens
 from managed_tools.server.cli import main
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.pages.board import Pages
+from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.principal import owner_of
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.stores import event_search, events, search, sessions
@@ -149,16 +152,19 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(config: ServeConfig, issuer: Issuer, *required: str) -> AsyncIterator[Served]:
-    """The real app on a real uvicorn on a free loopback port, its resource URL that port's /mcp."""
-    http = HttpConfig.build(transport="http", port=0, environ={}, no_token=True)  # OAuth is added below
+async def serving(
+    config: ServeConfig, issuer: Issuer, *required: str, pages: Pages | None = None, **options: Any
+) -> AsyncIterator[Served]:
+    """The real app on a real uvicorn on a free loopback port, its resource URL that port's /mcp; `options` go to
+    HttpConfig.build."""
+    http = HttpConfig.build(transport="http", port=0, environ={}, no_token=True, **options)  # OAuth: below
     with bind(http) as sock:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         settings = OAuthConfig(issuer=issuer.url, resource=f"{url}/mcp", required_scopes=required)
         http = http.model_copy(update={"oauth": settings})
         extensions = startup_extensions(config)
         async with open_runtime(config, extensions) as runtime:
-            server = http_server(build_app(runtime, config, http, extensions), http, "WARNING")
+            server = http_server(build_app(runtime, config, http, extensions, pages), http, "WARNING")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(server.serve, [sock])
                 with anyio.fail_after(10):
@@ -470,6 +476,86 @@ async def test_another_principal_cannot_answer_a_principals_approval(config: Ser
         async with client(served, alice, elicitation_callback=yes) as mcp:
             done = await mcp.session.call_tool("probe_danger", arguments, input_responses=YES, request_state=state)
         assert data(done) == {"rows": 1}
+
+
+# ---- each principal's share (server/fair_share.py) -------------------------------------------------------------
+
+
+async def test_a_principal_past_its_share_of_sessions_gets_429_and_others_still_connect(
+    config: ServeConfig, issuer: Issuer
+) -> None:
+    async with serving(config, issuer, max_sessions=8) as served:  # a share of 2 each
+        alice, bob = issuer.token(served.resource), issuer.token(served.resource, sub="bob")
+        async with client(served, alice, "legacy") as one, client(served, alice, "legacy"):
+            refused = await post(served, alice)
+            assert refused.status_code == 429 and refused.headers["retry-after"]
+            assert "You have 2 MCP sessions open already" in refused.json()["error"]["message"]
+            async with client(served, bob, "legacy") as bobs, client(served, bob, "legacy"):
+                assert data(await bobs.call_tool("environment_describe", {}))
+                assert (await post(served, bob)).status_code == 429
+            await one.list_tools()
+        async with client(served, alice, "legacy") as again:  # closed sessions are no longer counted
+            assert data(await again.call_tool("environment_describe", {}))
+
+
+async def test_a_principal_past_its_share_of_sse_streams_gets_429(config: ServeConfig, issuer: Issuer) -> None:
+    async with serving(config, issuer, max_sessions=4) as served:  # a share of 1 each
+        alice, bob = issuer.token(served.resource), issuer.token(served.resource, sub="bob")
+        sse = f"{served.url}/sse"
+        async with (
+            httpx2.AsyncClient(timeout=10) as http,
+            http.stream("GET", sse, headers={"authorization": f"Bearer {alice}"}) as first,
+        ):
+            assert first.status_code == 200
+            second = await http.get(sse, headers={"authorization": f"Bearer {alice}"})
+            assert second.status_code == 429 and "SSE streams" in second.json()["error"]["message"]
+            async with http.stream("GET", sse, headers={"authorization": f"Bearer {bob}"}) as bobs:
+                assert bobs.status_code == 200
+
+
+async def test_pages_past_a_principals_share_are_refused_and_no_one_elses_open_page_is_forgotten(
+    config: ServeConfig, issuer: Issuer
+) -> None:
+    """Once a page board of 8 evicted the oldest page to make room: one principal asking often pushed out another's
+    open approval. Now each principal holds at most 2 pages, a full board refuses, and live pages stay."""
+
+    async def ask(mcp: Client, label: str) -> types.InputRequiredResult | types.CallToolResult:
+        return await mcp.session.call_tool("probe_danger", {"label": label}, allow_input_required=True)
+
+    def page_url(round_: types.InputRequiredResult | types.CallToolResult) -> str:
+        assert isinstance(round_, types.InputRequiredResult), round_
+        params = (round_.input_requests or {})["consent"].params
+        assert isinstance(params, types.ElicitRequestURLParams)
+        return params.url
+
+    async with (
+        serving_pages(Pages(for_approvals=True, capacity=8)) as pages,
+        serving(config, issuer, pages=pages) as served,
+        httpx2.AsyncClient() as http,
+    ):
+        alice, bob = issuer.token(served.resource), issuer.token(served.resource, sub="bob")
+        async with client(served, bob, elicitation_callback=Person()) as mcp:
+            bobs_page = page_url(await ask(mcp, "bob"))
+        async with client(served, alice, elicitation_callback=Person()) as mcp:
+            first = await ask(mcp, "alice 0")
+            page_url(await ask(mcp, "alice 1"))
+            refused = await ask(mcp, "alice 2")
+            assert isinstance(refused, types.CallToolResult)
+            assert "2 one-time pages of yours are waiting" in error_text(refused)
+            assert isinstance(first, types.InputRequiredResult)
+            no: types.InputResponses = {"consent": types.ElicitResult(action="decline")}
+            await mcp.session.call_tool("probe_danger", {"label": "alice 0"}, input_responses=no,
+                                        request_state=first.request_state)  # fmt: skip
+            page_url(await ask(mcp, "alice 3"))  # her answered page made room for her
+        for name in ("carol", "dave", "erin"):  # the board fills: 1 + 2 + 2 + 2 + 1 = 8 live pages
+            async with client(served, issuer.token(served.resource, sub=name), elicitation_callback=Person()) as mcp:
+                for label in [name] if name == "erin" else [name, f"{name} again"]:
+                    page_url(await ask(mcp, label))
+        async with client(served, issuer.token(served.resource, sub="frank"), elicitation_callback=Person()) as mcp:
+            full = await ask(mcp, "frank")
+        assert isinstance(full, types.CallToolResult) and "Too many one-time pages" in error_text(full)
+        assert (await http.get(bobs_page)).status_code == 200  # bob's question is still there to answer
+        assert await rows(served.runtime) == 0
 
 
 # ---- configuration ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
+from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Attachment, Runtime
 from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
 
@@ -377,7 +378,9 @@ async def test_a_client_declining_the_secret_page(pages: Pages, mode: str) -> No
 
 
 def open_approval(pages: Pages, request_id: str = "request-1") -> Page:
-    return pages.open_approval(session_id="s", request_id=request_id, tool_name="t", message="rm -rf /tmp/x")
+    return pages.open_approval(
+        owner=LOCAL_OWNER, session_id="s", request_id=request_id, tool_name="t", message="rm -rf /tmp/x"
+    )
 
 
 async def post(http: httpx2.AsyncClient, pages: Pages, page: Page, **overrides: Any) -> httpx2.Response:
@@ -506,7 +509,7 @@ async def test_a_page_of_another_origin_can_neither_read_nor_answer(pages: Pages
 
 async def test_a_secret_nobody_picked_up_is_dropped_at_expiry() -> None:
     board = Pages(ttl_seconds=0.2)
-    page = board.open_secret(session_id="s", tool_name="t", name="API_KEY", description="d")
+    page = board.open_secret(owner=LOCAL_OWNER, session_id="s", tool_name="t", name="API_KEY", description="d")
     assert board.answer(page, PageAnswer(approve=True, value=SecretStr(SECRET)))
     assert board.find("secret", "s", "t/API_KEY") is page  # a 2026 retry would pick it up now
     await anyio.sleep(0.3)
@@ -517,7 +520,9 @@ async def test_no_log_line_carries_a_page_url_token(pages: Pages, caplog: pytest
     """A page's URL answers its question: at DEBUG every library logs (httpx2 logs each request's URL), and none
     of those lines may carry the token."""
     caplog.set_level(logging.DEBUG)
-    page = pages.open_approval(session_id="s", request_id="r", tool_name="probe", message="May it run?")
+    page = pages.open_approval(
+        owner=LOCAL_OWNER, session_id="s", request_id="r", tool_name="probe", message="May it run?"
+    )
     async with httpx2.AsyncClient() as http:
         seen = await http.get(pages.url(page))
     logging.getLogger("managed_tools.probe").warning("opened %s", pages.url(page))

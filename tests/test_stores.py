@@ -157,6 +157,33 @@ async def test_rollback_runs_undo_while_the_write_lock_is_held(database: Path | 
     assert seen == ["savepoint: still locked", "outer: still locked"]  # each once, newest first
 
 
+async def test_a_write_cancelled_while_it_waits_to_begin_leaves_no_transaction_open(tmp_path: Path) -> None:
+    """Another process holds the write lock, so BEGIN IMMEDIATE waits in the database thread; the write is
+    cancelled (a client closing stdin), then the lock is freed and the thread's BEGIN succeeds after all. The next
+    write must still work: the begun transaction was rolled back (it once failed "cannot start a transaction within
+    a transaction", and a stdio server exited 1 when its wake closed)."""
+    path = tmp_path / "state.db"
+    db = await Database.open(path, local_dir=tmp_path)
+    other = sqlite3.connect(path, timeout=0, check_same_thread=False)
+    try:
+        async with db.write() as tx:
+            await tx.execute("CREATE TABLE t (v INTEGER)")
+        other.execute("BEGIN IMMEDIATE")
+        with anyio.move_on_after(0.2) as waiting:
+            async with db.write() as tx:
+                await tx.execute("INSERT INTO t VALUES (1)")
+        assert waiting.cancelled_caught
+        other.rollback()  # the database thread's BEGIN, still retrying, now begins
+        await anyio.sleep(0.3)
+        async with db.write() as tx:
+            await tx.execute("INSERT INTO t VALUES (2)")
+        async with db.read() as reader:
+            assert await reader.scalar("SELECT group_concat(v) FROM t") == "2"
+    finally:
+        other.close()
+        await db.close()
+
+
 def test_replace_file_undo_puts_back_what_was_there(tmp_path: Path) -> None:
     mount = Mount(
         kind="workspace", mount_path="/workspace", root=tmp_path, access="read_write", scope="user", prompt=""

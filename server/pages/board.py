@@ -12,13 +12,14 @@ from typing import Literal
 import anyio
 from pydantic import SecretStr
 
+from managed_tools.server.fair_share import share_of
 from managed_tools.tools.framework.redaction import KNOWN
 
 Kind = Literal["approval", "secret"]
 State = Literal["open", "answered", "closed"]
 PAGE_TTL_SECONDS = 600.0  # a page not answered within ten minutes is dead
 FORGET_AFTER_SECONDS = 600.0  # then, for as long again, a visit says it expired rather than "not found"
-MAX_PAGES = 1024  # open and remembered pages; beyond this the oldest are forgotten first
+MAX_PAGES = 1024  # open and remembered pages, a quarter of them per principal (server/fair_share.py)
 
 # A page's URL is a capability (whoever opens it answers): no log line carries one, whichever library logs it.
 PAGE_URL_TOKEN = re.compile(r"(?<=/p/)[A-Za-z0-9_-]{43}")
@@ -35,6 +36,7 @@ class PageAnswer:
 @dataclass(eq=False)
 class Page:
     kind: Kind
+    owner: str  # the principal whose call asked (server/principal.py)
     session_id: str  # the durable session whose call asked
     request_key: str  # the approval request id, or the tool and variable name of a secret
     tool_name: str
@@ -51,6 +53,15 @@ class Page:
     def expired(self) -> bool:
         return time.monotonic() >= self.expires_at
 
+    @property
+    def live(self) -> bool:
+        """Still waiting for its person: never forgotten to make room."""
+        return self.state == "open" and not self.expired()
+
+
+class PagesFull(Exception):
+    """A principal has as many live pages as its share allows (or the board is full of live pages)."""
+
 
 class Pages:
     """The board of pages, and where they are served (`origin`, once `serving.py` has bound its port).
@@ -58,9 +69,12 @@ class Pages:
     `for_approvals` (config `approvals: "page"`) sends every permission question to a page; otherwise only a
     client that can open a URL but cannot show a form gets one."""
 
-    def __init__(self, *, for_approvals: bool = False, ttl_seconds: float = PAGE_TTL_SECONDS) -> None:
+    def __init__(
+        self, *, for_approvals: bool = False, ttl_seconds: float = PAGE_TTL_SECONDS, capacity: int = MAX_PAGES
+    ) -> None:
         self.for_approvals = for_approvals
         self._ttl = ttl_seconds
+        self._capacity = capacity
         self._pages: dict[str, Page] = {}
         self.authority = ""  # "127.0.0.1:PORT": the only Host the site answers
         KNOWN.hide_in_logs(PAGE_URL_TOKEN)
@@ -72,12 +86,13 @@ class Pages:
     def url(self, page: Page) -> str:
         return f"{self.origin}/p/{page.token}"
 
-    def open_approval(self, *, session_id: str, request_id: str, tool_name: str, message: str) -> Page:
-        return self._open(Page("approval", session_id, request_id, tool_name, message, None, self._expiry()))
+    def open_approval(self, *, owner: str, session_id: str, request_id: str, tool_name: str, message: str) -> Page:
+        """A new page; PagesFull when `owner` already has its share of live pages."""
+        return self._open(Page("approval", owner, session_id, request_id, tool_name, message, None, self._expiry()))
 
-    def open_secret(self, *, session_id: str, tool_name: str, name: str, description: str) -> Page:
+    def open_secret(self, *, owner: str, session_id: str, tool_name: str, name: str, description: str) -> Page:
         key = secret_key(tool_name, name)
-        return self._open(Page("secret", session_id, key, tool_name, description, name, self._expiry()))
+        return self._open(Page("secret", owner, session_id, key, tool_name, description, name, self._expiry()))
 
     def lookup(self, token: str) -> Page | None:
         self._forget_old()
@@ -120,11 +135,29 @@ class Pages:
         return time.monotonic() + self._ttl
 
     def _open(self, page: Page) -> Page:
+        """Room is made by forgetting the oldest pages no longer live: the owner's own when it is at its share,
+        anyone's when the board is full. A live page is never forgotten, so one principal opening many pages
+        cannot take another's open question away; past its share it is refused instead."""
         self._forget_old()
-        while len(self._pages) >= MAX_PAGES:
-            self.close(self._pages.pop(next(iter(self._pages))))
+        share = share_of(page.owner, self._capacity)
+        own = [p for p in self._pages.values() if p.owner == page.owner]
+        if len(own) >= share:
+            self._forget_oldest_done(own, len(own) - share + 1)
+            if sum(p.owner == page.owner for p in self._pages.values()) >= share:
+                raise PagesFull(
+                    f"{share} one-time pages of yours are waiting for an answer already; answer or deny "
+                    "them (or let them expire) before asking again."
+                )
+        if len(self._pages) >= self._capacity:
+            self._forget_oldest_done(list(self._pages.values()), len(self._pages) - self._capacity + 1)
+            if len(self._pages) >= self._capacity:
+                raise PagesFull("Too many one-time pages are waiting for an answer on this server; try again later.")
         self._pages[page.token] = page
         return page
+
+    def _forget_oldest_done(self, pages: list[Page], count: int) -> None:
+        for page in [p for p in pages if not p.live][:count]:
+            self.close(self._pages.pop(page.token))
 
     def _forget_old(self) -> None:
         """An expired page drops an answer nobody took (a secret is not kept); later it is forgotten."""

@@ -16,7 +16,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from managed_tools.server.pages.board import Page, PageAnswer, Pages, secret_key
+from managed_tools.server.pages.board import Page, PageAnswer, Pages, PagesFull, secret_key
 from managed_tools.tools.framework.context import Attachment
 from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
 
@@ -39,16 +39,20 @@ class PageSecretInput:
         self._ctx = ctx
         self._params = params
         self._session_id = attachment.session_id
+        self._owner = attachment.owner
         self._wait = wait_seconds
         self.input_required: types.InputRequiredResult | None = None
 
     async def ask(self, request: VariableRequest) -> VariableAnswer:
         caps = self._ctx.session.client_capabilities
         urls = caps is not None and caps.elicitation is not None and caps.elicitation.url is not None
-        if request.type == "secret" and urls and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return await self._input_required_round(request)
-        if request.type == "secret" and urls and self._ctx.session.can_send_request:
-            return await self._elicit(request)
+        try:
+            if request.type == "secret" and urls and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return await self._input_required_round(request)
+            if request.type == "secret" and urls and self._ctx.session.can_send_request:
+                return await self._elicit(request)
+        except PagesFull as exc:  # this principal's share of the pages is taken
+            return VariableAnswer(status="unavailable", note=str(exc))
         return unavailable(request)
 
     async def _elicit(self, request: VariableRequest) -> VariableAnswer:
@@ -94,7 +98,11 @@ class PageSecretInput:
 
     def _open(self, request: VariableRequest) -> Page:
         return self._pages.open_secret(
-            session_id=self._session_id, tool_name=request.tool_name, name=request.name, description=request.description
+            owner=self._owner,
+            session_id=self._session_id,
+            tool_name=request.tool_name,
+            name=request.name,
+            description=request.description,
         )
 
 

@@ -210,10 +210,12 @@ class SqliteDatabase(Database):
         """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
         async with self._write_lock, self._said_when_refused():
             self._refuse_if_gone()
-            with _refused_clearly(self.path):
-                await self._writer.execute("BEGIN IMMEDIATE")
             tx = SqliteTx(self._writer, self.path, writing=True)
             try:
+                # Inside the try: a cancel that lands while the database thread runs BEGIN leaves the transaction
+                # begun, and only this rollback ends it (else every later write fails "within a transaction").
+                with _refused_clearly(self.path):
+                    await self._writer.execute("BEGIN IMMEDIATE")
                 yield tx
             except BaseException:
                 with anyio.CancelScope(shield=True):
@@ -280,8 +282,8 @@ class SqliteDatabase(Database):
         """A read-only snapshot on a pooled connection, so reads never wait for this process's writer."""
         conn = await self._reader_recv.receive()
         try:
-            await conn.execute("BEGIN")
             try:
+                await conn.execute("BEGIN")  # inside the try, as in `write`: a cancelled BEGIN may still begin
                 yield SqliteTx(conn, self.path)
             finally:
                 with anyio.CancelScope(shield=True):
