@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
+import platformdirs
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -100,8 +101,17 @@ class OAuthConfig(BaseModel):
     leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
 
 
+class SandboxConfig(BaseModel):
+    """config.json `sandbox`: what the writable shell may reach beyond its mounts (stores/grants.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    read_paths: tuple[Path, ...] = Field(default=(), alias="readPaths", description="Read and execute (nvm, pyenv).")
+    write_paths: tuple[Path, ...] = Field(default=(), alias="writePaths", description="Also write (caches).")
+
+
 class UserConfig(BaseModel):
-    """`<data-dir>/config.json`."""
+    """`<data-dir>/config.json` (this workspace's), or the user config directory's `config.json` (every workspace's)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -125,10 +135,38 @@ class UserConfig(BaseModel):
     request_state_keys: KeyRingSource | None = Field(default=None, alias="requestStateKeys")
     # The vault key replicas share (else the data dir's own key), from the same kinds of source.
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/contained.py).
+    auto_sandboxed: bool | None = Field(default=None, alias="autoSandboxed")
+
+
+USER_WIDE_KEYS = frozenset({"sandbox", "auto_sandboxed"})
+
+
+def user_wide_config_path() -> Path:
+    """The user config directory's `config.json`: what holds for every workspace, under each one's own."""
+    return Path(platformdirs.user_config_dir("managed-tools")) / CONFIG_FILE
+
+
+def load_user_wide_config() -> UserConfig:
+    """The user-wide config.json; it holds the keys every workspace shares (the sandbox's grants for now)."""
+    path = user_wide_config_path()
+    wide = _load_config(path)
+    if others := sorted(wide.model_fields_set - USER_WIDE_KEYS):
+        fields = UserConfig.model_fields
+        names = ", ".join(fields[name].alias or name for name in others)
+        raise ConfigError(
+            f"{path} may hold only `sandbox` and `autoSandboxed`; move {names} to the workspace's config.json "
+            "(`managed-tools serve --help` says where it is)."
+        )
+    return wide
 
 
 def load_user_config(data_dir: Path) -> UserConfig:
-    path = data_dir / CONFIG_FILE
+    return _load_config(data_dir / CONFIG_FILE)
+
+
+def _load_config(path: Path) -> UserConfig:
     if not path.exists():
         return UserConfig()
     try:
@@ -169,6 +207,9 @@ class ServeConfig(BaseModel):
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
+    # The user-wide config's sandbox grants, then this workspace's (both from outside every mount).
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
 
     @field_validator("database")
     @classmethod
@@ -195,6 +236,7 @@ class ServeConfig(BaseModel):
         skills_dirs: tuple[Path, ...] = (),
         selection: Selecting | None = None,
         database: str | None = None,
+        auto_sandboxed: bool | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -207,6 +249,7 @@ class ServeConfig(BaseModel):
         except OSError as exc:
             raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
         user = load_user_config(data)
+        wide = load_user_wide_config()
         policy = dict(user.policy)
         policy.update(dict.fromkeys(allow, "always_allow"))
         policy.update(dict.fromkeys(ask, "always_ask"))
@@ -241,6 +284,13 @@ class ServeConfig(BaseModel):
             database=database,
             request_state_keys=keys,
             vault_key=vault_key,
+            sandbox=SandboxConfig(
+                read_paths=(*wide.sandbox.read_paths, *user.sandbox.read_paths),
+                write_paths=(*wide.sandbox.write_paths, *user.sandbox.write_paths),
+            ),
+            auto_sandboxed=next(
+                (flag for flag in (auto_sandboxed, user.auto_sandboxed, wide.auto_sandboxed) if flag is not None), False
+            ),
         )
 
     @property

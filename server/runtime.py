@@ -12,7 +12,7 @@ import platformdirs
 
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR
+from managed_tools.server.data_dir import LEGACY_DIR, state_root
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
@@ -22,6 +22,7 @@ from managed_tools.stores.attachments import directory
 from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
+from managed_tools.stores.grants import GrantError, Grants, toolchain_grants
 from managed_tools.stores.mounts import default_mounts, substrate_dir
 from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.ripgrep import rg_binary
@@ -109,6 +110,26 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         confinement.close()
 
 
+def shell_grants(config: ServeConfig) -> Grants:
+    """The writable shell's toolchain (config `sandbox.readPaths`/`writePaths`, the workspace venvs' interpreters),
+    never reaching where the server keeps what no spawned program may read."""
+    protected = {
+        "the data dir": config.data_dir,
+        "the state directory of every workspace": state_root(),
+        "the user config directory (vault keys, config.json)": Path(platformdirs.user_config_dir("managed-tools")),
+        **{f"the vault {name!r}": path for name, path in config.vaults.items()},
+    }
+    try:
+        return toolchain_grants(
+            config.workspace,
+            read_paths=config.sandbox.read_paths,
+            write_paths=config.sandbox.write_paths,
+            protected=protected,
+        )
+    except GrantError as exc:
+        raise StartupError(str(exc)) from exc
+
+
 def user_skills_dir() -> Path:
     return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
 
@@ -174,7 +195,11 @@ async def open_runtime(
         )
         try:
             confinement = open_confinement(
-                mounts, data_dir=config.data_dir, network=config.shell_network, binaries=[rg_binary()]
+                mounts,
+                data_dir=config.data_dir,
+                network=config.shell_network,
+                binaries=[rg_binary()],
+                grants=shell_grants(config),
             )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc

@@ -27,6 +27,7 @@ from typing import Literal
 
 from managed_tools.stores import landlock
 from managed_tools.stores.errors import StoreError
+from managed_tools.stores.grants import NO_GRANTS, Grant, Grants
 from managed_tools.stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.stores.launcher import LauncherError, cache_root, launcher
 from managed_tools.stores.mounts import Mount
@@ -88,9 +89,14 @@ def _shell_system() -> list[Rule]:
     return rules + [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
 
 
-def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool) -> Policy:
+def grant_rules(grants: Iterable[Grant]) -> list[Rule]:
+    """The toolchain's grants as Landlock rules: read and execute, plus write where the person configured it."""
+    return [Rule(str(g.path), RUN | WRITE if g.access == "write" else RUN) for g in grants]
+
+
+def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool, grants: Grants = NO_GRANTS) -> Policy:
     rules = [*_shell_system(), *_mount_rules(mounts, writable=True), Rule(str(private), RUN | WRITE)]
-    return Policy(tuple(rules), deny_tcp=not network)
+    return Policy(tuple(rules + grant_rules(grants.grants)), deny_tcp=not network)
 
 
 def upstream_policy(mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool) -> Policy:
@@ -110,6 +116,7 @@ class Confinement:
     abi: int
     private: Path
     shell_network: bool = True
+    grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (stores/grants.py)
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode
@@ -153,9 +160,10 @@ def kernel_abi() -> int:
 
 
 def open_confinement(
-    mounts: list[Mount], *, data_dir: Path, network: bool, binaries: Iterable[str] = ()
+    mounts: list[Mount], *, data_dir: Path, network: bool, binaries: Iterable[str] = (), grants: Grants = NO_GRANTS
 ) -> Confinement:
-    """Create the private dir (0700, outside every mount) and build both rulesets when the kernel can."""
+    """Create the private dir (0700, outside every mount) and build both rulesets when the kernel can; the
+    writable shell also gets `grants`."""
     roots = [Path(os.path.realpath(m.root)) for m in mounts]
     private = Path(os.path.realpath(tempfile.mkdtemp(prefix="managed-tools-")))
     if any(inside(private, root) for root in roots):
@@ -169,11 +177,11 @@ def open_confinement(
     if version == 0:
         forced = os.environ.get(FORCE_ENV, "") == "argv-only"
         reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, notices=[
+        return Confinement("argv-only", 0, private, network, grants, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
-            "by the kernel."])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network)
-    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network))
+            "by the kernel.", *grants.notices])  # fmt: skip
+    confinement = Confinement("landlock", version, private, network, grants, notices=list(grants.notices))
+    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, grants=grants))
     try:
         for policy in policies:
             confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))
