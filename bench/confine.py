@@ -3,9 +3,9 @@
 In-process (no transport, no client; no-op ports, see noports.py), on a temporary workspace holding 20 small files
 with the data dir outside it. Two levels, each a round robin over its series so drift and noise hit all alike:
 
-* `tool`: `bash ls small` through `tools.executor.execute` (parse, span events, the command record, the spawn) on
-  three runtimes in the same process: argv-only (MANAGED_TOOLS_CONFINEMENT=argv-only), Landlock entered through
-  the compiled launcher (the default), and Landlock entered through a preexec_fn (MANAGED_TOOLS_CONFINEMENT=
+* `tool`: `bash ls small` through `tools.framework.executor.execute` (parse, span events, the command record, the
+  spawn) on three runtimes in the same process: argv-only (MANAGED_TOOLS_CONFINEMENT=argv-only), Landlock entered
+  through the compiled launcher (the default), and Landlock entered through a preexec_fn (MANAGED_TOOLS_CONFINEMENT=
   preexec, the fallback where no C compiler is found);
 * `spawn`: `tools.shell.runner.start_process` alone running `ls small`: unconfined (CPython's vfork path), the
   launcher with the read-only hand's ruleset, a no-op preexec_fn (the fork a preexec_fn forces) and the Landlock
@@ -32,14 +32,14 @@ from pathlib import Path
 import anyio
 from noports import PORTS
 
+from managed_tools.sandbox.confine import FORCE_ENV
+from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.attach import attach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores.confine import FORCE_ENV
 from managed_tools.stores.ids import utc_now
-from managed_tools.stores.spawn import Domain
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.executor import execute
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 
 Series = dict[str, Callable[[], Awaitable[None]]]

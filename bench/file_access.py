@@ -8,7 +8,7 @@ On a 4 KiB file three directories deep in a fresh workspace it times, interleave
   RESOLVE_NO_SYMLINKS, O_NONBLOCK, fstat, clearing O_NONBLOCK): what `read` does now;
 * `walk`: the same through the portable O_NOFOLLOW component walk (what runs where openat2 does not);
 * `resolve`: the guard's resolve alone (in all three above);
-* `tool`: the whole `read` call through `tools.executor.execute`, for scale.
+* `tool`: the whole `read` call through `tools.framework.executor.execute`, for scale.
 
 It is a benchmark, not a test: it prints figures and exits 0 whatever they are.
 
@@ -32,12 +32,12 @@ from pathlib import Path
 import anyio
 from noports import PORTS
 
+from managed_tools.sandbox import files, fsaccess
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.server.attach import attach, detach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import files, fsaccess
-from managed_tools.stores.paths import PathGuard
-from managed_tools.tools.executor import execute
+from managed_tools.tools.framework.executor import execute
 
 PATH = "src/a/b/file.txt"
 LIMIT = 48_004  # what read asks for with the default maxChars

@@ -5,8 +5,8 @@ fixed seed, a .gitignore that ignores one subtree, a few binary files, a `.git` 
 planted in known files. On that tree it times, for each query, interleaved in every repetition:
 
 * `tool`: the whole call `tools.executor.execute(runtime, attachment, ports, "grep" | "glob", {...})`: parsing,
-  span events, the read transaction and the handler, which runs rg through `stores/ripgrep.py`;
-* `store`: `stores.ripgrep.search` / `stores.ripgrep.list_files` alone (rg spawned through asyncio, its output
+  span events, the read transaction and the handler, which runs rg through `sandbox/ripgrep.py`;
+* `store`: `sandbox.ripgrep.search` / `sandbox.ripgrep.list_files` alone (rg spawned through asyncio, its output
   parsed in Python);
 * `rg`: the `rg` command line as a subprocess with the argv the store builds (`--sort path` included), its
   stdout read to completion: the baseline of the issue's target, tool/rg <= 1.5;
@@ -44,13 +44,13 @@ from typing import Any, Literal
 import anyio
 from noports import PORTS
 
+from managed_tools.sandbox import ripgrep
 from managed_tools.server.attach import attach, detach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import ripgrep
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.executor import execute
 from managed_tools.tools.files.tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.executor import execute
 
 TARGET_RATIO = 1.5
 FILES_PER_DIR = 20
@@ -299,7 +299,7 @@ GLOB_CASES = [
 
 
 def grep_argv(case: GrepCase, *, sort: bool) -> list[str]:
-    """The argv `stores.ripgrep.search` builds for `case` (no glob; the data dir lies outside the tree)."""
+    """The argv `sandbox.ripgrep.search` builds for `case` (no glob; the data dir lies outside the tree)."""
     argv = [ripgrep.rg_binary(), "--json", "--hidden", *(["--sort", "path"] if sort else []), "--max-count", "1"]
     argv += [] if case.case_sensitive else ["--ignore-case"]
     argv += [] if case.regex else ["--fixed-strings"]
@@ -307,7 +307,7 @@ def grep_argv(case: GrepCase, *, sort: bool) -> list[str]:
 
 
 def files_argv(*, sort: bool) -> list[str]:
-    """The argv `stores.ripgrep.list_files` builds (the data dir lies outside the tree)."""
+    """The argv `sandbox.ripgrep.list_files` builds (the data dir lies outside the tree)."""
     argv = [ripgrep.rg_binary(), "--files", "--hidden", *(["--sort", "path"] if sort else [])]
     return [*argv, "--no-require-git", "--glob", "!.git", "--", "."]
 
@@ -499,7 +499,7 @@ def _repeat(call: Callable[[], object], times: int) -> float:
 
 
 def _parse_like_store(lines: list[str], prefilter: bool = False) -> int:
-    """The per-line work of `stores.ripgrep.search`: json.loads, the type test, and building a match.
+    """The per-line work of `sandbox.ripgrep.search`: json.loads, the type test, and building a match.
 
     With `prefilter`, lines that are not match events (begin, end, summary) are skipped before json.loads.
     """
@@ -537,7 +537,7 @@ def _shape_grep(matches: list[ripgrep.Match]) -> int:
 
 
 async def _drain(argv: list[str], cwd: Path) -> int:
-    """Read rg's stdout through `stores.ripgrep._lines` (asyncio, decode, split into lines), only counting lines."""
+    """Read rg's stdout through `sandbox.ripgrep._lines` (asyncio, decode, split into lines), only counting lines."""
     count = 0
     async for _ in ripgrep._lines(argv, cwd, None):
         count += 1
@@ -620,7 +620,7 @@ async def breakdown(tree: Path, data_dir: Path, times: int) -> dict[str, float |
 class ReapWarnings(logging.Filter):
     """Counts and hides asyncio's "Unknown child process pid N, will report returncode 255" warnings.
 
-    `stores.ripgrep._lines` kills rg in its `finally` even when rg has already exited; Popen.send_signal polls
+    `sandbox.ripgrep._lines` kills rg in its `finally` even when rg has already exited; Popen.send_signal polls
     first and reaps the child, so asyncio's child watcher then finds no child to wait for and logs this.
     """
 
@@ -702,7 +702,7 @@ def print_report(
     print("'less' rows: our grep kills rg after limit+1 matches (in path order), rg reads the whole tree.")
     print("A store-only row: the tool caps limit at 1000, so only the store function can collect every match.\n")
     print(
-        f"asyncio 'Unknown child process pid' warnings during the run: {reaped} (hidden; stores/ripgrep.py _lines "
+        f"asyncio 'Unknown child process pid' warnings during the run: {reaped} (hidden; sandbox/ripgrep.py _lines "
         "kills rg after it has exited, which reaps it before asyncio's child watcher can)\n"
     )
     print(f"breakdown (ms, best of {max(3, reps)} runs, each part alone):")

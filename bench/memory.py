@@ -6,7 +6,7 @@ Three parts, all in one command:
    tokens and identifiers) is indexed at each `--sizes` step, then `--queries` queries are timed three ways:
    `store` (the FTS5/bm25 query `stores.search.search` alone, inside an open read snapshot), `handler` (the
    `memory_search` handler: FTS query, session look-ups, re-ranking and the output model) and `tool` (the
-   whole call through `tools.executor.execute`, span events included). Target: tool p95 <= 5 ms at 100k.
+   whole call through `tools.framework.executor.execute`, span events included). Target: tool p95 <= 5 ms at 100k.
 2. write: `memory_write` (replace, ~500 characters) through `execute`, and the raw `stores.memory.write` in
    a write transaction, each after a warm-up.
 3. race: `--procs` OS processes (multiprocessing, spawn) share one state file and each lands `--per-proc`
@@ -48,13 +48,14 @@ from noports import PORTS
 from managed_tools.server.attach import attach, detach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import fulltext, learnings, memory, search, sessions
+from managed_tools.stores import learnings, memory, search, sessions
+from managed_tools.stores.db import fulltext
 from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
-from managed_tools.tools.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.executor import execute
+from managed_tools.tools.framework.context import Attachment, Runtime, ToolContext
+from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.retrieval import STOPWORDS, build_query, search_parts
 from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search
-from managed_tools.tools.retrieval import STOPWORDS, build_query, search_parts
 
 TARGET_P95_MS = 5.0
 TARGET_SIZE = 100_000

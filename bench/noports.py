@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from managed_tools.tools.context import Ports
-from managed_tools.tools.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
+from managed_tools.tools.framework.context import Ports
+from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
 
 
 class NoConsent:

@@ -5,7 +5,7 @@ index costs each tool call when its events are appended.
    summaries, the text drawn from bench/memory.py's Zipf language) over 40 sessions of the agent, plus 10 % of
    events from another agent, grown to each `--sizes` step. Queries are common, mid-frequency and rare words,
    markers planted in one event each, paths and identifiers. Timed three ways: `handler` (session_search_context
-   in an open read snapshot), `tool` (the whole call through `tools.executor.execute`, its own span events
+   in an open read snapshot), `tool` (the whole call through `tools.framework.executor.execute`, its own span events
    included) and the in-run baseline `session_get_events {"limit": 8}` through `execute`. Target: handler p95
    under 10 ms at 100k events.
 2. write: one tool call's two events (`span.started`, then `span.completed`, each in its own write transaction
@@ -41,9 +41,9 @@ from managed_tools.server.attach import attach, detach
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import events, sessions
 from managed_tools.stores.db import Database
-from managed_tools.tools.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.executor import execute
+from managed_tools.tools.framework.context import Attachment, Runtime, ToolContext
+from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.recall.events import ContextSearchArgs, session_search_context
 
 TARGET_P95_MS = 10.0

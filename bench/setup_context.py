@@ -3,7 +3,7 @@
 
 1. attach: `server.attach.attach` (records the contract, opens the wake) against a baseline that opens the same
    wake without the contract, interleaved round by round; p50/p95 and the ratio.
-2. describe: `session_describe_context` through `tools.executor.execute` on a wake holding `--results` tool
+2. describe: `session_describe_context` through `tools.framework.executor.execute` on a wake holding `--results` tool
    results (each call's `span.completed` carries its size), p50/p95.
 
 It is a benchmark, not a test: it prints figures and exits 0 whatever they are.
@@ -28,9 +28,9 @@ from managed_tools.server.attach import attach
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import events, sessions
-from managed_tools.tools.context import Attachment, Runtime
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.executor import execute
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.executor import execute
 
 
 def quantiles(samples: list[float]) -> dict[str, float]:

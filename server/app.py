@@ -30,9 +30,9 @@ from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.executor import CallResult, execute
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.executor import CallResult, execute
 from managed_tools.tools.resources import affected
 
 # tools/list is the same for every connection and changes only with the configuration (a restart) or when an

@@ -19,8 +19,8 @@ from mcp.server import ServerRequestContext
 from managed_tools.stores import events, sessions, setups
 from managed_tools.stores.errors import DatabaseBusyError
 from managed_tools.stores.sessions import LOCAL_OWNER
-from managed_tools.tools.context import Attachment, Runtime
 from managed_tools.tools.environment.setup import live_setup
+from managed_tools.tools.framework.context import Attachment, Runtime
 
 log = logging.getLogger("managed_tools.attach")
 

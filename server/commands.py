@@ -38,11 +38,11 @@ from managed_tools.server.runtime import (
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
 from managed_tools.stores.db import Database, is_database_url, redacted
+from managed_tools.stores.db.transfer import copy_state
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.transfer import copy_state
 from managed_tools.tools.catalogue import PURPOSES
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.registry import Registry
 
 log = logging.getLogger("managed_tools")
 

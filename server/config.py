@@ -33,10 +33,10 @@ from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource,
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
-from managed_tools.tools.custom import CustomToolSpec
-from managed_tools.tools.latent import LatentToolSpec
-from managed_tools.tools.toolsets import ToolSelection
-from managed_tools.tools.variable_sources import ENV_NAME, ConfigValue
+from managed_tools.tools.framework.custom import CustomToolSpec
+from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.toolsets import ToolSelection
+from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 VaultName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -102,7 +102,7 @@ class OAuthConfig(BaseModel):
 
 
 class SandboxConfig(BaseModel):
-    """config.json `sandbox`: what the writable shell may reach beyond its mounts (stores/grants.py)."""
+    """config.json `sandbox`: what the writable shell may reach beyond its mounts (sandbox/grants.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -126,7 +126,7 @@ class UserConfig(BaseModel):
     # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
     mcp_servers: UpstreamSpecs = Field(default_factory=dict, alias="mcpServers")
-    # Which tools are served (tools/toolsets.py); `serve --toolsets/--tools/--exclude-tools/--read-only` win.
+    # Which tools are served (tools/framework/toolsets.py); `serve --toolsets/--tools/--exclude-tools/--read-only` win.
     toolsets: list[str] | None = None
     tools: list[str] | None = None
     exclude_tools: list[str] | None = Field(default=None, alias="excludeTools")

@@ -35,8 +35,8 @@ from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Tx
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.ports import ApprovalDecision, ApprovalRequest
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest
 
 log = logging.getLogger("managed_tools.consent")
 

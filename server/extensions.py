@@ -5,7 +5,7 @@
 
 The module exposes any of:
 
-- `TOOLS`: `tools.definition.ToolDefinition`s. They pass the same registry rules and run through the same
+- `TOOLS`: `tools.framework.definition.ToolDefinition`s. They pass the same registry rules and run through the same
   executor (validation, permission pauses, transactions, events) as the managed catalogue.
 - `RESOURCES`: `Resource`s (one fixed URI) and `ResourceTemplate`s (an RFC 6570 level-1 template such as
   `notes://{id}`), read when a client asks.
@@ -30,8 +30,8 @@ from typing import Annotated, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from managed_tools.tools.content import ContentBlock
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.content import ContentBlock
+from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.planning.strategies import Strategy
 
 T = TypeVar("T")

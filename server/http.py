@@ -51,7 +51,7 @@ from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 HEALTH_PATH = "/healthz"
 MCP_PATH = "/mcp"

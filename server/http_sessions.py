@@ -32,7 +32,7 @@ from managed_tools.server.connection import connection_of
 from managed_tools.server.principal import current_principal
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.sessions import LOCAL_OWNER
-from managed_tools.tools.context import Attachment, Runtime
+from managed_tools.tools.framework.context import Attachment, Runtime
 
 SESSION_HEADER = "mcp-managed-session"
 ATTACHMENT_STATE = "managed-tools/attachment"

@@ -19,8 +19,8 @@ from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
-from managed_tools.tools.registry import Registry
-from managed_tools.tools.what_runs import visible_lines
+from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.what_runs import visible_lines
 
 BY = "cli"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from managed_tools.tools.catalogue import PURPOSES
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.registry import Registry
 
 MAX_INSTRUCTIONS_BYTES = 2048  # clients cut or drop longer instructions
 # Where a model starts, best first (two are named): orient (mounts, setup), the session it is in, the files.

@@ -9,7 +9,8 @@ import mcp_types as types
 from mcp import MCPError
 
 from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage
-from managed_tools.tools.content import TextBlock
+from managed_tools.tools.framework.content import TextBlock
+from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.planning.strategies import (
     GUIDED_TOOLS,
     PLAN_CHOICES,
@@ -18,7 +19,6 @@ from managed_tools.tools.planning.strategies import (
     Strategy,
     render_guidance,
 )
-from managed_tools.tools.registry import Registry
 
 
 def _prompt(strategy: Strategy) -> Prompt:

@@ -12,8 +12,8 @@ from mcp.shared.exceptions import MCPError
 
 from managed_tools.server import SERVER_NAME
 from managed_tools.server.connection import connection_of
-from managed_tools.tools.context import Ports
-from managed_tools.tools.ports import (
+from managed_tools.tools.framework.context import Ports
+from managed_tools.tools.framework.ports import (
     ApprovalDecision,
     ApprovalRequest,
     ChildModel,

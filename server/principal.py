@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from mcp.server.auth.middleware.auth_context import get_access_token
 
 from managed_tools.stores.sessions import LOCAL_OWNER
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.definition import ToolDefinition
 
 TOOLS_READ = "tools:read"
 TOOLS_WRITE = "tools:write"

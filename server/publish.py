@@ -6,10 +6,17 @@ from typing import Any
 
 import mcp_types as types
 
-from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, ResourceLinkBlock, TextBlock
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.executor import CallResult
-from managed_tools.tools.latent import SUBMIT_TOOL
+from managed_tools.tools.framework.content import (
+    AudioBlock,
+    Block,
+    ImageBlock,
+    ResourceBlock,
+    ResourceLinkBlock,
+    TextBlock,
+)
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.executor import CallResult
+from managed_tools.tools.framework.latent import SUBMIT_TOOL
 
 TOOL_META_KEY = "managed-tools/tool"
 ERROR_META_KEY = "managed-tools/error"

@@ -17,7 +17,7 @@ from managed_tools.server.resources import Notifier
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import uuid7
 from managed_tools.stores.notices import Notice, NoticeChannel, notice_channel
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 log = logging.getLogger("managed_tools.relay")
 MAX_QUEUED = 1_000

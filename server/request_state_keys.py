@@ -25,7 +25,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretBytes, model_validator
 
-from managed_tools.tools.variable_sources import ENV_NAME
+from managed_tools.tools.framework.variable_sources import ENV_NAME
 
 KEY_ENV = "MANAGED_TOOLS_REQUEST_STATE_KEY"
 VAULT_KEY_ENV = "MANAGED_TOOLS_VAULT_KEY"

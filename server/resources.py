@@ -30,11 +30,11 @@ from managed_tools.server.ports import NoConsent, ports_for
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.skills import Skill
 from managed_tools.tools import resources
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.executor import reading_context
-from managed_tools.tools.registry import Registry
-from managed_tools.tools.uris import ATTACHMENT_SCHEME, SCHEME, parse, parse_attachment, parse_file
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.executor import reading_context
+from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.uris import ATTACHMENT_SCHEME, SCHEME, parse, parse_attachment, parse_file
 
 SKILL_SCHEME = "skill"
 SKILL_MIME = "text/markdown"

@@ -10,6 +10,11 @@ from pathlib import Path
 import anyio
 import platformdirs
 
+from managed_tools.sandbox.confine import ConfinementError, open_confinement
+from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
+from managed_tools.sandbox.mounts import default_mounts, substrate_dir
+from managed_tools.sandbox.paths import PathGuard
+from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, state_root
@@ -19,25 +24,20 @@ from managed_tools.server.upstream.fleet import running_upstreams, upstream_poli
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.attachments import directory
-from managed_tools.stores.confine import ConfinementError, open_confinement
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
-from managed_tools.stores.grants import GrantError, Grants, toolchain_grants
-from managed_tools.stores.mounts import default_mounts, substrate_dir
-from managed_tools.stores.paths import PathGuard
-from managed_tools.stores.ripgrep import rg_binary
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.stores.vault_key import VaultKeyError
-from managed_tools.tools import variables
 from managed_tools.tools.catalogue import build_registry
-from managed_tools.tools.context import Environment, Runtime
-from managed_tools.tools.custom import custom_tool
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.latent import latent_tool
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework import variables
+from managed_tools.tools.framework.context import Environment, Runtime
+from managed_tools.tools.framework.custom import custom_tool
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.latent import latent_tool
+from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.shell import posture as shell_core
-from managed_tools.tools.variable_sources import VariableSources
 
 
 class StartupError(Exception):

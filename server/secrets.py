@@ -25,9 +25,9 @@ from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import ConfiguredKey, KeyStore, VaultKeyError
-from managed_tools.tools import variables
-from managed_tools.tools.definition import Variable
-from managed_tools.tools.variable_sources import VariableSources
+from managed_tools.tools.framework import variables
+from managed_tools.tools.framework.definition import Variable
+from managed_tools.tools.framework.variable_sources import VariableSources
 
 KEYS_DIR = "vault-keys"
 

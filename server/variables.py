@@ -20,9 +20,9 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.ports import VariableAnswer, VariableInput, VariableRequest
-from managed_tools.tools.variables import secret_command
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.ports import VariableAnswer, VariableInput, VariableRequest
+from managed_tools.tools.framework.variables import secret_command
 
 log = logging.getLogger("managed_tools.variables")
 

@@ -14,8 +14,8 @@ import anyio
 from watchfiles import awatch
 
 from managed_tools.server.resources import Notifier, skill_uri
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.uris import file_uri
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.uris import file_uri
 
 log = logging.getLogger("managed_tools.watch")
 DEBOUNCE_MS = 300

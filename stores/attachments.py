@@ -2,7 +2,7 @@
 
 A file lives at `<data dir>/attachments/<session id>/<attachment id>`; its name on disk is its id (a UUID), never
 the name a tool gave it, which is only recorded. The directories are made and the file created exclusively beneath
-descriptors that follow no symbolic link (stores/fsaccess.py), mode 0600. Each attachment is bounded, and so are a
+descriptors that follow no symbolic link (sandbox/fsaccess.py), mode 0600. Each attachment is bounded, and so are a
 session's count and total size; the totals are read in the same write transaction that adds the row, so two
 processes cannot both squeeze under a cap. A write transaction that rolls back removes the file it added.
 """
@@ -18,12 +18,13 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel
 
-from managed_tools.stores import fsaccess, images
+from managed_tools.sandbox import fsaccess
+from managed_tools.sandbox.fsaccess import DIR_FLAGS, open_beneath, opened
+from managed_tools.sandbox.paths import valid_id
+from managed_tools.stores import images
 from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.errors import NotFoundError, StoreError
-from managed_tools.stores.fsaccess import DIR_FLAGS, open_beneath, opened
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
-from managed_tools.stores.paths import valid_id
 
 DIRECTORY = "attachments"
 MAX_NAME_CHARS = 255

@@ -6,7 +6,7 @@ As in `stores.search`, user text only ever reaches FTS5 as quoted strings.
 
 On PostgreSQL the store writes each event's text and words into `event_search` as it appends the event
 (`stores.events.index_event`); the filters are plain columns there, and phrases are checked on the text
-(`stores.fulltext`).
+(`stores.db.fulltext`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from managed_tools.stores import fulltext
-from managed_tools.stores.db import Tx, as_dict
+from managed_tools.stores.db import Tx, as_dict, fulltext
+from managed_tools.stores.db.fulltext import Match, match_all
 from managed_tools.stores.events import EventHead
-from managed_tools.stores.fulltext import Match, match_all
 from managed_tools.stores.search import passes
 from managed_tools.stores.sessions import LOCAL_OWNER
 

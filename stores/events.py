@@ -8,8 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from managed_tools.stores import fulltext
-from managed_tools.stores.db import Row, Tx, as_dict
+from managed_tools.stores.db import Row, Tx, as_dict, fulltext
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 

@@ -18,7 +18,7 @@ import asyncpg
 from pydantic import ValidationError
 
 from managed_tools.stores.db import Database
-from managed_tools.stores.db_postgres import PostgresDatabase
+from managed_tools.stores.db.postgres import PostgresDatabase
 from managed_tools.stores.notices import MAX_URI_CHARS, Notice
 
 CHANNEL = "managed_tools_notices"

@@ -1,5 +1,5 @@
 """The full-text search index (bm25) over every searchable text of an agent: SQLite's FTS5, or on PostgreSQL the
-same words, matches and scores through `stores.fulltext`.
+same words, matches and scores through `stores.db.fulltext`.
 
 Each text has a stable key, so rewriting a document replaces its entry. Queries are built here from quoted terms
 and phrases only, so user text is never FTS syntax.
@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from managed_tools.stores import fulltext
-from managed_tools.stores.db import Tx
-from managed_tools.stores.fulltext import Match, match_all, match_any
+from managed_tools.stores.db import Tx, fulltext
+from managed_tools.stores.db.fulltext import Match, match_all, match_any
 from managed_tools.stores.ids import utc_now
 
 SNIPPET_CHARS = 180

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from managed_tools.stores.fsaccess import open_beneath, opened
+from managed_tools.sandbox.fsaccess import open_beneath, opened
 from managed_tools.stores.ids import sha256_hex
 
 log = logging.getLogger("managed_tools.skills")

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from managed_tools.stores import files
+from managed_tools.sandbox import files
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import Resolved
 from managed_tools.stores.db import Database, Row, Tx
 from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.memory import preview
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.paths import Resolved
 
 log = logging.getLogger("managed_tools.substrate")
 

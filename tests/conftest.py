@@ -21,8 +21,8 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import state_root
 from managed_tools.server.runtime import open_runtime
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.definition import ToolDefinition
 
 ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era (2025-11-25)
 

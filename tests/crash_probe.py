@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.substrate import access
 from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate
 

@@ -2,11 +2,11 @@
 
 import base64
 
-from managed_tools.tools.attachments import AttachmentRef
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.framework.attachments import AttachmentRef
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, WireModel
 
 
 class File(Arguments):

@@ -4,12 +4,12 @@ custom tool with a multi-select form, and resources and prompts."""
 from __future__ import annotations
 
 from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
-from managed_tools.tools.content import ImageBlock, ResourceBlock, TextBlock
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import NoArguments, WireModel
-from managed_tools.tools.ports import LogLevel
+from managed_tools.tools.framework.content import ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import NoArguments, WireModel
+from managed_tools.tools.framework.ports import LogLevel
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, WireModel
 
 
 class ProbeArgs(Arguments):

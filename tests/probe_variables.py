@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, Variable
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, Variable
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
 
 REGION = Variable(name="REGION", required=True, description="The region to work in")
 ZONE = Variable(name="ZONE", required=True, scoped=True, description="This session's zone")

@@ -16,7 +16,7 @@ from typing import Any
 
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.tools.catalogue import FAMILIES
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.latent_calls import tools as latent_calls
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools_list.json"

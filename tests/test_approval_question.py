@@ -20,8 +20,8 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
 from managed_tools.stores import shell as shell_store
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.what_runs import MAX_SHOWN_COMMAND_CHARS, WhatRuns, secret_looking, visible
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.what_runs import MAX_SHOWN_COMMAND_CHARS, WhatRuns, secret_looking, visible
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -23,8 +23,8 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import images, sessions
 from managed_tools.stores.attachments import AttachmentError, AttachmentLimits
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.tools import attachments
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework import attachments
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -12,20 +12,20 @@ from hypothesis import strategies as st
 from mcp_types import RequestParamsMeta
 from test_permissions import answer
 
+from managed_tools.sandbox.mounts import Mount, substrate_dir
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import outcomes, sessions
-from managed_tools.stores.mounts import Mount, substrate_dir
-from managed_tools.stores.paths import PathGuard
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.errors import ToolError
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 
 pytestmark = pytest.mark.anyio
 
 BAD_NAME_MODULE = """
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, WireModel
 
 
 class Args(Arguments):

@@ -10,9 +10,9 @@ from snapshot_tools import difference, full_catalogue
 
 from managed_tools.server.instructions import MAX_INSTRUCTIONS_BYTES, instructions
 from managed_tools.tools.catalogue import PURPOSES, build_registry
-from managed_tools.tools.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.definition import ToolDefinition, repeated_parts
 from managed_tools.tools.environment.setup import estimated_tokens
+from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definition import ToolDefinition, repeated_parts
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4

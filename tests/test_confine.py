@@ -21,14 +21,14 @@ from conftest import data
 from mcp import Client
 from test_permissions import answer, client_for
 
+from managed_tools.sandbox import landlock, launcher
+from managed_tools.sandbox.confine import FORCE_ENV
+from managed_tools.sandbox.mounts import substrate_dir
+from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import landlock, launcher
-from managed_tools.stores.confine import FORCE_ENV
 from managed_tools.stores.ids import utc_now
-from managed_tools.stores.mounts import substrate_dir
-from managed_tools.stores.spawn import Domain
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 

@@ -22,11 +22,11 @@ from conftest import data
 from crash_workload import Crashes, dump
 from mcp import Client, StdioServerParameters
 
+from managed_tools.sandbox.files import atomic_write
+from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import ServeConfig
 from managed_tools.stores import substrate as store
-from managed_tools.stores.files import atomic_write
-from managed_tools.stores.mounts import substrate_dir
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

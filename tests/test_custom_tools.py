@@ -16,7 +16,7 @@ from test_permissions import answer, cli, client_for
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import default_data_dir
 from managed_tools.server.runtime import StartupError, open_runtime
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -18,9 +18,9 @@ from test_stdio import stdio_client
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.stores import events, sessions
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import NoArguments, WireModel
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import NoArguments, WireModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

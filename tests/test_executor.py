@@ -18,11 +18,11 @@ from mcp_types import RequestParamsMeta
 from pydantic import Field
 
 from managed_tools.server.config import ServeConfig
-from managed_tools.stores.db_postgres import WRITE_LOCK
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.stores.db.postgres import WRITE_LOCK
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -19,12 +19,12 @@ import pytest
 from conftest import Connect, data, error_text
 from mcp_types import CallToolResult
 
+from managed_tools.sandbox import files, fsaccess
+from managed_tools.sandbox.fsaccess import FileAccessError
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import PathError, PathGuard, Resolved
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import files, fsaccess
-from managed_tools.stores.fsaccess import FileAccessError
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.paths import PathError, PathGuard, Resolved
 
 pytestmark = pytest.mark.anyio
 SECRET = "TOP-SECRET-CONTENT-7f3a"

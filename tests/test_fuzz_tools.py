@@ -18,7 +18,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.publish import ERROR_META_KEY
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.catalogue import build_registry
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

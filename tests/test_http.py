@@ -30,7 +30,7 @@ from managed_tools.server.config import HttpConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.stores import sessions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

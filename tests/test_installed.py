@@ -21,8 +21,8 @@ from managed_tools.server.runtime import StartupError, startup_extensions
 pytestmark = pytest.mark.anyio
 
 EXTENSION = """
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import NoArguments, WireModel
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import NoArguments, WireModel
 
 
 class Echo(WireModel):
@@ -49,7 +49,7 @@ def installed_command() -> str:
 def project(tmp_path: Path) -> Path:
     """A user's project whose own top-level names are the ones our layers used to be installed as."""
     project = tmp_path / "project"
-    for package in ("tools", "stores"):
+    for package in ("tools", "stores", "sandbox"):
         (project / package).mkdir(parents=True)
         (project / package / "__init__.py").write_text(
             f"raise ImportError('the project tree {package} was imported')\n"

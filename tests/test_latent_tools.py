@@ -18,12 +18,12 @@ from managed_tools.server.data_dir import default_data_dir
 from managed_tools.server.publish import ACTION_META_KEY, ERROR_META_KEY
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.catalogue import build_registry
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.latent import LatentToolSpec, latent_tool
-from managed_tools.tools.models import Arguments, WireModel
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.latent import LatentToolSpec, latent_tool
+from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.registry import Registry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -1,5 +1,5 @@
-"""The layer rule (docs/architecture.md): server -> tools -> stores, never back; tools/ and stores/ never see mcp;
-and every import of our own code goes through the installed name `managed_tools.*`."""
+"""The layer rule (docs/architecture.md): server -> tools -> stores and sandbox, never back; tools/, stores/ and
+sandbox/ never see mcp; and every import of our own code goes through the installed name `managed_tools.*`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
     "tools": {"mcp", "mcp_types", "managed_tools.server"},
     "stores": {"mcp", "mcp_types", "managed_tools.server", "managed_tools.tools"},
+    "sandbox": {"mcp", "mcp_types", "managed_tools.server", "managed_tools.tools"},
 }
-BARE = {"server", "tools", "stores"}  # the names a user's own packages may take (tests/test_installed.py)
-PYTHON_DIRS = ("server", "tools", "stores", "tests", "bench", ".ci")
+# tools' framework never reaches into a family; the families build on it.
+FAMILY_FREE = "tools/framework"
+BARE = {"server", "tools", "stores", "sandbox"}  # the names a user's own packages may take (tests/test_installed.py)
+PYTHON_DIRS = ("server", "tools", "stores", "sandbox", "tests", "bench", ".ci")
 
 
 def imported(path: Path) -> set[str]:
@@ -57,3 +60,12 @@ def test_the_rules_see_what_they_forbid(tmp_path: Path) -> None:
     assert within("managed_tools.server.app", FORBIDDEN["tools"]) == {"managed_tools.server"}
     assert {n for n in names if n.split(".")[0] in BARE} == {"tools.definition"}
     assert set().union(*(within(n, FORBIDDEN["stores"]) for n in names)) == {"mcp", "managed_tools.server"}
+
+
+def test_the_tools_framework_never_imports_a_family() -> None:
+    families = {p.name for p in (ROOT / "tools").iterdir() if (p / "__init__.py").exists()} - {"framework"}
+    assert families
+    forbidden = {f"managed_tools.tools.{family}" for family in families}
+    offenders = {str(f.relative_to(ROOT)): sorted(set().union(*(within(n, forbidden) for n in imported(f))))
+                 for f in sources(FAMILY_FREE)}  # fmt: skip
+    assert {f: bad for f, bad in offenders.items() if bad} == {}

@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from test_permissions import answer
 
 from managed_tools.server.config import ServeConfig
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

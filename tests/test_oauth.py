@@ -41,7 +41,7 @@ from managed_tools.stores import event_search, events, search, sessions
 from managed_tools.stores.db import Database
 from managed_tools.stores.event_search import EventScope
 from managed_tools.stores.sessions import LOCAL_OWNER
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 

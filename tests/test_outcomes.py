@@ -11,7 +11,7 @@ from mcp import Client
 from test_permissions import answer
 
 from managed_tools.stores import approvals
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

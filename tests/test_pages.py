@@ -34,8 +34,8 @@ from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.ports import VariableAnswer, VariableRequest
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
 
 pytestmark = pytest.mark.anyio
 

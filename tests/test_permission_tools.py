@@ -7,7 +7,7 @@ from conftest import data
 from test_permissions import cli, client_for, config, event_types, rt
 
 from managed_tools.server.config import ServeConfig
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 __all__ = ["config", "rt"]  # fixtures shared with test_permissions

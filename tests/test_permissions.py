@@ -26,7 +26,7 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -11,7 +11,7 @@ from mcp import MCPError
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import StartupError, startup_extensions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.planning.strategies import MINDSETS
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +75,7 @@ async def test_the_rendered_guidance_drives_the_planning_tools(runtime: Runtime,
 def test_an_extension_cannot_take_a_strategy_name(workspace: Path, tmp_path: Path) -> None:
     (tmp_path / "ext_react.py").write_text(
         "from managed_tools.server.extensions import Prompt, PromptMessage\n"
-        "from managed_tools.tools.content import TextBlock\n"
+        "from managed_tools.tools.framework.content import TextBlock\n"
         "async def render(arguments):\n"
         "    return [PromptMessage(role='user', content=TextBlock(text='mine'))]\n"
         "PROMPTS = [Prompt(name='REACT', description='taken', render=render)]\n"

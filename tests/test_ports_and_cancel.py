@@ -12,9 +12,9 @@ from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp.client import ClientRequestContext
 
 from managed_tools.server.config import ServeConfig
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.definition import InterruptBehavior, ToolDefinition
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.definition import InterruptBehavior, ToolDefinition
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

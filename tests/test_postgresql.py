@@ -18,9 +18,9 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import event_search, events, search, sessions
 from managed_tools.stores.db import Database
+from managed_tools.stores.db.fulltext import words
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.event_search import EventScope
-from managed_tools.stores.fulltext import words
 from managed_tools.stores.sessions import LOCAL_OWNER
 
 pytestmark = pytest.mark.anyio

@@ -15,14 +15,14 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import db_sqlite as db_module
 from managed_tools.stores import events, sessions
 from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.db import sqlite as db_module
+from managed_tools.stores.db.migrations import MIGRATIONS
 from managed_tools.stores.events import event_text
 from managed_tools.stores.ids import utc_now, uuid7
-from managed_tools.stores.migrations import MIGRATIONS
-from managed_tools.tools.context import Runtime
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -9,11 +9,11 @@ import pytest
 from pydantic import Field, ValidationError
 
 from managed_tools.tools.catalogue import build_registry
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.registry import Registry
 
 
 class Out(WireModel):

@@ -9,7 +9,7 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 
 from managed_tools.stores import memory, search, sessions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -20,7 +20,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import vault
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 __all__ = ["browser", "pages"]  # fixtures shared with test_pages

@@ -16,7 +16,7 @@ from conftest import ERAS, Connect, data
 from mcp import Client, MCPError
 
 from managed_tools.stores import sessions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 VIEWS = {

@@ -6,7 +6,7 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 
 from managed_tools.stores import sessions
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 

@@ -14,8 +14,8 @@ from test_stdio import stdio_client
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import sessions
-from managed_tools.tools.context import Runtime
 from managed_tools.tools.environment.setup import SECTIONS
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 SECRET = "vault-secret-3f9a1c"

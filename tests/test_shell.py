@@ -22,7 +22,7 @@ from test_permissions import answer, client_for
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.tools.context import Runtime
+from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.argv import FIXED_ENV
 

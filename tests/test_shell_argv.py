@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from managed_tools.stores.mounts import default_mounts
-from managed_tools.stores.paths import PathGuard, inside
-from managed_tools.tools.errors import ToolError
+from managed_tools.sandbox.mounts import default_mounts
+from managed_tools.sandbox.paths import PathGuard, inside
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.argv import FIXED_ENV, plan
 from managed_tools.tools.shell.flags import PROGRAMS, Flag
 

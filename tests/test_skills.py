@@ -13,9 +13,9 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import MCPError
 
+from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import CONFIG_FILE, ServeConfig
 from managed_tools.server.runtime import open_runtime, user_skills_dir
-from managed_tools.stores.mounts import substrate_dir
 
 pytestmark = pytest.mark.anyio
 

@@ -15,13 +15,13 @@ import pytest
 from conftest import _psql
 from postgres_server import binaries, database_url
 
+from managed_tools.sandbox.files import replace_file
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores.db import Database
-from managed_tools.stores.db_postgres import WRITE_LOCK
-from managed_tools.stores.files import replace_file
+from managed_tools.stores.db.migrations import MIGRATIONS
+from managed_tools.stores.db.postgres import WRITE_LOCK
 from managed_tools.stores.ids import canonical_json, uuid7
-from managed_tools.stores.migrations import MIGRATIONS
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.paths import PathGuard
 
 pytestmark = pytest.mark.anyio
 

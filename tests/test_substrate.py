@@ -22,11 +22,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from test_permissions import answer, cli
 
+from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import ServeConfig
-from managed_tools.stores.mounts import substrate_dir
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import ToolError
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.substrate.access import MAX_FILE_BYTES
 from managed_tools.tools.substrate.line_diff import line_diff
 from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate

@@ -16,10 +16,10 @@ from conftest import data
 from test_permissions import answer, client_for
 from toolchain_fixtures import make_venv, outside_install
 
+from managed_tools.sandbox import landlock
+from managed_tools.sandbox.grants import Grant, GrantError, configured, venv_interpreters
 from managed_tools.server.config import ConfigError, ServeConfig, user_wide_config_path
 from managed_tools.server.runtime import StartupError, open_runtime
-from managed_tools.stores import landlock
-from managed_tools.stores.grants import Grant, GrantError, configured, venv_interpreters
 
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})

@@ -24,11 +24,11 @@ from managed_tools.server.cli import main
 from managed_tools.server.config import Selecting, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.catalogue import FAMILIES, build_registry
-from managed_tools.tools.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.latent import LatentToolSpec, latent_tool
-from managed_tools.tools.toolsets import ToolSelection
-from managed_tools.tools.uris import view_uri
+from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.latent import LatentToolSpec, latent_tool
+from managed_tools.tools.framework.toolsets import ToolSelection
+from managed_tools.tools.framework.uris import view_uri
 
 pytestmark = pytest.mark.anyio
 

@@ -32,9 +32,9 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.stores import vault
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.registry import Registry
 
 pytestmark = pytest.mark.anyio
 

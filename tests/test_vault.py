@@ -33,9 +33,9 @@ from managed_tools.stores import session_variables, sessions, vault
 from managed_tools.stores.db import as_dict
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import VaultKeyError
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.ports import VariableAnswer, VariableRequest
-from managed_tools.tools.variable_sources import EnvReference
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
+from managed_tools.tools.framework.variable_sources import EnvReference
 
 pytestmark = pytest.mark.anyio
 

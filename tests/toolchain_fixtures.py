@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from managed_tools.stores.grants import SYSTEM_PREFIXES
-from managed_tools.stores.paths import inside
+from managed_tools.sandbox.grants import SYSTEM_PREFIXES
+from managed_tools.sandbox.paths import inside
 
 VERSION = f"python{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.environment import tools as environment
-from managed_tools.tools.errors import RegistryError
 from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.toolsets import USER_TOOLSETS, ToolSelection, select
 from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search
 from managed_tools.tools.memory import tools as memory_tools
@@ -15,14 +17,12 @@ from managed_tools.tools.outcomes import tools as outcome_tools
 from managed_tools.tools.permissions import tools as permissions
 from managed_tools.tools.planning import tools as planning
 from managed_tools.tools.recall import tools as recall
-from managed_tools.tools.registry import Registry
 from managed_tools.tools.sandbox import tools as sandbox
 from managed_tools.tools.sessions import delegation
 from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
 from managed_tools.tools.skills import tools as skill_tools
 from managed_tools.tools.substrate import tools as substrate_tools
-from managed_tools.tools.toolsets import USER_TOOLSETS, ToolSelection, select
 
 # The families (toolsets of `serve --toolsets`), in publishing order, each with what it is for.
 FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {

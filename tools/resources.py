@@ -12,19 +12,18 @@ import mimetypes
 import anyio
 from pydantic import BaseModel
 
-from managed_tools.stores import attachments, ripgrep
+from managed_tools.sandbox import ripgrep
+from managed_tools.sandbox.files import read_limited
+from managed_tools.stores import attachments
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.stores.files import read_limited
 from managed_tools.stores.ids import sha256_hex
-from managed_tools.tools.attachments import owned
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.executor import CallResult
-from managed_tools.tools.memory.tools import STORES, render
-from managed_tools.tools.outcomes.gate import posture
-from managed_tools.tools.registry import Registry
-from managed_tools.tools.scope import scoped_session
-from managed_tools.tools.uris import (
+from managed_tools.tools.framework.attachments import owned
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.executor import CallResult
+from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.uris import (
     AGENT_TARGETS,
     FILE_MOUNTS,
     SCHEME,
@@ -38,6 +37,8 @@ from managed_tools.tools.uris import (
     parse_file,
     view_uri,
 )
+from managed_tools.tools.memory.tools import STORES, render
+from managed_tools.tools.outcomes.gate import posture
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}
 MAX_LISTED_FILES = 500  # per mount; the templates reach every other file

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 import anyio
 
 from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
-from managed_tools.tools.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.definition import Handler, Render, ToolDefinition
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definition import Handler, Render, ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

@@ -17,8 +17,8 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from managed_tools.server.pages.board import Page, PageAnswer, Pages, secret_key
-from managed_tools.tools.context import Attachment
-from managed_tools.tools.ports import VariableAnswer, VariableRequest
+from managed_tools.tools.framework.context import Attachment
+from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
 
 
 class PageSecretInput:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import anyio
 
+from managed_tools.sandbox.confine import Confinement
+from managed_tools.sandbox.mounts import Mount
 from managed_tools.server.upstream.secrets import SecretLookup, no_vault
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.server.upstream.upstream import Upstream
-from managed_tools.stores.confine import Confinement
-from managed_tools.stores.mounts import Mount
-from managed_tools.tools.definition import PermissionPolicy
-from managed_tools.tools.registry import GROUP_SEPARATOR, Registry
+from managed_tools.tools.framework.definition import PermissionPolicy
+from managed_tools.tools.framework.registry import GROUP_SEPARATOR, Registry
 
 # How long start-up waits for the upstreams' first start, all at once, so that the first tools/list holds
 # theirs; one slower than this is published when it comes (tools/list_changed), one that fails is retried.

@@ -1,4 +1,4 @@
-"""A stdio upstream: spawned through stores/spawn.py in a Landlock domain of its own, spoken to over its pipes.
+"""A stdio upstream: spawned through sandbox/spawn.py in a Landlock domain of its own, spoken to over its pipes.
 
 The SDK's stdio client spawns with its own call, which cannot pass the ruleset descriptor our launcher needs, so
 the process is ours and the transport is a small one over its pipes (newline-delimited JSON-RPC, as the SDK's).
@@ -22,8 +22,8 @@ import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
+from managed_tools.sandbox.spawn import Domain, spawn
 from managed_tools.server.upstream.secrets import scrub
-from managed_tools.stores.spawn import Domain, spawn
 
 log = logging.getLogger("managed_tools.upstream")
 CHUNK = 1 << 16

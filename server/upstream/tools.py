@@ -15,13 +15,17 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from managed_tools.stores.attachments import AttachmentError
-from managed_tools.tools.content import Block, TextBlock
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.custom import schema_model
-from managed_tools.tools.definition import PermissionPolicy, ToolDefinition
-from managed_tools.tools.errors import RegistryError, ToolError
-from managed_tools.tools.models import Arguments, WireModel
-from managed_tools.tools.registry import GROUP_SEPARATOR, MAX_UPSTREAM_DESCRIPTION_CHARS, UPSTREAM_NAME_PATTERN
+from managed_tools.tools.framework.content import Block, TextBlock
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.custom import schema_model
+from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError, ToolError
+from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.registry import (
+    GROUP_SEPARATOR,
+    MAX_UPSTREAM_DESCRIPTION_CHARS,
+    UPSTREAM_NAME_PATTERN,
+)
 
 log = logging.getLogger("managed_tools.upstream")
 MAX_TEXT_CHARS = 100_000  # what one result may put into the conversation as text

@@ -21,16 +21,16 @@ from mcp import Client, MCPError
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
+from managed_tools.sandbox.confine import Confinement, upstream_policy
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.upstream import process
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
-from managed_tools.stores.confine import Confinement, upstream_policy
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.spawn import Domain
-from managed_tools.tools.definition import PermissionPolicy
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.definition import PermissionPolicy
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.registry import Registry
 
 log = logging.getLogger("managed_tools.upstream")
 CONNECT_SECONDS = 20.0  # for each step of starting (the handshake, each page of its tools)

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pydantic import Field
 
 from managed_tools.stores import vault
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.environment.setup import (
     SECTIONS,
     AgentSetup,
@@ -17,9 +15,11 @@ from managed_tools.tools.environment.setup import (
     recorded_setup,
     vaults,
 )
-from managed_tools.tools.models import Arguments, NoArguments, SessionId, WireModel
-from managed_tools.tools.scope import scoped_session
-from managed_tools.tools.uris import view_uri
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, NoArguments, SessionId, WireModel
+from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.uris import view_uri
 
 
 class SetupInput(Arguments):

@@ -10,12 +10,12 @@ from weakref import WeakKeyDictionary
 
 from pydantic import Field, ValidationError
 
+from managed_tools.sandbox.mounts import default_mounts
 from managed_tools.stores import sessions, setups
 from managed_tools.stores.ids import canonical_json, sha256_hex
-from managed_tools.stores.mounts import default_mounts
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.models import WireModel
-from managed_tools.tools.registry import Registry
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.models import WireModel
+from managed_tools.tools.framework.registry import Registry
 
 
 class MountedResource(WireModel):

@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Literal
 
 from managed_tools.stores.ids import canonical_json, sha256_hex
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.environment import agent_setup
 from managed_tools.tools.environment.setup import (
     ConfinementView,
@@ -17,7 +15,9 @@ from managed_tools.tools.environment.setup import (
     resource_contract_fingerprint,
     setup_fingerprint,
 )
-from managed_tools.tools.models import NoArguments, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import NoArguments, WireModel
 
 
 class SandboxInfo(WireModel):

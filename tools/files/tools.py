@@ -1,6 +1,6 @@
 """The file hand (reference §2h): read, write, edit, glob, grep, through the one path guard.
 
-Every path goes through `runtime.guard` (stores/paths.py); blocking file work runs on a worker thread; outputs
+Every path goes through `runtime.guard` (sandbox/paths.py); blocking file work runs on a worker thread; outputs
 are bounded (line windows, character caps, match limits) and say what they left out.
 """
 
@@ -18,16 +18,17 @@ from typing import Annotated, BinaryIO, Literal
 import anyio
 from pydantic import AfterValidator, Field, model_validator
 
-from managed_tools.stores import files, images, ripgrep
-from managed_tools.stores.files import BINARY_SNIFF_BYTES, atomic_write, open_read
-from managed_tools.stores.fsaccess import kind_name
-from managed_tools.stores.paths import Resolved, attachment_parts
-from managed_tools.tools.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NonEmptyStr, NoNul, WireModel
-from managed_tools.tools.uris import file_uri
+from managed_tools.sandbox import files, ripgrep
+from managed_tools.sandbox.files import BINARY_SNIFF_BYTES, atomic_write, open_read
+from managed_tools.sandbox.fsaccess import kind_name
+from managed_tools.sandbox.paths import Resolved, attachment_parts
+from managed_tools.stores import images
+from managed_tools.tools.framework.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NonEmptyStr, NoNul, WireModel
+from managed_tools.tools.framework.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
 DEFAULT_READ_CHARS = 12_000

@@ -15,14 +15,14 @@ from pydantic import Field
 
 from managed_tools.stores import events, outcomes, search, sessions
 from managed_tools.stores.search import SearchRow, make_snippet
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NextTool, NonEmptyStr, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NextTool, NonEmptyStr, WireModel
+from managed_tools.tools.framework.retrieval import build_query, outcome_affinity, score_text, search_parts
+from managed_tools.tools.framework.scope import Lineage, in_lineage, relation
 from managed_tools.tools.outcomes.gate import Evaluation
-from managed_tools.tools.retrieval import build_query, outcome_affinity, score_text, search_parts
-from managed_tools.tools.scope import Lineage, in_lineage, relation
 
 SOURCE_BOOST = {
     "learning": 5,

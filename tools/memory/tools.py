@@ -18,10 +18,10 @@ from pydantic import Field
 
 from managed_tools.stores import events, learnings, memory, outcomes, sessions
 from managed_tools.stores.memory import VersionRecord
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import (
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -31,11 +31,11 @@ from managed_tools.tools.models import (
     SessionId,
     WireModel,
 )
+from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.uris import memory_uri
+from managed_tools.tools.framework.what_runs import visible
 from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
-from managed_tools.tools.scope import scoped_session
 from managed_tools.tools.shell import posture as shell_core
-from managed_tools.tools.uris import memory_uri
-from managed_tools.tools.what_runs import visible
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",
                  "shell_state"]  # fmt: skip

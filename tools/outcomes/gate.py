@@ -14,10 +14,10 @@ from typing import Literal
 
 from managed_tools.stores import approvals, memory, outcomes, sessions
 from managed_tools.stores.outcomes import Outcome
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import NextTool, WireModel
-from managed_tools.tools.retrieval import build_query, score_text
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import NextTool, WireModel
+from managed_tools.tools.framework.retrieval import build_query, score_text
 from managed_tools.tools.shell import posture as shell_core
 
 GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from managed_tools.stores import events, outcomes
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.uris import evaluation_uri, memory_uri
 from managed_tools.tools.outcomes.gate import (
     Evaluation,
     Grade,
@@ -23,8 +25,6 @@ from managed_tools.tools.outcomes.gate import (
     history_entry,
     outcome_view,
 )
-from managed_tools.tools.scope import scoped_session
-from managed_tools.tools.uris import evaluation_uri, memory_uri
 
 
 class SessionArgs(Arguments):

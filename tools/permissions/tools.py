@@ -14,11 +14,11 @@ from pydantic import Field
 
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolEffect, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.executor import ArgumentError, approval_digest, parse_call
-from managed_tools.tools.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolEffect, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.executor import ArgumentError, approval_digest, parse_call
+from managed_tools.tools.framework.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash

@@ -11,12 +11,12 @@ from pydantic import ValidationError
 
 from managed_tools.stores import outcomes, sessions
 from managed_tools.stores.sessions import SessionRecord
-from managed_tools.tools.context import ToolContext
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.models import NextTool, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.models import NextTool, WireModel
+from managed_tools.tools.framework.retrieval import Query, outcome_affinity
+from managed_tools.tools.framework.scope import Relation, relation
 from managed_tools.tools.outcomes.gate import Evaluation
-from managed_tools.tools.retrieval import Query, outcome_affinity
-from managed_tools.tools.scope import Relation, relation
 
 Backend = Literal["memory", "session_context", "session_trace"]
 RELATION_BOOST: dict[Relation, int] = {"parent": 2, "child": 2, "sibling": 1}

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.tools.context import ToolContext
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.models import NextTool, WireModel
+from managed_tools.tools.framework.scope import Relation
 from managed_tools.tools.memory.search import SearchArgs, memory_search
-from managed_tools.tools.models import NextTool, WireModel
 from managed_tools.tools.outcomes.gate import posture
 from managed_tools.tools.recall.events import RecallArgs, context_hits, parse_query, trace_hits
 from managed_tools.tools.recall.hits import RecallHit, ranked, session_facts, setup_aware
-from managed_tools.tools.scope import Relation
 
 BackendName = Literal["memory", "session_context", "session_trace", "vector"]
 DEFAULT_BACKENDS: tuple[BackendName, ...] = ("memory", "session_context", "session_trace")

@@ -17,13 +17,13 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from managed_tools.stores import files
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
+from managed_tools.sandbox import files
 from managed_tools.tools.environment.setup import ConfinementView, confinement_view, mounted_resources
-from managed_tools.tools.errors import ToolError
 from managed_tools.tools.files import tools as file_tools
-from managed_tools.tools.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
 from managed_tools.tools.shell import history as shell_history
 from managed_tools.tools.shell import oneshot as shell_oneshot
 from managed_tools.tools.shell import persistent as shell_persistent

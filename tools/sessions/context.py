@@ -12,11 +12,11 @@ from pydantic import Field
 
 from managed_tools.stores import setups
 from managed_tools.stores.setups import ResultSize
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
 from managed_tools.tools.environment.setup import estimated_tokens, recorded_setup
-from managed_tools.tools.models import Arguments, SessionId, WireModel
-from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, SessionId, WireModel
+from managed_tools.tools.framework.scope import scoped_session
 
 TOP = 5
 # A nominal 128k-token window: a quarter of it used is worth a look, three quarters is pressing.

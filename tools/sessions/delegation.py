@@ -18,14 +18,14 @@ from pydantic import Field
 from managed_tools.stores import events, outcomes, plans, sessions
 from managed_tools.stores.db import Tx
 from managed_tools.stores.sessions import SessionRecord
-from managed_tools.tools.context import Attachment, Ports, ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.executor import execute
-from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.ports import ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
-from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.framework.context import Attachment, Ports, ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.ports import ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
+from managed_tools.tools.framework.scope import scoped_session
 from managed_tools.tools.sessions.tools import Known, SessionSummary, sort_sessions, summary_fields
 
 MAX_CYCLES = 10

@@ -12,13 +12,13 @@ from managed_tools.stores import approvals, events, outcomes, sessions
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
-from managed_tools.tools.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
 

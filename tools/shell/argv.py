@@ -18,8 +18,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from managed_tools.stores.paths import PathError, PathGuard, Resolved
-from managed_tools.tools.errors import ToolError
+from managed_tools.sandbox.paths import PathError, PathGuard, Resolved
+from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.flags import PROGRAMS, Flag, Program
 from managed_tools.tools.shell.runner import SAFE_PATH
 

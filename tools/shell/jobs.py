@@ -11,16 +11,16 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
-from managed_tools.stores.paths import PathError, Resolved
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import NextTool, WireModel
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import NextTool, WireModel
+from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.runner import Job, OnDone, Output
-from managed_tools.tools.what_runs import WhatRuns
 
 HANDLE_AFTER_MS = 45_000  # a call never holds the client much longer than this: it returns a handle instead
 ANSWER_MARGIN_S = 0.5  # of a call's deadline, kept for shaping and sending the answer

@@ -9,10 +9,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from managed_tools.stores.spawn import Domain
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.models import Arguments, NoNul
+from managed_tools.sandbox.spawn import Domain
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.models import Arguments, NoNul
+from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.argv import FIXED_ENV
 from managed_tools.tools.shell.argv import plan as bash_plan
@@ -29,7 +30,6 @@ from managed_tools.tools.shell.jobs import (
 )
 from managed_tools.tools.shell.runner import Job, shell_argv, start_process
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
-from managed_tools.tools.what_runs import WhatRuns
 
 MAX_COMMAND_CHARS = 20_000
 TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill the command (its whole process group) after "

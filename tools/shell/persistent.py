@@ -11,15 +11,16 @@ from typing import Annotated, Any
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
-from managed_tools.stores.paths import PathError, Resolved
-from managed_tools.tools.context import Runtime, ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NoArguments
-from managed_tools.tools.scope import scoped_session
+from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NoArguments
+from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.jobs import (
     After,
@@ -35,7 +36,6 @@ from managed_tools.tools.shell.jobs import (
 from managed_tools.tools.shell.oneshot import CommandText, RunInput
 from managed_tools.tools.shell.runner import TRANSIENT_KEYS, Job, Output, PersistentShell, shell_argv
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
-from managed_tools.tools.what_runs import WhatRuns
 
 
 def _meta(shell: PersistentShell, session_id: str, cwd: Resolved, started: str) -> dict[str, Any]:

@@ -13,12 +13,12 @@ from typing import Any, Literal
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
-from managed_tools.stores.paths import PathGuard
-from managed_tools.tools.context import Runtime
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import NextTool, WireModel
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import NextTool, WireModel
 from managed_tools.tools.shell.runner import SAFE_PATH, Job, PersistentShell
 
 PREVIEW_CHARS = 400

@@ -25,8 +25,8 @@ from typing import Any
 
 import anyio
 
+from managed_tools.sandbox.spawn import Domain, spawn
 from managed_tools.stores.shell import CommandKind, CommandStatus
-from managed_tools.stores.spawn import Domain, spawn
 
 log = logging.getLogger("managed_tools.shell")
 

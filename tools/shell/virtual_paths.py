@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import re
 
-from managed_tools.stores.paths import PathError, PathGuard
-from managed_tools.tools.errors import ToolError
+from managed_tools.sandbox.paths import PathError, PathGuard
+from managed_tools.tools.framework.errors import ToolError
 
 _BEFORE = r"(?<![^\s'\"=:;|&<>(,`])"  # the start, or one of these before it
 _AFTER = r"(?![^/\s'\"=:;|&<>),`])"  # the end, or one of these after it

@@ -10,16 +10,16 @@ from typing import Annotated
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox.files import read_limited, read_text, replace_file
+from managed_tools.sandbox.paths import Resolved
 from managed_tools.stores import substrate
-from managed_tools.stores.files import read_limited, read_text, replace_file
 from managed_tools.stores.ids import sha256_hex
-from managed_tools.stores.paths import Resolved
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import NonEmptyStr
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import NonEmptyStr
+from managed_tools.tools.framework.uris import substrate_uri
 from managed_tools.tools.substrate.line_diff import Diff, line_diff
-from managed_tools.tools.uris import substrate_uri
 
 SUBSTRATE = "/workspace/agent"
 WORKSPACE = "/workspace"

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import anyio
 
-from managed_tools.stores import fsaccess, substrate
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.sandbox import fsaccess
+from managed_tools.stores import substrate
 from managed_tools.tools.environment.setup import MountedResource, mounted_resources
-from managed_tools.tools.models import NoArguments, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import NoArguments, WireModel
 from managed_tools.tools.substrate.access import SUBSTRATE
 
 MAX_LISTED_FILES = 200

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from managed_tools.sandbox.paths import Resolved
 from managed_tools.stores import substrate
 from managed_tools.stores.ids import sha256_hex
-from managed_tools.stores.paths import Resolved
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import (
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -26,6 +26,7 @@ from managed_tools.tools.models import (
     RequireOutcomePass,
     WireModel,
 )
+from managed_tools.tools.framework.uris import substrate_uri
 from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
 from managed_tools.tools.substrate.access import (
     DraftPath,
@@ -38,7 +39,6 @@ from managed_tools.tools.substrate.access import (
     target_for,
     write_in_tx,
 )
-from managed_tools.tools.uris import substrate_uri
 
 CONSENT_DIFF_LINES = 40
 PROMOTE = "resources_promote_to_substrate"

@@ -12,15 +12,16 @@ from typing import Annotated, Literal
 import anyio
 from pydantic import Field
 
-from managed_tools.stores import files, substrate
+from managed_tools.sandbox import files
+from managed_tools.sandbox.files import sha256_file
+from managed_tools.stores import substrate
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.files import sha256_file
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.substrate import StagedDraft
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition, ToolExample
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments, NextTool, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments, NextTool, WireModel
 from managed_tools.tools.substrate.access import (
     WORKSPACE,
     DraftPath,

@@ -10,9 +10,9 @@ from pydantic import Field
 
 from managed_tools.stores import substrate
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, NonEmptyStr, WireModel
 from managed_tools.tools.substrate.access import SubstratePath, resolve_substrate
 
 

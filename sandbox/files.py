@@ -1,4 +1,4 @@
-"""File primitives for the mounted filesystem, all through descriptors (stores/fsaccess.py): bounded reads of
+"""File primitives for the mounted filesystem, all through descriptors (sandbox/fsaccess.py): bounded reads of
 regular files only, listings, stats, directory creation and atomic writes.
 
 Reads open with O_NONBLOCK and refuse at once anything but a regular file (a FIFO, a socket or a device would
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import BinaryIO
 
-from managed_tools.stores import fsaccess
-from managed_tools.stores.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
-from managed_tools.stores.paths import Resolved, inside
+from managed_tools.sandbox import fsaccess
+from managed_tools.sandbox.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
+from managed_tools.sandbox.paths import Resolved, inside
 
 BINARY_SNIFF_BYTES = 8192
 TEMP_TOKEN_BYTES = 6  # a write's temporary file: `.<name>.<12 hex digits>.tmp`

@@ -20,10 +20,10 @@ from pydantic import SecretStr
 
 from managed_tools.stores import events, session_variables, vault
 from managed_tools.stores.db import Tx
-from managed_tools.tools.context import Attachment, Runtime
-from managed_tools.tools.definition import ToolDefinition, Variable
-from managed_tools.tools.ports import VariableInput, VariableRequest
-from managed_tools.tools.variable_sources import VariableSources, config_value
+from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.definition import ToolDefinition, Variable
+from managed_tools.tools.framework.ports import VariableInput, VariableRequest
+from managed_tools.tools.framework.variable_sources import VariableSources, config_value
 
 DEFAULT_AGENT = "default"
 

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from managed_tools.tools.models import WireModel
+from managed_tools.tools.framework.models import WireModel
 
 
 class TextBlock(WireModel):

@@ -20,9 +20,9 @@ import anyio
 import asyncpg
 
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx, redacted
-from managed_tools.stores.dialect import POSTGRESQL, placeholders
+from managed_tools.stores.db.dialect import POSTGRESQL, placeholders
+from managed_tools.stores.db.migrations import MIGRATIONS, statements
 from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError, StoreError
-from managed_tools.stores.migrations import MIGRATIONS, statements
 
 # The advisory lock keys (any two fixed bigints): every write transaction, and schema migrations.
 WRITE_LOCK = 0x6D74_7772  # "mtwr"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from managed_tools.stores import sessions
 from managed_tools.stores.sessions import SessionRecord
-from managed_tools.tools.context import ToolContext
+from managed_tools.tools.framework.context import ToolContext
 
 Relation = Literal["parent", "child", "sibling"]
 Lineage = Literal["related", "parent", "children", "siblings"]

@@ -1,8 +1,8 @@
 """The state database, whichever engine holds it: one `Database` interface, one `Tx` every store writes through.
 
-`Database.open` picks the engine: a file path is SQLite (`stores.db_sqlite`, the embedded default), a
-`postgresql://` URL is PostgreSQL (`stores.db_postgres`). Stores write one body of SQL in SQLite's spelling with `?`
-placeholders; what differs between the engines is named once, on `tx.dialect` (`stores.dialect`), never branched on
+`Database.open` picks the engine: a file path is SQLite (`stores.db.sqlite`, the embedded default), a
+`postgresql://` URL is PostgreSQL (`stores.db.postgres`). Stores write one body of SQL in SQLite's spelling with `?`
+placeholders; what differs between the engines is named once, on `tx.dialect` (`stores.db.dialect`), never branched on
 in a store. Both engines give a store the same guarantees: every `write()` transaction runs alone among all the
 processes sharing the database (so a read-then-write inside it, such as a compare-and-swap on `expectedVersionId`,
 has exactly one winner), and `read()` is one consistent snapshot.
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from managed_tools.stores.dialect import Dialect
+from managed_tools.stores.db.dialect import Dialect
 from managed_tools.stores.errors import DatabaseOpenError
 
 Params = Sequence[Any] | dict[str, Any]
@@ -187,7 +187,7 @@ class Database(ABC):
         Raises DatabaseOpenError, saying what to do, when the database cannot be used."""
         if is_database_url(target):
             try:
-                from managed_tools.stores.db_postgres import PostgresDatabase
+                from managed_tools.stores.db.postgres import PostgresDatabase
             except ImportError as exc:  # asyncpg is the optional extra
                 raise DatabaseOpenError(
                     "PostgreSQL needs the asyncpg driver: pip install 'managed-tools[postgres]'."
@@ -199,7 +199,7 @@ class Database(ABC):
                 str(target), local_dir=local_dir, busy_timeout_ms=busy_timeout_ms, readers=readers,
                 synchronous=synchronous,
             )  # fmt: skip
-        from managed_tools.stores.db_sqlite import SqliteDatabase
+        from managed_tools.stores.db.sqlite import SqliteDatabase
 
         return await SqliteDatabase.connect(
             Path(target), busy_timeout_ms=busy_timeout_ms, readers=readers, synchronous=synchronous

@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.toolsets import ToolSelection, keeps
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.toolsets import ToolSelection, keeps
 
 Visible = Callable[[ToolDefinition], bool]  # which tools a caller may see and call (server/principal.py)
 NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -46,7 +46,7 @@ GROUP_TOOLSET = "mcp"  # the toolset of the groups published while serving: upst
 
 
 class Registry:
-    """An ordered, validated set of tool definitions, each in a toolset (tools/toolsets.py)."""
+    """An ordered, validated set of tool definitions, each in a toolset (tools/framework/toolsets.py)."""
 
     def __init__(self, definitions: Iterable[ToolDefinition] = (), *, user: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}

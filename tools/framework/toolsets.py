@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from managed_tools.tools.definition import WRITE_EFFECTS, ToolDefinition
-from managed_tools.tools.errors import RegistryError
+from managed_tools.tools.framework.definition import WRITE_EFFECTS, ToolDefinition
+from managed_tools.tools.framework.errors import RegistryError
 
 ALL = "all"
 USER_TOOLSETS = ("custom", "extensions", "mcp")

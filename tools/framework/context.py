@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from managed_tools.sandbox.confine import Confinement
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores.attachments import AttachmentLimits
-from managed_tools.stores.confine import Confinement
 from managed_tools.stores.db import Database, Tx
-from managed_tools.stores.paths import PathGuard
 from managed_tools.stores.skills import SkillSet
-from managed_tools.tools.attachments import AttachmentRef, ResultFile, save
-from managed_tools.tools.ports import (
+from managed_tools.tools.framework.attachments import AttachmentRef, ResultFile, save
+from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
@@ -26,11 +26,11 @@ from managed_tools.tools.ports import (
     Sampler,
     VariableInput,
 )
-from managed_tools.tools.variable_sources import VariableSources
-from managed_tools.tools.what_runs import WhatRuns
+from managed_tools.tools.framework.variable_sources import VariableSources
+from managed_tools.tools.framework.what_runs import WhatRuns
 
 if TYPE_CHECKING:
-    from managed_tools.tools.registry import Registry
+    from managed_tools.tools.framework.registry import Registry
 
 
 class Environment(BaseModel):
@@ -96,7 +96,8 @@ class ToolContext:
     attachments: list[ResultFile] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
-    # The values of the tool's declared variables that resolved (tools/variables.py); never in arguments or events.
+    # The values of the tool's declared variables that resolved (tools/framework/variables.py); never in arguments
+    # or events.
     variables: Mapping[str, str] = field(default_factory=dict)
 
     @property

@@ -23,16 +23,16 @@ from managed_tools.stores import events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
-from managed_tools.tools import latent, variables
-from managed_tools.tools.content import Block, ResourceBlock, TextBlock
-from managed_tools.tools.context import Attachment, Ports, Runtime, ToolContext
-from managed_tools.tools.custom import OutputMismatch, check_output
-from managed_tools.tools.definition import ToolDefinition
-from managed_tools.tools.errors import ToolError
-from managed_tools.tools.models import Arguments
-from managed_tools.tools.ports import ApprovalRequest, SamplingUnavailableError
-from managed_tools.tools.registry import Visible
-from managed_tools.tools.what_runs import TooLongToShow, WhatRuns, visible_lines
+from managed_tools.tools.framework import latent, variables
+from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
+from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
+from managed_tools.tools.framework.custom import OutputMismatch, check_output
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.models import Arguments
+from managed_tools.tools.framework.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.framework.registry import Visible
+from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
 
 log = logging.getLogger("managed_tools.executor")
 
@@ -205,7 +205,7 @@ class _Call:
     ports: Ports
     span: _Span
     timeout: float
-    # The resolved values of the tool's variables, filled before anything runs (tools/variables.py).
+    # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
     values: dict[str, str] = field(default_factory=dict)
 
     def redact(self, result: CallResult) -> CallResult:

@@ -20,9 +20,9 @@ import aiosqlite
 import anyio
 
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
-from managed_tools.stores.dialect import SQLITE
+from managed_tools.stores.db.dialect import SQLITE
+from managed_tools.stores.db.migrations import MIGRATIONS, statements
 from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
-from managed_tools.stores.migrations import MIGRATIONS, statements
 
 
 @contextmanager

@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from managed_tools.stores import fulltext
-from managed_tools.stores.db import Database, Tx
+from managed_tools.stores.db import Database, Tx, fulltext
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.events import event_text, index_event
 

@@ -1,6 +1,6 @@
 """Opening mount paths through descriptors, so a symlink swapped in after the path guard's check cannot lead out.
 
-The guard (stores/paths.py) turns a virtual path into a mount root and a symlink-free path relative to it. Every
+The guard (sandbox/paths.py) turns a virtual path into a mount root and a symlink-free path relative to it. Every
 open here starts from a descriptor of that root and walks the relative path without following any symbolic
 link: on Linux with `openat2(2)` and `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, elsewhere
 (or where the kernel lacks openat2) one component at a time with `O_NOFOLLOW` and `dir_fd`. A link that appears

@@ -1,8 +1,9 @@
 """Attachments as a tool result carries them (seed 001 §5): AttachmentRef, the blocks a result shows, the one
 store function, and the owner-checked way back to an attachment's file.
 
-A handler attaches with `await ctx.attach(data, name=..., mime_type=...)` (tools/context.py); code outside a tool
-call (an upstream server's image) with `await store(runtime, session_id, data, name=..., mime_type=...)`. Either
+A handler attaches with `await ctx.attach(data, name=..., mime_type=...)` (tools/framework/context.py); code
+outside a tool call (an upstream server's image) with
+`await store(runtime, session_id, data, name=..., mime_type=...)`. Either
 way the result shows an image as image content and every attachment as a resource link to
 `attachments://<session id>/<attachment id>`, readable by the session's own agent only; `read` takes the
 AttachmentRef's path, `/attachments/<session id>/<attachment id>`.
@@ -14,17 +15,17 @@ import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from managed_tools.sandbox.paths import ATTACHMENTS, Resolved
 from managed_tools.stores import attachments
 from managed_tools.stores.attachments import AttachmentRecord
 from managed_tools.stores.db import Tx
 from managed_tools.stores.images import IMAGE_TYPES
-from managed_tools.stores.paths import ATTACHMENTS, Resolved
-from managed_tools.tools.content import Block, ImageBlock, ResourceLinkBlock
-from managed_tools.tools.models import WireModel
-from managed_tools.tools.uris import attachment_uri
+from managed_tools.tools.framework.content import Block, ImageBlock, ResourceLinkBlock
+from managed_tools.tools.framework.models import WireModel
+from managed_tools.tools.framework.uris import attachment_uri
 
 if TYPE_CHECKING:
-    from managed_tools.tools.context import Runtime
+    from managed_tools.tools.framework.context import Runtime
 
 # An image up to this size also travels inline as image content; a larger one only as its link.
 INLINE_IMAGE_BYTES = 5 << 20

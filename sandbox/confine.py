@@ -1,7 +1,7 @@
 """Kernel confinement of every process the server spawns, and the private HOME/TMPDIR they run with.
 
 Two policies, built once per runtime (Landlock rulesets held as fds, enforced in each child before exec; how a
-child enters one is stores/spawn.py: through the compiled launcher where it could be built, else a preexec_fn):
+child enters one is sandbox/spawn.py: through the compiled launcher where it could be built, else a preexec_fn):
 
 * the read-only hand (`bash` programs, `rg` behind grep/glob): reads the mounts (vaults: listing only) and the
   system paths a program needs to load; executes only system binaries; writes nowhere; no TCP.
@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from managed_tools.stores import landlock
+from managed_tools.sandbox import landlock
+from managed_tools.sandbox.grants import NO_GRANTS, Grant, Grants
+from managed_tools.sandbox.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
+from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import inside
+from managed_tools.sandbox.spawn import Domain, Spawn
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.grants import NO_GRANTS, Grant, Grants
-from managed_tools.stores.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
-from managed_tools.stores.launcher import LauncherError, cache_root, launcher
-from managed_tools.stores.mounts import Mount
-from managed_tools.stores.paths import inside
-from managed_tools.stores.spawn import Domain, Spawn
 
 Mode = Literal["landlock", "argv-only"]
 # "argv-only": run without Landlock even where the kernel has it; "preexec": Landlock without the launcher.
@@ -116,7 +116,7 @@ class Confinement:
     abi: int
     private: Path
     shell_network: bool = True
-    grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (stores/grants.py)
+    grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (sandbox/grants.py)
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode

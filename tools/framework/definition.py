@@ -10,10 +10,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from managed_tools.tools.content import Block
-from managed_tools.tools.context import ToolContext
-from managed_tools.tools.models import Arguments, WireModel
-from managed_tools.tools.what_runs import WhatRuns
+from managed_tools.tools.framework.content import Block
+from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.what_runs import WhatRuns
 
 Ownership = Literal["managed", "mcp", "custom", "latent"]
 PermissionPolicy = Literal["always_allow", "always_ask"]

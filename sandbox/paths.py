@@ -5,12 +5,12 @@ A path is a virtual path (`/workspace/src/a.py`, `/workspace/agent/SOUL.md`, `/v
 look-alike such as `/workspace-evil`), or resolves — through a symlink on the target or on any ancestor, for a
 file that exists or one about to be created — outside its mount's root, or into the server's own data directory.
 Containment is checked on real paths against `root + separator`, never as a bare prefix. A symbolic link loop is
-refused by name. The guard's answer is a check, not a handle: stores/fsaccess.py opens the symlink-free path it
+refused by name. The guard's answer is a check, not a handle: sandbox/fsaccess.py opens the symlink-free path it
 returns beneath a descriptor of the root, so a link swapped in after the check fails the open.
 
 `/attachments/<session id>/<attachment id>` is no mount: only `read` takes it, once the caller checked the owner
-(tools/attachments.py), and `PathGuard.attachment` contains it in the data dir's attachments directory with no link
-allowed anywhere under it.
+(tools/framework/attachments.py), and `PathGuard.attachment` contains it in the data dir's attachments
+directory with no link allowed anywhere under it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.sandbox.mounts import Mount
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.mounts import Mount
 
 MAX_PATH_CHARS = 4096
 # read and list follow links; write replaces whatever stands at the path (a link is replaced, never written

@@ -13,9 +13,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from managed_tools.tools.definition import ToolDefinition, Variable
-from managed_tools.tools.errors import RegistryError
-from managed_tools.tools.models import Arguments, WireModel
+from managed_tools.tools.framework.definition import ToolDefinition, Variable
+from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.models import Arguments, WireModel
 
 M = TypeVar("M", bound=WireModel)
 MAX_ERROR_CHARS = 500

@@ -2,10 +2,10 @@
 
 A `Domain` is one policy's Landlock ruleset (an fd the server holds) and how a child enters it:
 
-* `launcher`: the child execs mt-confine (stores/launcher.py) with the ruleset fd passed down, which confines
+* `launcher`: the child execs mt-confine (sandbox/launcher.py) with the ruleset fd passed down, which confines
   itself and execs the program. No `preexec_fn`, so CPython uses vfork (`start_new_session` and `pass_fds` keep
   it: only a preexec_fn, uid/gid/groups changes or `_USE_VFORK = False` turn it off in 3.11).
-* `preexec`: the child confines itself in a `preexec_fn` (stores/landlock.py). As confined, but CPython then
+* `preexec`: the child confines itself in a `preexec_fn` (sandbox/landlock.py). As confined, but CPython then
   forks the whole server: ~13 ms a spawn here. Used where no launcher could be built.
 """
 

@@ -1,9 +1,9 @@
-"""Numbered schema migrations, applied in order at start-up on either engine (`stores.db_sqlite`, `stores.db_postgres`).
+"""Numbered schema migrations, applied in order at start-up on either engine (`stores.db.sqlite`, `stores.db.postgres`).
 
 One list for both: a plain statement runs on both (on PostgreSQL through `postgresql_ddl`, which only widens
 SQLite's column types); `Each` spells a statement per engine, or leaves it out of one (None). The tables and columns
 are the same on both, so `managed-tools migrate` copies one into the other column by column; the engines differ in
-triggers and in the full-text index (FTS5 on SQLite; on PostgreSQL a `tsvector` of the words `stores.fulltext`
+triggers and in the full-text index (FTS5 on SQLite; on PostgreSQL a `tsvector` of the words `stores.db.fulltext`
 finds, written by the stores). Append new migrations; never edit one that has shipped.
 """
 
@@ -218,7 +218,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             )""",
             # The search index: one row per searchable text, keyed so a rewrite replaces it; FTS5 over `body` on
             # SQLite. On PostgreSQL the row also holds its token count (bm25) and its distinct words (a GIN-indexed
-            # tsvector without positions: phrases and scores are then checked on the text, stores.fulltext).
+            # tsvector without positions: phrases and scores are then checked on the text, stores.db.fulltext).
             Each(
                 """CREATE TABLE search_docs (
                 id INTEGER PRIMARY KEY,
@@ -403,7 +403,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
                 None,
             ),
             # PostgreSQL: the same text and words in a table the store writes in the appending transaction
-            # (stores.fulltext: the words FTS5 would see, whatever the server's locale).
+            # (stores.db.fulltext: the words FTS5 would see, whatever the server's locale).
             Each(
                 None,
                 """CREATE TABLE event_search (

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import Field
 
-from managed_tools.tools.custom import CustomToolSpec, OutputMismatch, check_output, schema_tool
-from managed_tools.tools.definition import ToolDefinition
+from managed_tools.tools.framework.custom import CustomToolSpec, OutputMismatch, check_output, schema_tool
+from managed_tools.tools.framework.definition import ToolDefinition
 
 LATENT_TIMEOUT_SECONDS = 300.0  # a model's turn, possibly twice
 SAMPLING_MAX_TOKENS = 4096

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.sandbox.paths import inside
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.paths import inside
 
 GrantAccess = Literal["read", "write"]  # read: read and execute; write: read, execute and write
 VENV_DIRS = (".venv", "venv", "env")
