@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from managed_tools.sandbox import landlock
-from managed_tools.sandbox.grants import NO_GRANTS, Grant, Grants
+from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant
 from managed_tools.sandbox.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
@@ -89,7 +89,7 @@ def _shell_system() -> list[Rule]:
     return rules + [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
 
 
-def grant_rules(grants: Iterable[Grant]) -> list[Rule]:
+def grant_rules(grants: Iterable[ToolchainGrant]) -> list[Rule]:
     """The toolchain's grants as Landlock rules: read and execute, plus write where the person configured it."""
     return [Rule(str(g.path), RUN | WRITE if g.access == "write" else RUN) for g in grants]
 

@@ -13,7 +13,7 @@ Two sources, both read by the server, never by a confined program:
 * the person's configuration, `sandbox.readPaths` (read and execute) and `sandbox.writePaths` (read, execute and
   write): for nvm, pyenv, caches. A configured path that overlaps a protected one is refused at start-up.
 
-The result is a plain list of `Grant`s, which every confinement layer is built from.
+The result is a plain list of `ToolchainGrant`s, which every confinement layer is built from.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Literal
 from managed_tools.sandbox.paths import inside
 from managed_tools.stores.errors import StoreError
 
-GrantAccess = Literal["read", "write"]  # read: read and execute; write: read, execute and write
+GrantAccess = Literal["run", "write"]  # run: read and execute; write: read, execute and write (as sandbox/policy.py)
 VENV_DIRS = (".venv", "venv", "env")
 MAX_CHILDREN = 256  # subdirectories of the workspace looked into for a virtualenv: start-up stays cheap
 MAX_CFG_BYTES = 16 * 1024
@@ -42,7 +42,7 @@ class GrantError(StoreError):
 
 
 @dataclass(frozen=True)
-class Grant:
+class ToolchainGrant:
     """`access` beneath the real path `path`; `source` says where it came from (a config key, a pyvenv.cfg)."""
 
     path: Path
@@ -54,10 +54,10 @@ class Grant:
 class Grants:
     """What a shell domain gets beyond its mounts, and the notices about what was skipped."""
 
-    grants: tuple[Grant, ...] = ()
+    grants: tuple[ToolchainGrant, ...] = ()
     notices: tuple[str, ...] = ()
 
-    def covering(self, path: str | os.PathLike[str]) -> Grant | None:
+    def covering(self, path: str | os.PathLike[str]) -> ToolchainGrant | None:
         """The grant a real `path` lies under, if any."""
         return next((g for g in self.grants if inside(path, g.path)), None)
 
@@ -76,10 +76,12 @@ def _overlap(path: Path, protected: Mapping[str, Path]) -> str | None:
     return None
 
 
-def configured(read_paths: Iterable[Path], write_paths: Iterable[Path], protected: Mapping[str, Path]) -> list[Grant]:
+def configured(
+    read_paths: Iterable[Path], write_paths: Iterable[Path], protected: Mapping[str, Path]
+) -> list[ToolchainGrant]:
     """The person's grants, resolved (a missing path is kept out: a rule cannot grant what is not there)."""
-    grants: list[Grant] = []
-    for key, access, paths in ((READ_KEY, "read", read_paths), (WRITE_KEY, "write", write_paths)):
+    grants: list[ToolchainGrant] = []
+    for key, access, paths in ((READ_KEY, "run", read_paths), (WRITE_KEY, "write", write_paths)):
         for given in paths:
             expanded = given.expanduser()
             if not expanded.is_absolute():
@@ -91,7 +93,7 @@ def configured(read_paths: Iterable[Path], write_paths: Iterable[Path], protecte
                     "narrower directory (the tool's own install or cache dir)."
                 )
             if real.exists():
-                grants.append(Grant(real, "write" if access == "write" else "read", f"config {key}"))
+                grants.append(ToolchainGrant(real, "write" if access == "write" else "run", f"config {key}"))
     return grants
 
 
@@ -138,7 +140,7 @@ def _prefix(interpreter: Path) -> Path | None:
 
 def venv_interpreters(workspace: Path, protected: Mapping[str, Path]) -> Grants:
     """Read and execute on the install prefix of each interpreter a workspace virtualenv points to."""
-    grants: dict[Path, Grant] = {}
+    grants: dict[Path, ToolchainGrant] = {}
     notices: list[str] = []
     for cfg_path in _venv_configs(workspace):
         shown = os.path.relpath(cfg_path, workspace)
@@ -164,7 +166,7 @@ def venv_interpreters(workspace: Path, protected: Mapping[str, Path]) -> Grants:
         if why is not None:
             notices.append(f"toolchain: not granting {prefix} ({shown}): {why}")
             continue
-        grants.setdefault(prefix, Grant(prefix, "read", f"interpreter of {shown}"))
+        grants.setdefault(prefix, ToolchainGrant(prefix, "run", f"interpreter of {shown}"))
     return Grants(tuple(grants.values()), tuple(notices))
 
 

@@ -17,7 +17,7 @@ from test_permissions import answer, client_for
 from toolchain_fixtures import make_venv, outside_install
 
 from managed_tools.sandbox import landlock
-from managed_tools.sandbox.grants import Grant, GrantError, configured, venv_interpreters
+from managed_tools.sandbox.grants import GrantError, ToolchainGrant, configured, venv_interpreters
 from managed_tools.server.config import ConfigError, ServeConfig, user_wide_config_path
 from managed_tools.server.runtime import StartupError, open_runtime
 
@@ -44,7 +44,7 @@ def test_each_venv_of_the_workspace_and_one_level_down_grants_its_real_prefix(in
     _cfg(workspace / "service" / "venv", str(install / "bin"))
     _cfg(workspace / "a" / "b" / ".venv", str(install / "bin"))  # two levels down: not looked at
     found = venv_interpreters(workspace, {})
-    assert found.grants == (Grant(Path(os.path.realpath(install)), "read", "interpreter of .venv/pyvenv.cfg"),)
+    assert found.grants == (ToolchainGrant(Path(os.path.realpath(install)), "run", "interpreter of .venv/pyvenv.cfg"),)
     assert found.notices == ()
 
 
@@ -91,7 +91,7 @@ def test_configured_paths_are_resolved_and_keep_their_access(tmp_path: Path) -> 
     (tmp_path / "tools").mkdir()
     (tmp_path / "cache").mkdir()
     grants = configured([tmp_path / "tools", tmp_path / "missing"], [tmp_path / "cache"], {})
-    assert [(g.path.name, g.access) for g in grants] == [("tools", "read"), ("cache", "write")]
+    assert [(g.path.name, g.access) for g in grants] == [("tools", "run"), ("cache", "write")]
 
 
 @pytest.mark.parametrize("where", ["inside", "over"])
