@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from managed_tools.sandbox import landlock
-from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant
+from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
 from managed_tools.sandbox.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
@@ -38,6 +38,7 @@ Mode = Literal["landlock", "argv-only"]
 # "argv-only": run without Landlock even where the kernel has it; "preexec": Landlock without the launcher.
 FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"
 
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 LOADER_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/locale.alias", "/etc/localtime")
 # What a shell and the usual interpreters and build tools read of /etc (names, DNS, TLS roots, their own config);
@@ -117,6 +118,7 @@ class Confinement:
     private: Path
     shell_network: bool = True
     grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (sandbox/grants.py)
+    shell_path: str = DEFAULT_PATH  # the writable shell's PATH: the server's entries it may run from
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode
@@ -174,13 +176,14 @@ def open_confinement(
     (private / "home").mkdir(mode=0o700)
     (private / "tmp").mkdir(mode=0o700)
     version = kernel_abi()
+    path = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
     if version == 0:
         forced = os.environ.get(FORCE_ENV, "") == "argv-only"
         reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, grants, notices=[
+        return Confinement("argv-only", 0, private, network, grants, path, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel.", *grants.notices])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network, grants, notices=list(grants.notices))
+    confinement = Confinement("landlock", version, private, network, grants, path, notices=list(grants.notices))
     policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, grants=grants))
     try:
         for policy in policies:

@@ -170,6 +170,23 @@ def venv_interpreters(workspace: Path, protected: Mapping[str, Path]) -> Grants:
     return Grants(tuple(grants.values()), tuple(notices))
 
 
+def shell_path(server_path: str, grants: Grants, mounts: Iterable[Path], *, fallback: str) -> str:
+    """The writable shell's PATH: the server's own entries that the shell may run from (a system directory or a
+    grant), in their order, then `fallback`'s. Relative entries and entries inside a mount are left out: what a
+    command name runs must not depend on the cwd or on files a cloned repository ships."""
+    roots = [os.path.realpath(m) for m in mounts]
+    kept: list[str] = []
+    for entry in [*server_path.split(os.pathsep), *fallback.split(os.pathsep)]:
+        if not os.path.isabs(entry) or entry in kept:
+            continue
+        real = os.path.realpath(entry)
+        if any(inside(real, root) for root in roots) or not os.path.isdir(real):
+            continue
+        if any(inside(real, system) for system in SYSTEM_PREFIXES) or grants.covering(real) is not None:
+            kept.append(entry)
+    return os.pathsep.join(kept)
+
+
 def toolchain_grants(
     workspace: Path,
     *,

@@ -17,7 +17,14 @@ from test_permissions import answer, client_for
 from toolchain_fixtures import make_venv, outside_install
 
 from managed_tools.sandbox import landlock
-from managed_tools.sandbox.grants import GrantError, ToolchainGrant, configured, venv_interpreters
+from managed_tools.sandbox.grants import (
+    GrantError,
+    Grants,
+    ToolchainGrant,
+    configured,
+    shell_path,
+    venv_interpreters,
+)
 from managed_tools.server.config import ConfigError, ServeConfig, user_wide_config_path
 from managed_tools.server.runtime import StartupError, open_runtime
 
@@ -186,3 +193,33 @@ async def test_a_configured_write_path_is_writable_and_a_read_path_only_readable
         ran = data(await client.call_tool("shell_run", {"command": script}))
     assert "hello from tools" in ran["stdout"] and (cache / "entry").read_text() == "cached\n"
     assert "Permission denied" in ran["stderr"] and not (tools / "nope").exists()
+
+
+# ---- the shell's PATH ------------------------------------------------------------------------------------------
+
+
+def test_the_shell_path_keeps_the_entries_the_shell_may_run_from(tmp_path: Path, workspace: Path) -> None:
+    granted, other = tmp_path / "granted" / "bin", tmp_path / "other" / "bin"
+    granted.mkdir(parents=True)
+    other.mkdir(parents=True)
+    (workspace / "bin").mkdir()
+    grants = Grants((ToolchainGrant(tmp_path / "granted", "run", "config sandbox.readPaths"),))
+    server = os.pathsep.join([str(granted), str(other), str(workspace / "bin"), "bin", "/usr/bin", "/no/such/dir"])
+    path = shell_path(server, grants, [workspace], fallback="/usr/local/bin:/usr/bin:/bin")
+    assert path.split(os.pathsep) == [str(granted), "/usr/bin", "/usr/local/bin", "/bin"]
+
+
+@needs_landlock
+async def test_a_granted_tool_on_the_users_path_runs_by_name(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "tools"
+    (tools / "bin").mkdir(parents=True)
+    (tools / "bin" / "mytool").write_text("#!/bin/sh\necho my tool ran\n")
+    (tools / "bin" / "mytool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    _write_config(tmp_path / "data", {"sandbox": {"readPaths": [str(tools)]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        ran = data(await client.call_tool("shell_run", {"command": "mytool"}))
+    assert ran["exitCode"] == 0 and ran["stdout"] == "my tool ran\n", ran
