@@ -176,14 +176,14 @@ def open_confinement(
     (private / "home").mkdir(mode=0o700)
     (private / "tmp").mkdir(mode=0o700)
     version = kernel_abi()
-    path = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
+    search = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
     if version == 0:
         forced = os.environ.get(FORCE_ENV, "") == "argv-only"
         reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, grants, path, notices=[
+        return Confinement("argv-only", 0, private, network, grants, search, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel.", *grants.notices])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network, grants, path, notices=list(grants.notices))
+    confinement = Confinement("landlock", version, private, network, grants, search, notices=list(grants.notices))
     policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, grants=grants))
     try:
         for policy in policies:
