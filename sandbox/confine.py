@@ -27,7 +27,7 @@ from typing import Literal
 
 from managed_tools.sandbox import landlock
 from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
-from managed_tools.sandbox.landlock import READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
+from managed_tools.sandbox.landlock import EXECUTE, READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
@@ -124,7 +124,12 @@ class Confinement:
     spawn: Spawn | None = None  # None in argv-only mode
     spawn_reason: str = ""  # why children enter through a preexec_fn rather than the launcher
     notices: list[str] = field(default_factory=list)
+    shell_rules: tuple[Rule, ...] = ()  # the writable shell's policy, for saying why a command could not run
     _fds: list[int] = field(default_factory=list)
+
+    def shell_runs(self, path: str) -> bool:
+        """Whether the writable shell may execute the real file `path`."""
+        return any(rule.access & EXECUTE and inside(path, rule.path) for rule in self.shell_rules)
 
     @property
     def home(self) -> Path:
@@ -185,6 +190,7 @@ def open_confinement(
             "by the kernel.", *grants.notices])  # fmt: skip
     confinement = Confinement("landlock", version, private, network, grants, search, notices=list(grants.notices))
     policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, grants=grants))
+    confinement.shell_rules = policies[1].rules
     try:
         for policy in policies:
             confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))

@@ -56,10 +56,15 @@ class Grants:
 
     grants: tuple[ToolchainGrant, ...] = ()
     notices: tuple[str, ...] = ()
+    protected: tuple[Path, ...] = ()  # real paths never granted (the data dirs, the vault keys, the vaults)
 
     def covering(self, path: str | os.PathLike[str]) -> ToolchainGrant | None:
         """The grant a real `path` lies under, if any."""
         return next((g for g in self.grants if inside(path, g.path)), None)
+
+    def protects(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a real `path` lies where nothing is ever granted (so no message suggests granting it)."""
+        return any(inside(path, where) for where in self.protected)
 
 
 NO_GRANTS = Grants()
@@ -197,4 +202,5 @@ def toolchain_grants(
     """Everything the writable shell gets beyond its mounts: configured paths first, then venv interpreters.
     Raises GrantError for a configured path that overlaps a protected one."""
     found = venv_interpreters(workspace, protected)
-    return Grants((*configured(read_paths, write_paths, protected), *found.grants), found.notices)
+    never = tuple(Path(os.path.realpath(where)) for where in protected.values())
+    return Grants((*configured(read_paths, write_paths, protected), *found.grants), found.notices, never)

@@ -27,6 +27,7 @@ from managed_tools.sandbox.grants import (
 )
 from managed_tools.server.config import ConfigError, ServeConfig, user_wide_config_path
 from managed_tools.server.runtime import StartupError, open_runtime
+from managed_tools.tools.shell.diagnose import _needs
 
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})
@@ -223,3 +224,51 @@ async def test_a_granted_tool_on_the_users_path_runs_by_name(
     async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
         ran = data(await client.call_tool("shell_run", {"command": "mytool"}))
     assert ran["exitCode"] == 0 and ran["stdout"] == "my tool ran\n", ran
+
+
+# ---- why a command could not run -------------------------------------------------------------------------------
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_126_names_the_interpreter_outside_and_the_key_that_grants_it(
+    install: Path, workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, mode, elicitation_callback=YES) as client:
+        make_venv(install, workspace / ".venv")  # made after the server started: not granted yet
+        ran = data(await client.call_tool("shell_run", {"command": ".venv/bin/python -c pass"}))
+        fine = data(await client.call_tool("shell_run", {"command": "sh -c 'exit 126'"}))
+    real = (workspace / ".venv" / "bin" / "python").resolve()
+    assert ran["exitCode"] == 126, ran
+    assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
+    assert "config sandbox.readPaths" in ran["stderr"] and "[managed-tools]" in ran["text"]
+    assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
+
+
+@needs_landlock
+async def test_127_names_a_tool_on_the_users_path_the_shell_cannot_see(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho ran\n")
+    (tools / "mytool").chmod(0o755)
+    (workspace / "script").write_text(f"#!{tools / 'mytool'}\n")
+    (workspace / "script").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        missing = data(await client.call_tool("shell_run", {"command": "FOO=1 mytool --flag"}))
+        script = data(await client.call_tool("shell_run", {"command": "./script"}))
+    assert missing["exitCode"] == 127 and f"{tools / 'mytool'} lies outside" in missing["stderr"], missing
+    note = script["stderr"].split("[managed-tools]")[1]
+    assert script["exitCode"] == 126 and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
+
+
+def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path) -> None:
+    (workspace / "tool").write_text("#!/usr/bin/env python3\n")
+    needs = [what for _, what in _needs(workspace / "tool", "/usr/bin:/bin")]
+    assert needs[0] == str(workspace / "tool") and "the interpreter of" in needs[1]
+    loader = [real for real, _ in _needs(Path("/bin/sh"), "/usr/bin")][1]
+    assert "ld-linux" in loader or "ld-musl" in loader
