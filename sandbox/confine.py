@@ -127,6 +127,20 @@ class Confinement:
     shell_rules: tuple[Rule, ...] = ()  # the writable shell's policy, for saying why a command could not run
     _fds: list[int] = field(default_factory=list)
 
+    def shortfall(self) -> str | None:
+        """Why the writable shell is not the full sandbox (None when it is): the one check `--auto-sandboxed`
+        relies on. Today: Landlock in force, and no unrestricted network."""
+        if self.mode != "landlock":
+            return "the kernel does not confine spawned programs here (no Landlock)"
+        if self.shell_network:
+            return "the shell's network is unrestricted (--shell-network on)"
+        return None
+
+    def describe(self) -> str:
+        """The sandbox in force, as the audit record of an unasked run names it."""
+        network = "on" if self.shell_network else "off"
+        return f"{self.mode} (ABI {self.abi}), network {network}, {len(self.grants.grants)} toolchain grant(s)"
+
     def shell_runs(self, path: str) -> bool:
         """Whether the writable shell may execute the real file `path`."""
         return any(rule.access & EXECUTE and inside(path, rule.path) for rule in self.shell_rules)

@@ -143,6 +143,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="refuse to start unless the kernel confines every spawned program (Landlock)",
     )
     confine.add_argument(
+        "--auto-sandboxed",
+        action="store_true",
+        help="run shell_run and shell_exec without asking when they run inside the full sandbox (audited); a call "
+        "that needs more (a missing layer, unrestricted network) still asks (config: autoSandboxed)",
+    )
+    confine.add_argument(
         "--shell-network",
         choices=["on", "off"],
         default="on",
@@ -171,6 +177,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         sub = commands.add_parser(name, parents=[where, extend, select], help=f"{verb} a waiting permission request")
         sub.add_argument("request_id", metavar="ID")
         sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
+        if name == "approve":
+            sub.add_argument(
+                "--remember",
+                choices=["once", "session"],
+                default="once",
+                help="once (default): this call runs once; session: this exact command, cwd and env run again "
+                "unasked for the rest of the session",
+            )
     respond = commands.add_parser(
         "respond", parents=[where, extend, select], help="answer a custom tool's request with its result"
     )

@@ -95,6 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
         selection=_selecting(args),
         database=args.database or os.environ.get(DATABASE_ENV) or None,
+        auto_sandboxed=True if getattr(args, "auto_sandboxed", False) else None,  # else config.json's
     )
     if args.command == "tools":
         registry = served_registry(config, startup_extensions(config))
@@ -231,7 +232,9 @@ def _human(args: argparse.Namespace, config: ServeConfig) -> int:
     served = configured_registry(config, startup_extensions(config))
     commands: dict[str, Callable[[], Awaitable[None]]] = {
         "pending": lambda: human.pending(config, served, as_json=args.json),
-        "approve": lambda: human.decide(config, served, args.request_id, approve=True, note=args.note),
+        "approve": lambda: human.decide(
+            config, served, args.request_id, approve=True, note=args.note, remember=args.remember
+        ),
         "deny": lambda: human.decide(config, served, args.request_id, approve=False, note=args.note),
         "respond": lambda: human.respond(config, served, args.request_id, args.answer),
         "interrupt": lambda: human.interrupt(config, args.session, note=args.note),

@@ -222,6 +222,7 @@ async def open_runtime(
                 confinement=confinement,
                 skills=skills,
                 variables=sources,
+                auto_sandboxed=config.auto_sandboxed,
             )
             try:
                 async with running_upstreams(

@@ -20,10 +20,12 @@ MAX_PAGES = 1024  # open and remembered pages; beyond this the oldest are forgot
 
 @dataclass(frozen=True)
 class PageAnswer:
-    """Approve (True) or deny / decline (False); for a secret, `value` when the person entered one."""
+    """Approve (True) or deny / decline (False); for a secret, `value` when the person entered one; for an
+    approval, `remember` session when the person approved this exact call for the rest of the session."""
 
     approve: bool
     value: SecretStr | None = None
+    remember: Literal["once", "session"] = "once"
 
 
 @dataclass(eq=False)

@@ -200,6 +200,12 @@ def writable_dir(ctx: ToolContext, path: str) -> Resolved:
     return where
 
 
+def contained(ctx: ToolContext, args: object) -> str | None:
+    """shell_run and shell_exec: every effect lands in the writable shell's sandbox, so a call needs more than it
+    gives only when the sandbox itself falls short (a missing layer, unrestricted network)."""
+    return ctx.runtime.confinement.shortfall()
+
+
 def approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:
     """Run only what the person approved: a cwd, env or shell changed since the question is refused."""
     if ctx.approved_run is not None and ctx.approved_run != what:
