@@ -3,7 +3,7 @@
 The ruleset (an fd) is built once per policy in the server; the child only calls prctl(PR_SET_NO_NEW_PRIVS) and
 landlock_restrict_self(fd) through ctypes function objects prepared here, so the code that runs between fork and
 exec allocates nothing of note. A child that cannot confine itself raises, and then the exec never happens.
-See docs/decisions.md ("Landlock through ctypes") and https://docs.kernel.org/userspace-api/landlock.html.
+See docs/decisions/landlock-confinement.md and https://docs.kernel.org/userspace-api/landlock.html.
 """
 
 from __future__ import annotations

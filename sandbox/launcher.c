@@ -6,7 +6,7 @@
    in the child: no new privileges, enforce the ruleset the server built, close the ruleset fd (the program must
    not add rules to a ruleset the server shares), then execve PATH with ARGV0 ARG... and the environment as given.
    Any failure writes one line to stderr and exits 126: the program is never run unconfined.
-   Built once per machine by sandbox/launcher.py; see docs/decisions.md ("A compiled launcher"). */
+   Built once per machine by sandbox/launcher.py; see docs/decisions/compiled-launcher.md. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>

@@ -24,7 +24,7 @@ from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.planning_prompts import planning_prompts
 from managed_tools.server.ports import ports_for, set_log_level
-from managed_tools.server.principal import current_principal
+from managed_tools.server.principal import Principal, current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
@@ -33,12 +33,13 @@ from managed_tools.server.watch import watch_skills, watch_tools, watch_when_ask
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.executor import CallResult, execute
+from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.resources import affected
 
 # tools/list is the same for every connection and changes only with the configuration (a restart) or when an
 # upstream server's list changes, which tools/list_changed announces: a client may reuse it for a minute. Private:
 # off loopback the list is behind a token, and a shared cache would hand it to callers we never authenticated.
-# docs/decisions.md "tools/list: deterministic, cacheable".
+# docs/decisions/tools-list-cacheable.md.
 TOOLS_LIST_CACHE = CacheHint(ttl_ms=60_000, scope="private")
 
 
@@ -115,6 +116,33 @@ class ManagedServer(Server[Attachments]):
         )
 
 
+class PublishedTools:
+    """Every served tool as tools/list shows it, built once per registry version; each principal's scopes filter it
+    without rebuilding it."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._version = -1
+        self._tools: dict[str, tuple[ToolDefinition, types.Tool]] = {}
+
+    def _current(self) -> dict[str, tuple[ToolDefinition, types.Tool]]:
+        if self._version != self._registry.version:
+            self._tools = {definition.name: (definition, to_mcp_tool(definition)) for definition in self._registry}
+            self._version = self._registry.version
+        return self._tools
+
+    def listed(self, principal: Principal) -> list[types.Tool]:
+        return [tool for definition, tool in self._current().values() if principal.may_use(definition)]
+
+    def input_schema(self, name: str, principal: Principal) -> Mapping[str, Any] | None:
+        """What the 2026-07-28 HTTP transport checks a call's `Mcp-Param-*` headers against. Without it the SDK runs
+        the whole tools/list handler (every tool validated and dumped) on each tools/call."""
+        entry = self._current().get(name)
+        if entry is None or not principal.may_use(entry[0]):
+            return None
+        return entry[1].input_schema
+
+
 def build_server(
     runtime: Runtime,
     *,
@@ -148,7 +176,7 @@ def build_server(
     """
     # By registry version (upstream servers' tools come and go): each definition beside its MCP tool, so a
     # principal's scopes can filter the list without rebuilding it.
-    listings: dict[int, list[tuple[ToolDefinition, types.Tool]]] = {}
+    catalogue = PublishedTools(runtime.registry)
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
@@ -176,15 +204,7 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx.session)
-        version = runtime.registry.version
-        if version not in listings:
-            listings.clear()
-            listings[version] = [(definition, to_mcp_tool(definition)) for definition in runtime.registry]
-        published = listings[version]
-        principal = current_principal()
-        return types.ListToolsResult(
-            tools=[tool for definition, tool in published if principal.scopes is None or principal.may_use(definition)]
-        )
+        return types.ListToolsResult(tools=catalogue.listed(current_principal()))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -241,6 +261,7 @@ def build_server(
         cache_hints={"tools/list": TOOLS_LIST_CACHE},
         lifespan=lifespan,
         on_list_tools=list_tools,
+        get_tool_input_schema=lambda name: catalogue.input_schema(name, current_principal()),
         on_call_tool=call_tool,
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,

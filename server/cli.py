@@ -45,7 +45,7 @@ def _names(value: str) -> tuple[str, ...]:
 def _selection_flags() -> argparse.ArgumentParser:
     """serve, tools and the approval commands: which tools are served (a hidden tool's request is never shown)."""
     select = argparse.ArgumentParser(add_help=False)
-    chosen = select.add_argument_group("which tools are served (see README: Toolsets; config.json has the same keys)")
+    chosen = select.add_argument_group("which tools are served (docs/toolsets.md; config.json has the same keys)")
     chosen.add_argument(
         "--toolsets", metavar="A,B", type=_names, action="append",
         help="serve only these toolsets: families of tools, custom, extensions, mcp; all (default)",
@@ -136,7 +136,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--skills-dir", metavar="DIR", action="append", default=[],
         help="also serve the SKILL.md skills below DIR (repeatable; later ones win by name)",
     )  # fmt: skip
-    confine = serve.add_argument_group("confinement of spawned programs (see README: Confinement)")
+    confine = serve.add_argument_group("confinement of spawned programs (docs/security.md)")
     confine.add_argument(
         "--require-confinement",
         action="store_true",
@@ -210,7 +210,7 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument("--host", help="the address to listen on (default: 127.0.0.1; any other needs a token)")
     remote.add_argument("--port", type=int, help="the port (default: 8765; 0 picks a free one, printed on stderr)")
     remote.add_argument(
-        "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (see README)"
+        "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (docs/remote.md)"
     )
     remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
     remote.add_argument(
@@ -246,7 +246,7 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
         "--max-connections", type=int, metavar="N", help="open connections; more get 503 at once (default: 512)"
     )
     remote.add_argument(
-        "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (see README)"
+        "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (docs/scaling.md)"
     )
     _oauth_flags(serve)
 

@@ -162,7 +162,7 @@ def judge(result: types.CallToolResult, typed: Iterable[str], host_paths: Iterab
     session (an event log or an error may quote it back)."""
     text = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
     whole = text + json.dumps(result.structured_content or {})
-    # The one host path a model is shown: the command a person runs to approve (docs/decisions.md).
+    # The one host path a model is shown: the command a person runs to approve (docs/decisions/permission-pauses.md).
     whole = whole.replace(f"--data-dir {shlex.quote(str(data_dir))}", "--data-dir DATA")
     for quoted in sorted(typed, key=len, reverse=True):
         whole = whole.replace(quoted, "TYPED")

@@ -1,4 +1,4 @@
-"""The catalogue budget (docs/decisions.md "The catalogue budget"): the published tools/list matches its snapshot,
+"""The catalogue budget (docs/decisions/catalogue-budget.md): the published tools/list matches its snapshot,
 each tool stays small, the whole model-visible catalogue stays under 30,000 characters, output schemas write each
 part once, and the instructions stay under 2 KB."""
 

@@ -148,7 +148,8 @@ async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runt
 
 async def test_write_transactions_reach_the_disk_before_they_are_acknowledged(runtime: Runtime) -> None:
     """WAL at synchronous=NORMAL can lose the last commits to a power cut: write transactions (memory, substrate
-    versions, approvals) commit at FULL; single-statement event appends stay at NORMAL (docs/decisions.md)."""
+    versions, approvals) commit at FULL; single-statement event appends stay at NORMAL
+    (docs/decisions/crash-safety.md)."""
     full, normal = 2, 1
     async with runtime.db.write() as tx:
         assert await tx.scalar("PRAGMA synchronous") == full

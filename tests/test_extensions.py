@@ -4,6 +4,7 @@ multi-select forms; loaded like a user's module, served to real clients in both 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import re
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import mcp_types as types
 import probe_extension
 import pytest
-from conftest import ERAS, data
+from conftest import ERAS, Connect, data
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import ClientRequestContext
 
@@ -205,3 +206,43 @@ async def test_the_cli_serves_an_extensions_resources_over_stdio(config: ServeCo
         tools = {t.name for t in (await client.list_tools()).tools}
     assert isinstance(read, types.TextResourceContents) and read.text == "Note stdio"
     assert {"probe_picture", "probe_chatty", "probe_pick"} <= tools
+
+
+BAD_NAME_MODULE = """
+from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, WireModel
+
+
+class Args(Arguments):
+    x: int = 1
+
+
+class Out(WireModel):
+    y: int
+
+
+async def echo(ctx, args):
+    return Out(y=args.x)
+
+
+TOOLS = (
+    ToolDefinition(
+        name="Bad.Name", title="Bad", description="A user tool with a dotted name.",
+        input_model=Args, output_model=Out, handler=echo,
+    ),
+)
+"""
+
+
+async def test_a_user_tool_with_an_off_pattern_name_only_warns(
+    workspace: Path, tmp_path: Path, connect: Connect, caplog: pytest.LogCaptureFixture
+) -> None:
+    module = tmp_path / "bad_name_tools.py"
+    module.write_text(BAD_NAME_MODULE)
+    config = ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=(str(module),))
+    with caplog.at_level(logging.WARNING):
+        async with open_runtime(config) as runtime, connect(runtime) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = data(await client.call_tool("Bad.Name", {"x": 3}))
+    assert "Bad.Name" in names and result == {"y": 3}
+    assert "published anyway because it is a user tool" in caplog.text

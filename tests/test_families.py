@@ -1,5 +1,5 @@
-"""The family rule (docs/architecture.md): one package per tool family under tools/, the catalogue framework at the
-top; a family reaches another family only through a small named seam, never into its handlers."""
+"""The family rule (docs/architecture.md): one package per tool family under tools/, the catalogue framework in
+tools/framework/; a family reaches another family only through a small named seam, never into its handlers."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ SEAMS = {
     f"{PACKAGE}.environment.setup": "the mounted resources and the setup fingerprints",
     f"{PACKAGE}.memory.search": "memory_search, one of the backends retrieval_search merges",
 }
-# sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers (docs/decisions.md).
+# sandbox_execute exists to route the reference's sandbox actions to the same guarded handlers
+# (docs/decisions/installed-names.md).
 ROUTES = {
     "sandbox": {
         f"{PACKAGE}.files.tools",
@@ -39,7 +40,8 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in sorted(TOOLS.rglob("*.py")) if "__pycache__" not in path.parts}
-FAMILIES = sorted(path.name for path in TOOLS.iterdir() if (path / "__init__.py").exists())
+FRAMEWORK = "framework"  # tools/framework/: what every family is written against, itself no family
+FAMILIES = sorted(path.name for path in TOOLS.iterdir() if (path / "__init__.py").exists() and path.name != FRAMEWORK)
 
 
 def imported(source: str, known: set[str]) -> set[str]:

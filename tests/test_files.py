@@ -273,3 +273,24 @@ async def test_sandbox_routes_to_the_same_code(rt: Runtime, connect: Connect, wo
     assert "climbs out" in error_text(escape)
     assert "call shell_run instead" in error_text(shell)
     assert "Invalid input for read_text" in error_text(bad_input)
+
+
+async def test_glob_lists_empty_directories_but_not_ignored_ones(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    (workspace / ".gitignore").write_text("build/\n")
+    (workspace / "build" / "cache").mkdir(parents=True)
+    (workspace / "build" / "out.o").write_text("x")
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.py").write_text("x")
+    (workspace / "src" / "empty").mkdir()
+    async with connect(runtime) as client:
+        data(await client.call_tool("sandbox_execute", {"name": "mkdir", "input": {"path": "d1/d2"}}))
+        d2 = data(await client.call_tool("glob", {"pattern": "d2", "kind": "directory"}))
+        every = data(await client.call_tool("glob", {"pattern": "**", "kind": "directory"}))
+        both = data(await client.call_tool("glob", {"pattern": "*"}))
+        only_files = data(await client.call_tool("glob", {"pattern": "**", "kind": "file"}))
+    assert d2["matches"] == ["/workspace/d1/d2"]
+    assert every["matches"] == ["/workspace/d1", "/workspace/d1/d2", "/workspace/src", "/workspace/src/empty"]
+    assert "/workspace/d1" in both["matches"] and "/workspace/.gitignore" in both["matches"]
+    assert only_files["matches"] == ["/workspace/.gitignore", "/workspace/src/a.py"]

@@ -25,9 +25,11 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from test_permissions import answer, cli
 
+from managed_tools.server.app import PublishedTools
 from managed_tools.server.cli import main
 from managed_tools.server.config import HttpConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.principal import Principal
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.stores import sessions
 from managed_tools.tools.framework.context import Runtime
@@ -144,6 +146,29 @@ async def test_streamable_http_in_both_eras(config: ServeConfig, mode: str) -> N
     assert "limit" in error_text(bad)
     if closed is not None:  # the client's DELETE ended the MCP session, and with it the wake
         assert closed == [("http", True)]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_tool_call_never_rebuilds_the_tool_list(
+    config: ServeConfig, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 2026-07-28 transport checks `Mcp-Param-*` headers against the called tool's input schema; without the
+    server's own schema lookup the SDK runs the whole tools/list handler for every call with arguments."""
+    listed: list[int] = []
+    original = PublishedTools.listed
+
+    def counted(self: PublishedTools, principal: Principal) -> list[types.Tool]:
+        listed.append(1)
+        return original(self, principal)
+
+    monkeypatch.setattr(PublishedTools, "listed", counted)
+    async with serving(config) as served, client(served, mode) as mcp_client:
+        await mcp_client.list_tools()
+        before = len(listed)
+        for _ in range(3):
+            assert "events" in data(await mcp_client.call_tool("session_get_events", {"limit": 1}))
+    assert before >= 1
+    assert len(listed) == before
 
 
 @pytest.mark.parametrize("mode", ERAS)

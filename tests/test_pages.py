@@ -120,12 +120,19 @@ class Person:
         return types.ElicitResult(action=self.action)
 
 
-async def in_browser(browser: Any, url: str, click: str, fill: str | None = None) -> dict[str, str]:
-    """Open the page, read what it shows, answer it; returns the texts shown and the outcome heading."""
-    page = await browser.new_page()
+async def in_browser(
+    browser: Any, url: str, click: str, fill: str | None = None, screenshot: str | None = None
+) -> dict[str, str]:
+    """Open the page, read what it shows, answer it; returns the texts shown and the outcome heading. With
+    MANAGED_TOOLS_SCREENSHOTS=DIR set (relative to the repository), the page as a person first sees it is saved as
+    DIR/`screenshot`: the README's picture of an approval is `MANAGED_TOOLS_SCREENSHOTS=docs/images`."""
+    page = await browser.new_page(viewport={"width": 900, "height": 400})
     try:
         response = await page.goto(url)
         assert response is not None and response.status == 200
+        if screenshot is not None and (folder := os.environ.get("MANAGED_TOOLS_SCREENSHOTS")):
+            (TESTS.parent / folder).mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(TESTS.parent / folder / screenshot), full_page=True)
         shown = {
             name: await page.inner_text(f"#{name}")
             for name in ("action", "name", "description")
@@ -178,6 +185,29 @@ async def test_approval_on_the_page(
         assert record.remember == ("session" if button == "#approve-session" else "once")
     else:
         assert "denied" in error_text(result) and await rows(rt) == 0 and record.status == "denied"
+
+
+@browser_test
+async def test_a_shell_command_on_the_page_runs_only_when_approved(
+    rt: Runtime, pages: Pages, browser: Any, workspace: Path
+) -> None:
+    """What the README shows: the page names the command and its cwd whole, and a denied command leaves the
+    workspace as it was."""
+    (workspace / "build").mkdir()
+    person = Person()
+    server = build_server(rt, transport="memory", approval_wait_seconds=30, pages=pages)
+    seen: dict[str, str] = {}
+    async with Client(server, elicitation_callback=person) as client, anyio.create_task_group() as tg:
+
+        async def the_person() -> None:
+            params = await person.urls.receive()
+            seen.update(await in_browser(browser, params.url, "#deny", screenshot="approval-page.png"))
+
+        tg.start_soon(the_person)
+        result = await client.call_tool("shell_run", {"command": "rm -rf build && python -m pytest -q"})
+    assert "rm -rf build && python -m pytest -q" in seen["action"] and "/workspace" in seen["action"]
+    assert seen["outcome"] == "Denied" and "denied" in error_text(result)
+    assert (workspace / "build").is_dir()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import data
+from conftest import Connect, data
 from test_permissions import cli, client_for, config, event_types, rt
 
 from managed_tools.server.config import ServeConfig
@@ -70,3 +72,30 @@ async def test_check_reports_bad_arguments_and_unknown_tools(rt: Runtime) -> Non
     assert plain["permissionPolicy"] == "always_allow" and plain["nextStep"] is None
     assert plain["readOnly"] is True and plain["interruptBehavior"] == "block"
     assert await event_types(rt) == []  # checking never creates a request
+
+
+async def test_shell_read_first_alternatives_are_the_references_menu(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("one\n")
+    async with connect(runtime) as client:
+
+        async def menu(tool: str, args: dict[str, object] | None = None) -> list[tuple[str, dict[str, object]]]:
+            check = data(await client.call_tool("permissions_check", {"toolName": tool, "toolArgs": args}))
+            return [(s["tool"], s["args"]) for s in check["shellReadFirstAlternatives"]]
+
+        cat = await menu("shell_run", {"command": "cat notes.txt"})
+        set_env = await menu("shell_set_env", {"key": "A", "value": "b"})
+        read = await menu("read", {"path": "notes.txt"})
+        data(await client.call_tool("bash", {"command": "ls"}))
+        after = await menu("shell_close")
+        described = data(await client.call_tool("permissions_describe", {}))
+    pwd = ("bash", {"command": "pwd", "cwd": "/workspace"})
+    assert cat == [("read", {"path": "/workspace/notes.txt"}), ("shell_describe", {}), pwd]
+    assert set_env == [("shell_describe", {}), pwd] and read == []
+    assert after == [("shell_describe", {}), pwd, ("shell_read_last_output", {})]
+    assert [s["tool"] for s in described["shellReadFirstAlternatives"]] == [
+        "shell_describe",
+        "bash",
+        "shell_read_last_output",
+    ]

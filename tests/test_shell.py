@@ -18,6 +18,7 @@ import anyio
 import pytest
 from conftest import ERAS, Connect, data, error_text
 from mcp import Client
+from mcp_types import RequestParamsMeta
 from test_permissions import answer, client_for
 
 from managed_tools.server.config import ServeConfig
@@ -394,3 +395,40 @@ async def test_sandbox_execute_routes_the_shell_actions_that_need_no_approval(rt
     assert opened["output"]["persistentShell"]["status"] == "active"
     assert closed["output"]["persistentShell"]["status"] == "closed"
     assert "call shell_run" in shell and "call shell_exec" in exec_  # approval cannot be sidestepped
+
+
+async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_killed(
+    runtime: Runtime, connect: Connect
+) -> None:
+    async with connect(runtime, "legacy", elicitation_callback=YES) as client:
+        started = data(await client.call_tool("shell_exec", {"command": "sleep 20", "waitMs": 100}))
+        refused = await client.call_tool("shell_close", {})
+        still = data(await client.call_tool("shell_read_command", {"commandId": started["commandId"]}))
+        data(await client.call_tool("shell_restart", {}))
+        killed = data(await client.call_tool("shell_read_command", {"commandId": started["commandId"]}))
+        closed = data(await client.call_tool("shell_close", {}))
+    assert started["status"] == "running"
+    message = error_text(refused)
+    assert f"running command {started['commandId']}" in message and "shell_wait" in message
+    assert "shell_restart" in message
+    assert still["status"] == "running"
+    assert killed["status"] == "killed" and killed["exitCode"] is None and not killed["ok"]
+    assert closed["persistentShell"]["status"] == "closed"
+
+
+async def test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running(
+    runtime: Runtime, connect: Connect
+) -> None:
+    short: RequestParamsMeta = {"managed-tools/timeoutMs": 1500}  # type: ignore[typeddict-unknown-key]
+    async with connect(runtime, "legacy", elicitation_callback=YES) as client:
+        started = data(
+            await client.call_tool("shell_exec", {"command": "sleep 3; echo done", "waitMs": 30_000}, meta=short)
+        )
+        waited = await client.call_tool(
+            "shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}, meta=short
+        )
+        finished = data(await client.call_tool("shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}))
+    answer_ = data(waited)
+    assert started["status"] == "running" and started["nextStep"]["tool"] == "shell_wait"  # a handle, not a kill
+    assert answer_["state"] == "running" and answer_["command"]["commandId"] == started["commandId"]
+    assert finished["state"] == "completed" and finished["command"]["stdout"] == "done\n"

@@ -548,3 +548,19 @@ async def test_racing_processes_one_wins_and_disk_matches_history(config: ServeC
     assert all("version precondition failed" in r and f"but latest is {history[0]['versionId']}" in r for r in losers)
     assert len(history) == 2 and history[1]["versionId"] == data(base)["versionId"]
     assert soul.read_text() == latest["content"] and sha(soul.read_bytes()) == history[0]["contentHash"]
+
+
+async def test_a_one_line_diff_preview_shows_a_change(
+    runtime: Runtime, connect: Connect, config: ServeConfig, workspace: Path
+) -> None:
+    (substrate_dir(config.data_dir, config.agent) / "SOUL.md").write_text("# Soul\nbe kind\nbe brave\n")
+    async with connect(runtime) as client:
+        data(await client.call_tool("resources_stage_from_substrate", {"sourcePath": "SOUL.md"}))
+        (workspace / "SOUL.md").write_text("# Soul\nbe kind and brief\nbe brave\n")
+        one = data(
+            await client.call_tool("resources_compare_with_substrate", {"sessionPath": "SOUL.md", "maxPreviewLines": 1})
+        )
+        whole = data(await client.call_tool("resources_compare_with_substrate", {"sessionPath": "SOUL.md"}))
+    assert one["preview"] == ["--- /workspace/agent/SOUL.md", "+++ /workspace/SOUL.md", "@@ -2 +2 @@", "-be kind"]
+    assert one["previewTruncated"] and not whole["previewTruncated"]
+    assert whole["preview"][3:] == [" # Soul", "-be kind", "+be kind and brief", " be brave"]

@@ -30,7 +30,7 @@ DEFAULT_READERS = 2
 
 Synchronous = Literal["NORMAL", "FULL"]
 # A write transaction (memory, substrate versions, approvals, ...) is on disk before its caller hears it
-# committed: WAL at NORMAL would lose the last commits to a power cut (docs/decisions.md has the figures).
+# committed: WAL at NORMAL would lose the last commits to a power cut (docs/decisions/crash-safety.md has the figures).
 DURABLE: Synchronous = "FULL"
 
 LOCKED = "The state database is locked by another process; try again in a moment."
@@ -190,7 +190,8 @@ class Database(ABC):
                 from managed_tools.stores.db.postgres import PostgresDatabase
             except ImportError as exc:  # asyncpg is the optional extra
                 raise DatabaseOpenError(
-                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools[postgres]'."
+                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools-mcp[postgres]' "
+                    "(from a clone: pip install '.[postgres]')."
                 ) from exc
 
             if local_dir is None:
@@ -216,7 +217,7 @@ class Database(ABC):
     @abstractmethod
     def autocommit(self) -> AbstractAsyncContextManager[Tx]:
         """For single-statement writes (an event append): each statement commits on its own, atomically, and may
-        be lost with the last few commits if the machine loses power (docs/decisions.md)."""
+        be lost with the last few commits if the machine loses power (docs/decisions/crash-safety.md)."""
 
     @abstractmethod
     def read(self) -> AbstractAsyncContextManager[Tx]:

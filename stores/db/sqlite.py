@@ -161,7 +161,7 @@ class SqliteDatabase(Database):
 
         For single-statement writes (an event append), which then cost one hop instead of three. Its own
         connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
-        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions.md).
+        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md).
         """
         async with self._write_lock:
             with _busy_is_an_error():

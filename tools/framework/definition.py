@@ -182,8 +182,8 @@ def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 # What the executor refuses anyway, with a message naming the field: an empty string, a field not in the schema.
-# Published, they cost ~3,000 characters of every model's context and teach it nothing (docs/decisions.md
-# "The catalogue budget").
+# Published, they cost ~3,000 characters of every model's context and teach it nothing (docs/decisions/
+# catalogue-budget.md).
 REFUSED_ANYWAY = (("minLength", 1), ("additionalProperties", False))
 
 

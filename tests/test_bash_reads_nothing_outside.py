@@ -1,4 +1,6 @@
-"""Issue 10's findings against the read-only hand (F1-F5, `bash env`), end to end through a real MCP client.
+"""The read-only hand (`bash`) reads nothing outside its mount and shows nothing of the host: obsolete count
+flags, `--files0-from`, the session's environment, `--color`, abbreviated flags and `bash env`, end to end through a
+real MCP client.
 
 A SECRET.txt sits next to the workspace (outside every mount); neither its content, nor the server's environment,
 nor any host path may appear in any result, refusal included.
@@ -79,9 +81,7 @@ def _outside_targets(rt: Runtime, workspace: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_f1_obsolete_counts_read_nothing_outside(
-    rt: Runtime, connect: Connect, workspace: Path, mode: str
-) -> None:
+async def test_obsolete_counts_read_nothing_outside(rt: Runtime, connect: Connect, workspace: Path, mode: str) -> None:
     async with connect(rt, mode) as client:
         calls = Calls(client, workspace.parent)
         for program in ("head", "tail"):
@@ -95,7 +95,7 @@ async def test_f1_obsolete_counts_read_nothing_outside(
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_f2_files0_from_in_any_spelling_is_refused(
+async def test_files0_from_in_any_spelling_is_refused(
     rt: Runtime, connect: Connect, workspace: Path, mode: str
 ) -> None:
     async with connect(rt, mode) as client:
@@ -110,7 +110,7 @@ async def test_f2_files0_from_in_any_spelling_is_refused(
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_f3_session_env_cannot_change_parsing(rt: Runtime, workspace: Path, mode: str) -> None:
+async def test_session_env_cannot_change_parsing(rt: Runtime, workspace: Path, mode: str) -> None:
     async with client_for(rt, mode, elicitation_callback=answer("accept", {"approve": True})) as client:
         calls = Calls(client, workspace.parent)
         data(await calls("shell_set_env", {"key": "POSIXLY_CORRECT", "value": "1"}))
@@ -124,13 +124,15 @@ async def test_f3_session_env_cannot_change_parsing(rt: Runtime, workspace: Path
     assert "-x (in '-x/../../SECRET.txt') is not an allowed flag" in message and "./-name" in message
     assert "outside" in named
     assert inside["stdout"] == "hello\nhello\n"
-    assert dict(line.split("=", 1) for line in env["stdout"].splitlines()) == FIXED_ENV  # F3 and `bash env`
+    assert (
+        dict(line.split("=", 1) for line in env["stdout"].splitlines()) == FIXED_ENV
+    )  # the session env never reaches `bash`
     assert "hidden-value-77" not in json.dumps(calls.texts)
     calls.assert_clean()
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_f4_color_takes_no_next_argument(rt: Runtime, connect: Connect, workspace: Path, mode: str) -> None:
+async def test_color_takes_no_next_argument(rt: Runtime, connect: Connect, workspace: Path, mode: str) -> None:
     async with connect(rt, mode) as client:
         calls = Calls(client, workspace.parent)
         outside = error_text(await calls.bash("ls", "--color", ".."))
@@ -143,7 +145,7 @@ async def test_f4_color_takes_no_next_argument(rt: Runtime, connect: Connect, wo
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_f5_abbreviations_follow_and_recursion_are_refused_at_once(
+async def test_abbreviations_follow_and_recursion_are_refused_at_once(
     rt: Runtime, connect: Connect, workspace: Path, mode: str
 ) -> None:
     async with connect(rt, mode) as client:

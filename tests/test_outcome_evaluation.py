@@ -1,0 +1,96 @@
+"""Outcomes seen from the session: how outcome_evaluate weighs failed and later work, session_list's outcome
+filters and order, outcome_define on another session of the same agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Connect, data, error_text
+
+from managed_tools.stores import outcomes, sessions
+from managed_tools.tools.framework.context import Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_early_stumble_does_not_fail_the_whole_connection(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("old\n")
+    async with connect(runtime) as client:
+        await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes rewritten"]})
+        assert (await client.call_tool("read", {"path": "nope.txt"})).is_error
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes rewritten"}))
+        after_stumble = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        data(await client.call_tool("glob", {"pattern": "*.md"}))  # newer work on the workspace
+        moved_on = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        assert (await client.call_tool("edit", {"path": "gone.md", "oldText": "a", "newText": "b"})).is_error
+        data(await client.call_tool("grep", {"query": "old"}))  # a read does not make up for a failed write
+        write_open = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        data(await client.call_tool("write", {"path": "notes.md", "content": "new\n"}))
+        written = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+    assert after_stumble["status"] == "fail"  # nothing was done on the workspace since
+    assert "read" in after_stumble["summary"]
+    assert moved_on["status"] == "pass" and moved_on["promotionReady"] is True
+    assert write_open["status"] == "fail" and "edit" in write_open["summary"]
+    assert written["status"] == "pass"
+
+
+async def test_session_list_filters_and_sorts_by_outcome(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as passed:
+        await passed.call_tool("outcome_define", {"title": "Ship", "successCriteria": ["kestrel landed"]})
+        await passed.call_tool("memory_write", {"target": "session_state", "content": "kestrel landed"})
+        a = data(await passed.call_tool("outcome_evaluate", {}))["sessionId"]
+    async with connect(runtime) as other:
+        await other.call_tool("outcome_define", {"title": "Other", "successCriteria": ["x"]})
+        b = data(await other.call_tool("outcome_evaluate", {}))["sessionId"]
+    async with connect(runtime) as plain:
+        c = data(await plain.call_tool("session_get_snapshot", {}))["sessionId"]
+    async with connect(runtime) as client:
+        await client.call_tool("outcome_define", {"title": "ship", "successCriteria": ["y"]})
+
+        async def listed(**filters: object) -> list[str]:
+            found = data(await client.call_tool("session_list", {"includeCurrent": False, **filters}))
+            return [s["sessionId"] for s in found["sessions"]]
+
+        everything = data(await client.call_tool("session_list", {"includeCurrent": False}))
+        with_outcome = await listed(hasOutcome=True)
+        without = await listed(hasOutcome=False)
+        ready = await listed(promotionReady=True)
+        not_ready = await listed(outcomeStatus="not_ready")
+        first = await listed(outcomeTrend="first_iteration")
+        recent = await listed(activeMinutes=5)
+    by_id = {s["sessionId"]: s for s in everything["sessions"]}
+    assert by_id[a]["activeOutcomeTitle"] == "Ship" and by_id[a]["outcomeStatus"] == "pass"
+    assert by_id[a]["promotionReady"] is True and by_id[a]["outcomeMatchesCurrent"] is True
+    assert by_id[a]["outcomeEvaluatedAt"] is not None
+    assert by_id[b]["outcomeStatus"] == "not_ready" and by_id[b]["outcomeMatchesCurrent"] is False
+    assert by_id[c]["activeOutcomeTitle"] is None and by_id[c]["promotionReady"] is False
+    assert everything["sessions"][0]["sessionId"] == a  # the same outcome as the current one first
+    assert sorted(with_outcome) == sorted([a, b]) and without == [c]
+    assert ready == [a] and not_ready == [b] and sorted(first) == sorted([a, b])
+    assert sorted(recent) == sorted([a, b, c])
+
+
+async def test_outcome_define_takes_a_session_of_the_same_agent(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as client:
+        current = data(await client.call_tool("session_get_snapshot", {}))["sessionId"]
+        async with runtime.db.write() as tx:
+            child = await sessions.create_session(tx, "default", parent_id=current)
+            stranger = await sessions.create_session(tx, "beta")
+        defined = data(
+            await client.call_tool(
+                "outcome_define", {"sessionId": child.id, "title": "Child work", "successCriteria": ["done"]}
+            )
+        )
+        read = data(await client.call_tool("outcome_read", {"sessionId": child.id}))
+        mine = data(await client.call_tool("outcome_read", {}))
+        events = data(await client.call_tool("session_get_events", {"sessionId": child.id}))
+        refused = await client.call_tool("outcome_define", {"sessionId": stranger.id, "title": "Not mine"})
+    assert defined["sessionId"] == child.id and read["activeOutcome"]["title"] == "Child work"
+    assert mine["activeOutcome"] is None
+    assert [(e["type"], e["wakeId"]) for e in events["events"]] == [("user.define_outcome", None)]
+    assert "not available" in error_text(refused)
+    async with runtime.db.read() as tx:
+        assert await outcomes.active(tx, stranger.id) is None
