@@ -8,8 +8,8 @@ with the data dir outside it. Two levels, each a round robin over its series so 
   through the compiled launcher (the default), and Landlock entered through a preexec_fn (MANAGED_TOOLS_CONFINEMENT=
   preexec, the fallback where no C compiler is found);
 * `spawn`: `tools.shell.runner.start_process` alone running `ls small`: unconfined (CPython's vfork path), the
-  launcher with the read-only hand's ruleset, a no-op preexec_fn (the fork a preexec_fn forces) and the Landlock
-  preexec_fn; this splits the preexec cost into "a preexec_fn at all" and "the two syscalls".
+  launcher with the read-only hand's layers, and the Landlock preexec_fn. (What the outer layers, bubblewrap and
+  the cgroup, add to a spawn is bench/sandbox_spawn.py's question.)
 
 It is a benchmark, not a test: the exit status is 0 whatever the figures are.
 
@@ -90,10 +90,6 @@ def spawn(workspace: Path, confine: Domain | None) -> Callable[[], Awaitable[Non
     return run
 
 
-def no_op() -> None:
-    return None
-
-
 def compare(out: dict[str, dict[str, float]], base: str, other: str) -> str:
     a, b = out[base], out[other]
     return (
@@ -124,7 +120,6 @@ async def measure(tmp: Path, calls: int, warmup: int) -> tuple[int, dict[str, di
         spawns = {
             "unconfined": spawn(workspace, None),
             "launcher": spawn(workspace, launched.read_only),
-            "no-op preexec_fn": spawn(workspace, Domain(-1, "preexec", preexec=no_op)),
             "landlock preexec_fn": spawn(workspace, forked.read_only),
         }
         return launched.abi, {
@@ -157,8 +152,7 @@ async def main() -> None:
     print(compare(results["tool"], "argv-only", "launcher"))
     print(compare(results["tool"], "argv-only", "preexec"))
     print(compare(results["spawn"], "unconfined", "launcher"))
-    print(compare(results["spawn"], "unconfined", "no-op preexec_fn"))
-    print(compare(results["spawn"], "no-op preexec_fn", "landlock preexec_fn"))
+    print(compare(results["spawn"], "unconfined", "landlock preexec_fn"))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,22 @@
-"""Kernel confinement of every process the server spawns, and the private HOME/TMPDIR they run with.
+"""The sandbox of every process the server spawns: its policies, its layers, and each domain's private dirs.
 
-Two policies, built once per runtime (Landlock rulesets held as fds, enforced in each child before exec; how a
-child enters one is sandbox/spawn.py: through the compiled launcher where it could be built, else a preexec_fn):
+Three kinds of policy (sandbox/policy.py: one list of grants drives every layer):
 
 * the read-only hand (`bash` programs, `rg` behind grep/glob): reads the mounts (vaults: listing only) and the
-  system paths a program needs to load; executes only system binaries; writes nowhere; no TCP.
-* the writable shell (`shell_run`, `shell_exec`, the persistent shell): also writes the writable mounts and the
-  private dir, reads a little more of /etc; TCP per `--shell-network`.
+  system paths a program needs to load; executes only system binaries; writes nowhere; no network.
+* the writable shell (`shell_run`, `shell_exec`, the persistent shell): also writes the writable mounts and its own
+  private dir, reads a little more of /etc; network per `--shell-network`.
+* each upstream server: the shell's system view, the workspace, its own private dir, its program's directories.
 
-Neither policy grants /proc (on this kernel Landlock's ptrace scope still let a confined child read the server's
-/proc/<pid>/environ), the data dir, the user's home or /tmp. Where Landlock is missing, children run with the
-argument checks only (`argv-only`) and the server says so. Tests force that path, or the preexec_fn spawn, with
-MANAGED_TOOLS_CONFINEMENT.
+Each domain's private dir (HOME, TMPDIR) is its own: the shell's domain cannot see an upstream's, nor one upstream
+another's. None is granted /proc of the host (a fresh one of its own PID namespace is), the data dir, the user's
+home, /run or /tmp.
+
+The layers (sandbox/layers.py reports them): Landlock (files, and TCP when the network is off), then around it
+bubblewrap's mount view, PID and network namespaces (sandbox/bwrap.py), the resource limits the launcher sets, and
+a cgroup per spawn for processes and memory (sandbox/cgroups.py). Where Landlock is missing, children run with the
+argument checks only (`argv-only`) and the server says so. MANAGED_TOOLS_CONFINEMENT forces a weaker mode for
+tests: `argv-only`, `preexec` (no launcher, hence no bubblewrap), `landlock-only` (no bubblewrap, no cgroups).
 """
 
 from __future__ import annotations
@@ -25,18 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from managed_tools.sandbox import landlock
+from managed_tools.sandbox import bwrap, landlock
+from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
 from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
-from managed_tools.sandbox.landlock import EXECUTE, READ, READ_DIR, READ_FILE, RUN, WRITE, WRITE_FILE, Rule
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
+from managed_tools.sandbox.policy import Grant, Limits, Network, SandboxPolicy
 from managed_tools.sandbox.spawn import Domain, Spawn
 from managed_tools.stores.errors import StoreError
 
 Mode = Literal["landlock", "argv-only"]
-# "argv-only": run without Landlock even where the kernel has it; "preexec": Landlock without the launcher.
 FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"
+FORCED = ("argv-only", "preexec", "landlock-only")
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -49,174 +55,207 @@ SHELL_ETC = ("passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.c
              "alternatives", "python3*", "java-*", "maven", "perl")  # fmt: skip
 READ_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
 WRITE_DEVICES = ("/dev/null", "/dev/full", "/dev/tty")
+DEFAULT_LIMITS = Limits()
 
 
 class ConfinementError(StoreError):
     """Confinement cannot be set up as configured."""
 
 
-@dataclass(frozen=True)
-class Policy:
-    rules: tuple[Rule, ...]
-    deny_tcp: bool
+def forced() -> str:
+    """The weaker mode MANAGED_TOOLS_CONFINEMENT asks for ("" when none)."""
+    value = os.environ.get(FORCE_ENV, "")
+    return value if value in FORCED else ""
 
 
-def _system(extra: Iterable[str] = ()) -> list[Rule]:
-    rules = [Rule(d, RUN) for d in SYSTEM_DIRS] + [Rule(f, READ) for f in LOADER_FILES]
-    rules += [Rule(d, READ_FILE) for d in READ_DEVICES] + [Rule("/dev/null", READ_FILE | WRITE_FILE)]
-    return rules + [Rule(binary, RUN) for binary in extra]
+def _network(on: bool) -> Network:
+    return "host" if on else "none"
 
 
-def _mount_rules(mounts: Iterable[Mount], *, writable: bool) -> list[Rule]:
-    rules: list[Rule] = []
+def _system(extra: Iterable[str] = ()) -> list[Grant]:
+    grants = [Grant(d, "run") for d in SYSTEM_DIRS] + [Grant(f, "read") for f in LOADER_FILES]
+    grants += [Grant(d, "read") for d in READ_DEVICES] + [Grant("/dev/null", "device")]
+    return grants + [Grant(binary, "run") for binary in extra]
+
+
+def _mount_grants(mounts: Iterable[Mount], *, writable: bool) -> list[Grant]:
+    grants: list[Grant] = []
     for mount in mounts:
+        root = os.path.realpath(mount.root)
         if mount.kind == "vault":
-            rules.append(Rule(str(mount.root), READ_DIR))  # names only, never contents
+            grants.append(Grant(root, "list"))  # names only, never contents
         elif writable and mount.access == "read_write":
-            rules.append(Rule(str(mount.root), RUN | WRITE))
+            grants.append(Grant(root, "write"))
         else:
-            rules.append(Rule(str(mount.root), READ))
-    return rules
+            grants.append(Grant(root, "read"))
+    return grants
 
 
-def read_only_policy(mounts: Iterable[Mount], binaries: Iterable[str]) -> Policy:
-    return Policy(tuple(_system(binaries) + _mount_rules(mounts, writable=False)), deny_tcp=True)
+def read_only_policy(
+    mounts: Iterable[Mount], binaries: Iterable[str], limits: Limits = DEFAULT_LIMITS
+) -> SandboxPolicy:
+    grants = _system(binaries) + _mount_grants(mounts, writable=False)
+    return SandboxPolicy("read-only", tuple(grants), "none", limits)
 
 
-def _shell_system() -> list[Rule]:
+def _shell_system() -> list[Grant]:
     """What a shell or an interpreter needs of the system: binaries and libraries, a little of /etc, devices."""
     etc = sorted({path for pattern in SHELL_ETC for path in glob.glob(f"/etc/{pattern}")})
-    rules = _system() + [Rule(path, READ) for path in etc] + [Rule("/sys/devices/system/cpu", READ)]
-    return rules + [Rule(d, READ_FILE | WRITE_FILE) for d in WRITE_DEVICES]
+    grants = _system() + [Grant(path, "read") for path in etc] + [Grant("/sys/devices/system/cpu", "read")]
+    return grants + [Grant(d, "device") for d in WRITE_DEVICES]
 
 
-def grant_rules(grants: Iterable[ToolchainGrant]) -> list[Rule]:
-    """The toolchain's grants as Landlock rules: read and execute, plus write where the person configured it."""
-    return [Rule(str(g.path), RUN | WRITE if g.access == "write" else RUN) for g in grants]
+def toolchain(grants: Iterable[ToolchainGrant]) -> list[Grant]:
+    """The toolchain's grants (sandbox/grants.py) as policy grants: run, or write where the person configured it."""
+    return [Grant(str(g.path), g.access) for g in grants]
 
 
-def shell_policy(mounts: Iterable[Mount], private: Path, *, network: bool, grants: Grants = NO_GRANTS) -> Policy:
-    rules = [*_shell_system(), *_mount_rules(mounts, writable=True), Rule(str(private), RUN | WRITE)]
-    return Policy(tuple(rules + grant_rules(grants.grants)), deny_tcp=not network)
+def shell_policy(
+    mounts: Iterable[Mount],
+    private: Path,
+    *,
+    network: bool,
+    limits: Limits = DEFAULT_LIMITS,
+    grants: Grants = NO_GRANTS,
+) -> SandboxPolicy:
+    base = [*_shell_system(), *_mount_grants(mounts, writable=True), Grant(str(private), "write")]
+    return SandboxPolicy("shell", tuple(base), _network(network), limits).with_grants(toolchain(grants.grants))
 
 
-def upstream_policy(mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool) -> Policy:
+def upstream_policy(
+    name: str, mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool,
+    limits: Limits = DEFAULT_LIMITS,
+) -> SandboxPolicy:  # fmt: skip
     """An upstream MCP server (server/upstream/): the shell's system view, the workspace as its mount says, vault
-    names, its own HOME, and the directories its program is installed in (read and run); nothing in the data dir
-    (the agent substrate lives there) and no other upstream's HOME."""
+    names, its own private dir, and the directories its program is installed in (read and run); nothing in the
+    data dir (the agent substrate lives there), no other upstream's private dir, not the shell's. Upstreams are
+    long-lived: no CPU-time limit."""
     reachable = [m for m in mounts if m.kind in ("workspace", "vault")]
-    rules = [*_shell_system(), *_mount_rules(reachable, writable=True), Rule(str(home), RUN | WRITE)]
-    return Policy(tuple(rules + [Rule(str(p), RUN) for p in programs]), deny_tcp=not network)
+    grants = [*_shell_system(), *_mount_grants(reachable, writable=True), Grant(str(home), "write")]
+    grants += [Grant(str(p), "run") for p in programs]
+    always = Limits(limits.processes, limits.memory_mb, limits.file_size_mb, 0)
+    return SandboxPolicy(f"upstream:{name}", tuple(grants), _network(network), always)
 
 
 @dataclass
 class Confinement:
-    """This runtime's confinement: the mode, both policies' domains, how children enter them, the private dir."""
+    """This runtime's sandbox: the mode, the layers found, the two standing domains, the private dirs."""
 
     mode: Mode
     abi: int
     private: Path
     shell_network: bool = True
+    limits: Limits = field(default_factory=Limits)
     grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (sandbox/grants.py)
     shell_path: str = DEFAULT_PATH  # the writable shell's PATH: the server's entries it may run from
+    shell_grants: tuple[Grant, ...] = ()  # the writable shell's policy, for saying why a command could not run
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode
     spawn_reason: str = ""  # why children enter through a preexec_fn rather than the launcher
+    launcher: str | None = None
+    bwrap: bwrap.Bubblewrap | None = None
+    bwrap_reason: str = ""  # why there is no mount view, PID or network namespace
+    cgroups: Cgroups | None = None
+    cgroups_reason: str = ""  # why processes and memory are not limited by a cgroup
+    mode_reason: str = ""  # why argv-only
     notices: list[str] = field(default_factory=list)
-    shell_rules: tuple[Rule, ...] = ()  # the writable shell's policy, for saying why a command could not run
     _fds: list[int] = field(default_factory=list)
-
-    def shortfall(self) -> str | None:
-        """Why the writable shell is not the full sandbox (None when it is): the one check `--auto-sandboxed`
-        relies on. Today: Landlock in force, and no unrestricted network."""
-        if self.mode != "landlock":
-            return "the kernel does not confine spawned programs here (no Landlock)"
-        if self.shell_network:
-            return "the shell's network is unrestricted (--shell-network on)"
-        return None
-
-    def describe(self) -> str:
-        """The sandbox in force, as the audit record of an unasked run names it."""
-        network = "on" if self.shell_network else "off"
-        return f"{self.mode} (ABI {self.abi}), network {network}, {len(self.grants.grants)} toolchain grant(s)"
-
-    def shell_runs(self, path: str) -> bool:
-        """Whether the writable shell may execute the real file `path`."""
-        return any(rule.access & EXECUTE and inside(path, rule.path) for rule in self.shell_rules)
 
     @property
     def home(self) -> Path:
-        return self.private / "home"
+        return self.private / "shell" / "home"
 
     @property
     def tmp(self) -> Path:
-        return self.private / "tmp"
+        return self.private / "shell" / "tmp"
 
-    def domain(self, policy: Policy) -> Domain | None:
+    def shell_runs(self, path: str) -> bool:
+        """Whether the writable shell may execute the real file `path`."""
+        return any(g.access in ("run", "write") and inside(path, g.path) for g in self.shell_grants)
+
+    def upstream_home(self, name: str) -> Path:
+        """Upstream `name`'s private dir (its HOME, with its TMPDIR inside), 0700, seen by no other domain."""
+        home = self.private / "upstreams" / name
+        (home / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        return home
+
+    def domain(self, policy: SandboxPolicy) -> Domain | None:
         """A domain of its own for `policy` (None in argv-only mode); its ruleset lives as long as the runtime."""
         if self.mode != "landlock":
             return None
         try:
-            fd = landlock.build_ruleset(self.abi, policy.rules, deny_tcp=policy.deny_tcp)
+            fd = landlock.build_ruleset(self.abi, landlock.rules(policy.grants), deny_tcp=policy.network == "none")
         except OSError as exc:
             raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
         self._fds.append(fd)
-        if self.spawn == "launcher" and self.shell is not None and self.shell.launcher is not None:
-            return Domain(fd, "launcher", self.shell.launcher)
-        return Domain(fd, "preexec", preexec=landlock.restrictor(fd))
+        if self.spawn == "preexec" or self.launcher is None:
+            return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups)
+        view = tuple(bwrap.prefix(self.bwrap, policy, launcher=self.launcher)) if self.bwrap is not None else ()
+        return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, policy.addition.prefix)
 
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
+        if self.cgroups is not None:
+            self.cgroups.close()
         shutil.rmtree(self.private, ignore_errors=True)
 
 
 def kernel_abi() -> int:
     """The Landlock ABI children will be confined with; 0 when missing or forced off."""
-    if os.environ.get(FORCE_ENV, "") == "argv-only":
+    if forced() == "argv-only":
         return 0
     return landlock.abi()
 
 
-def open_confinement(
-    mounts: list[Mount], *, data_dir: Path, network: bool, binaries: Iterable[str] = (), grants: Grants = NO_GRANTS
-) -> Confinement:
-    """Create the private dir (0700, outside every mount) and build both rulesets when the kernel can; the
-    writable shell also gets `grants`."""
-    roots = [Path(os.path.realpath(m.root)) for m in mounts]
+def _private_dir(roots: list[Path]) -> Path:
+    """The runtime's private dir (0700, outside every mount), with the shell's HOME and TMPDIR in it."""
     private = Path(os.path.realpath(tempfile.mkdtemp(prefix="managed-tools-")))
     if any(inside(private, root) for root in roots):
         shutil.rmtree(private, ignore_errors=True)
         raise ConfinementError(
             f"The temporary directory {private.parent} lies inside a mount; set TMPDIR to a directory outside it."
         )
-    (private / "home").mkdir(mode=0o700)
-    (private / "tmp").mkdir(mode=0o700)
+    for sub in ("shell", "shell/home", "shell/tmp", "upstreams"):
+        (private / sub).mkdir(mode=0o700)
+    return private
+
+
+def open_confinement(
+    mounts: list[Mount],
+    *,
+    data_dir: Path,
+    network: bool,
+    binaries: Iterable[str] = (),
+    limits: Limits = DEFAULT_LIMITS,
+    grants: Grants = NO_GRANTS,
+) -> Confinement:
+    """Create the private dirs and, where the kernel can, every layer and both standing domains; the writable
+    shell also gets `grants`."""
+    roots = [Path(os.path.realpath(m.root)) for m in mounts]
+    private = _private_dir(roots)
     version = kernel_abi()
     search = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
     if version == 0:
-        forced = os.environ.get(FORCE_ENV, "") == "argv-only"
-        reason = "forced by " + FORCE_ENV if forced else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, grants, search, notices=[
+        reason = "forced by " + FORCE_ENV if forced() == "argv-only" else "the kernel offers no Landlock"
+        return Confinement("argv-only", 0, private, network, limits, grants, search, mode_reason=reason, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
             "by the kernel.", *grants.notices])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network, grants, search, notices=list(grants.notices))
-    policies = (read_only_policy(mounts, binaries), shell_policy(mounts, private, network=network, grants=grants))
-    confinement.shell_rules = policies[1].rules
+    confinement = Confinement("landlock", version, private, network, limits, grants, search,
+                              notices=list(grants.notices))  # fmt: skip
+    shell = shell_policy(mounts, private / "shell", network=network, limits=limits, grants=grants)
+    policies = (read_only_policy(mounts, binaries, limits), shell)
+    confinement.shell_grants = shell.grants
+    confinement.launcher, confinement.spawn_reason = _launcher(policies)
+    confinement.spawn = "preexec" if confinement.launcher is None else "launcher"
+    _outer_layers(confinement)
     try:
-        for policy in policies:
-            confinement._fds.append(landlock.build_ruleset(version, policy.rules, deny_tcp=policy.deny_tcp))
-    except OSError as exc:
+        confinement.read_only, confinement.shell = (confinement.domain(p) for p in policies)
+    except ConfinementError:
         confinement.close()
-        raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
-    path, confinement.spawn_reason = _launcher(policies)
-    confinement.spawn = "preexec" if path is None else "launcher"
-    confinement.read_only, confinement.shell = (
-        Domain(fd, "preexec", preexec=landlock.restrictor(fd)) if path is None else Domain(fd, "launcher", path)
-        for fd in confinement._fds
-    )
+        raise
     data = Path(os.path.realpath(data_dir))
     exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and inside(data, root)]
     if exposed:
@@ -227,15 +266,33 @@ def open_confinement(
     return confinement
 
 
-def _launcher(policies: Iterable[Policy]) -> tuple[str | None, str]:
+def _outer_layers(confinement: Confinement) -> None:
+    """bubblewrap and cgroups where this system has them, else why not."""
+    if forced() == "landlock-only":
+        confinement.bwrap_reason = confinement.cgroups_reason = f"forced off by {FORCE_ENV}=landlock-only"
+        return
+    if confinement.launcher is None:
+        confinement.bwrap_reason = "no launcher to run inside bubblewrap (" + confinement.spawn_reason + ")"
+    else:
+        try:
+            confinement.bwrap = bwrap.find()
+        except bwrap.BwrapUnavailable as exc:
+            confinement.bwrap_reason = str(exc)
+    try:
+        confinement.cgroups = Cgroups.open()
+    except CgroupsUnavailable as exc:
+        confinement.cgroups_reason = str(exc)
+
+
+def _launcher(policies: Iterable[SandboxPolicy]) -> tuple[str | None, str]:
     """The launcher's path, or None and why children will confine themselves in a preexec_fn instead. A launcher
     runs before the domain is entered, so one that a confined program could replace is never used."""
-    if os.environ.get(FORCE_ENV, "") == "preexec":
+    if forced() == "preexec":
         return None, f"forced by {FORCE_ENV}"
     root = Path(os.path.realpath(cache_root()))
     for policy in policies:
-        for rule in policy.rules:
-            if rule.access & WRITE and inside(root, os.path.realpath(rule.path)):
+        for grant in policy.grants:
+            if grant.access == "write" and inside(root, os.path.realpath(grant.path)):
                 return None, f"the cache dir {root} lies where confined programs may write; set XDG_CACHE_HOME"
     try:
         return str(launcher(root)), ""

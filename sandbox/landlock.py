@@ -11,8 +11,10 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+
+from managed_tools.sandbox.policy import Access, Grant
 
 # x86-64, arm64 and every other architecture share these numbers (they came after the syscall table unification).
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
@@ -77,6 +79,15 @@ class Rule:
     access: int
 
 
+RIGHTS: Mapping[Access, int] = {"list": READ_DIR, "read": READ, "run": RUN, "write": RUN | WRITE,
+                                "device": READ_FILE | WRITE_FILE}  # fmt: skip
+
+
+def rules(grants: Iterable[Grant]) -> list[Rule]:
+    """The Landlock rules of a policy's grants (sandbox/policy.py), one per grant."""
+    return [Rule(grant.path, RIGHTS[grant.access]) for grant in grants]
+
+
 def build_ruleset(version: int, rules: Iterable[Rule], *, deny_tcp: bool) -> int:
     """A ruleset fd (close-on-exec) handling every filesystem right `version` knows, allowing only `rules`;
     TCP bind/connect refused when `deny_tcp` (ABI 4+); signals and abstract unix sockets scoped (ABI 6+).
@@ -121,9 +132,9 @@ def _add_path_rule(ruleset: int, rule: Rule, handled_fs: int) -> None:
         os.close(target)
 
 
-def restrictor(ruleset: int) -> Callable[[], None]:
-    """The child-side step (a `preexec_fn`): no new privileges, then enforce `ruleset`; raise if either fails,
-    so the exec never happens unconfined. Arguments are converted here, once, not in the child."""
+def restrictor(ruleset: int, before: Callable[[], None] | None = None) -> Callable[[], None]:
+    """The child-side step (a `preexec_fn`): `before` (limits, cgroups), no new privileges, then enforce
+    `ruleset`; raise if any fails, so the exec never happens unconfined. Arguments are converted here, once."""
     assert _libc is not None
     prctl, syscall = _libc.prctl, _libc.syscall
     no_new_privs = (ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
@@ -131,6 +142,8 @@ def restrictor(ruleset: int) -> Callable[[], None]:
     restrict = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
 
     def confine() -> None:
+        if before is not None:
+            before()
         if prctl(*no_new_privs) != 0 or syscall(*restrict) != 0:
             raise OSError(ctypes.get_errno(), "Landlock: could not confine the child; it was not started.")
 

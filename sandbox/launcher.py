@@ -1,7 +1,8 @@
 """mt-confine, the compiled launcher that confines a child without a `preexec_fn`: built once, cached, reused.
 
 A `preexec_fn` makes CPython fork the whole server instead of vfork (~13 ms a spawn here against ~0.7 ms); the
-launcher (launcher.c, ~60 lines) does the two confining syscalls itself, so the server spawns it the cheap way.
+launcher (launcher.c, ~100 lines) sets the resource limits, joins the command's cgroups and does the two confining
+syscalls itself, so the server spawns it the cheap way (inside bubblewrap, where there is one: sandbox/bwrap.py).
 It is compiled on first use with the system C compiler, found on a fixed PATH (never the server's), into
 `<user cache dir>/managed-tools/` (0700), named by the SHA-256 of the source, compiler and flags, and moved
 into place atomically under a lock, so concurrent servers neither race nor run a half-written file. Where no
@@ -107,7 +108,7 @@ def _fails_closed(built: Path) -> bool:
     """The fresh binary runs, and refuses to start a program it cannot confine (fd 0, /dev/null, is no ruleset:
     the kernel refuses it, and the launcher must exit 126 rather than run /bin/true)."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        probe = subprocess.run([str(built), "0", "/bin/true", "true"], capture_output=True, timeout=10, check=False,
-                               env={}, stdin=subprocess.DEVNULL)  # fmt: skip
+        argv = [str(built), "0", "0,0,0", "-", "/bin/true", "true"]  # ruleset fd, limits, cgroups, program
+        probe = subprocess.run(argv, capture_output=True, timeout=10, check=False, env={}, stdin=subprocess.DEVNULL)
         return probe.returncode == 126 and b"not run" in probe.stderr
     return False

@@ -53,9 +53,10 @@ class Match:
 async def _lines(argv: list[str], cwd: Path, confine: Domain | None) -> AsyncIterator[str]:
     """Stdout of rg, line by line, confined to `confine`; the process is killed as soon as the caller stops
     reading (asyncio, not anyio: only it takes a `preexec_fn`, the fallback way into a domain)."""
-    process = await spawn(
+    child = await spawn(
         argv, domain=confine, cwd=cwd, env=RG_ENV, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE
     )
+    process = child.process
     finished = False
     try:
         assert process.stdout is not None
@@ -77,6 +78,7 @@ async def _lines(argv: list[str], cwd: Path, confine: Domain | None) -> AsyncIte
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGKILL)
             await process.wait()
+            child.end()
     if process.returncode == LAUNCH_FAILED:
         raise StoreError("ripgrep could not be started confined (see the server log); nothing was searched.")
 
@@ -155,7 +157,7 @@ async def search(
 
 async def check_pattern(query: str, *, confine: Domain | None) -> str | None:
     """rg's own message when `query` is not a valid regular expression, else None."""
-    process = await spawn(
+    child = await spawn(
         _rg(f"--regexp={query}", "--", os.devnull),
         domain=confine,
         env=RG_ENV,
@@ -163,7 +165,9 @@ async def check_pattern(query: str, *, confine: Domain | None) -> str | None:
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+    process = child.process
     _, stderr = await process.communicate()
+    child.end()
     if process.returncode == LAUNCH_FAILED:
         raise StoreError("ripgrep could not be started confined; nothing was searched.")
     if process.returncode == 2:

@@ -1,12 +1,19 @@
-"""Starting a child process, confined or not: the one function every spawn point uses.
+"""Starting a child process, sandboxed or not: the one function every spawn point uses.
 
-A `Domain` is one policy's Landlock ruleset (an fd the server holds) and how a child enters it:
+A `Domain` is one policy's layers as a child enters them: the Landlock ruleset (an fd the server holds), the
+resource limits, the cgroups its spawns get a group in, and the bubblewrap view around it (sandbox/bwrap.py).
 
-* `launcher`: the child execs mt-confine (sandbox/launcher.py) with the ruleset fd passed down, which confines
-  itself and execs the program. No `preexec_fn`, so CPython uses vfork (`start_new_session` and `pass_fds` keep
-  it: only a preexec_fn, uid/gid/groups changes or `_USE_VFORK = False` turn it off in 3.11).
-* `preexec`: the child confines itself in a `preexec_fn` (sandbox/landlock.py). As confined, but CPython then
-  forks the whole server: ~13 ms a spawn here. Used where no launcher could be built.
+* `launcher`: the child execs mt-confine (sandbox/launcher.c) with the ruleset and cgroup fds passed down; it sets
+  the limits, joins the group, confines itself and execs the program. Where bubblewrap works, bwrap runs first
+  (namespaces and the mount view) and execs the launcher inside. No `preexec_fn`, so CPython uses vfork
+  (`start_new_session` and `pass_fds` keep it: only a preexec_fn, uid/gid/groups changes or `_USE_VFORK = False`
+  turn it off in 3.11).
+* `preexec`: the child does the same in a `preexec_fn` (sandbox/landlock.py), without bubblewrap (Landlock would
+  forbid bwrap's mounts). As confined on the filesystem, but CPython then forks the whole server: ~13 ms a spawn
+  here. Used where no launcher could be built.
+
+`spawn` returns a `Child`: its process, and `end()` to call once the process has exited, which says which limit
+stopped it (if one did) and ends whatever is left in its cgroup.
 """
 
 from __future__ import annotations
@@ -14,23 +21,82 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import resource
 import shutil
+import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Literal
+
+from managed_tools.sandbox import bwrap, landlock
+from managed_tools.sandbox.cgroups import Cgroups, Group
+from managed_tools.sandbox.policy import MIB, Limits
 
 Spawn = Literal["launcher", "preexec"]
 Stream = int | IO[Any] | None
+# How a limit shows in an exit status: a signal the kernel sends at the limit (as -N from a process we ran, or
+# 128+N from bwrap or a shell that ran it).
+LIMIT_SIGNALS = {int(signal.SIGXCPU): "cpuSeconds", int(signal.SIGXFSZ): "fileSizeMB"}
+CGROUP_LIMITS = {"processes": "processes", "memory": "memoryMB"}
 
 
 @dataclass(frozen=True)
 class Domain:
-    """One policy's ruleset fd and the way children enter it."""
+    """One policy's ruleset fd, limits, cgroups and outer view, and the way children enter them."""
 
     ruleset: int
     spawn: Spawn
+    limits: Limits = field(default_factory=Limits)
     launcher: str | None = None
-    preexec: Callable[[], None] | None = None
+    view: tuple[str, ...] = ()  # bwrap's argv up to the cwd (sandbox/bwrap.py); empty: no outer layers
+    cgroups: Cgroups | None = None
+    prefix: tuple[str, ...] = ()  # what the program runs behind, inside every layer (policy.addition.prefix)
+
+    def rlimits(self) -> tuple[int, int, int]:
+        """CPU seconds, file bytes, address-space bytes (0: unlimited). The address space is capped only where no
+        memory cgroup is: it also counts what programs reserve and never use (JITs, Go), so it is the cruder one."""
+        memory = 0 if self.cgroups is not None and "memory" in self.cgroups.controllers else self.limits.memory_mb
+        return self.limits.cpu_seconds, self.limits.file_size_mb * MIB, memory * MIB
+
+
+@dataclass
+class Child:
+    """A spawned program and its cgroup."""
+
+    process: asyncio.subprocess.Process
+    group: Group | None = None
+    _seen: dict[str, int] = field(default_factory=dict)
+
+    def limit_hit(self, code: int | None) -> str | None:
+        """The `sandbox.limits` key that stopped a command which ended with exit status `code` (None: none did):
+        a cgroup limit met since the last look, else a limit's signal in `code`. A long-lived shell asks once
+        per command."""
+        if self.group is not None:
+            counts = self.group.counts()
+            grown = [key for key, count in counts.items() if count > self._seen.get(key, 0)]
+            self._seen = counts
+            if grown:
+                return CGROUP_LIMITS[grown[0]]
+        if code is None:
+            return None
+        return LIMIT_SIGNALS.get(-code if code < 0 else code - 128 if code > 128 else 0)
+
+    def end(self) -> str | None:
+        """Once the process has exited: the limit that stopped it (see `limit_hit`), after which nothing it
+        started is left in its cgroup."""
+        hit = self.limit_hit(self.process.returncode)
+        if self.group is not None:
+            self.group.end()
+        return hit
+
+
+def limit_message(key: str, limits: Limits) -> str:
+    """What a person reads when `key` stopped a command."""
+    value = {"processes": limits.processes, "memoryMB": limits.memory_mb, "fileSizeMB": limits.file_size_mb,
+             "cpuSeconds": limits.cpu_seconds}[key]  # fmt: skip
+    what = {"processes": "more processes than", "memoryMB": "more memory (MB) than",
+            "fileSizeMB": "a file larger (MB) than", "cpuSeconds": "more CPU seconds than"}[key]  # fmt: skip
+    return f"stopped by the sandbox limit sandbox.limits.{key}: it needed {what} {value}"
 
 
 def _resolve(program: str, env: dict[str, str]) -> str:
@@ -43,6 +109,21 @@ def _resolve(program: str, env: dict[str, str]) -> str:
     return found
 
 
+def _before(cpu: int, fsize: int, memory: int, groups: list[int]) -> Callable[[], None]:
+    """The preexec way's limits and cgroup joins (what the launcher does in C)."""
+
+    def step() -> None:
+        for which, value, hard in ((resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_FSIZE, fsize, fsize),
+                                   (resource.RLIMIT_AS, memory, memory)):  # fmt: skip
+            if value:
+                resource.setrlimit(which, (value, hard))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for fd in groups:
+            os.write(fd, b"0")
+
+    return step
+
+
 async def spawn(
     argv: list[str],
     *,
@@ -53,15 +134,37 @@ async def spawn(
     stdout: Stream = None,
     stderr: Stream = None,
     new_session: bool = False,
-) -> asyncio.subprocess.Process:
-    """Start `argv` entering `domain` before the program runs (None: unconfined, the argv-only mode)."""
+) -> Child:
+    """Start `argv` inside `domain`'s layers before the program runs (None: unconfined, the argv-only mode)."""
+    if domain is None:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session
+        )
+        return Child(process)
+    group = domain.cgroups.create(domain.limits) if domain.cgroups is not None else None
+    fds = group.fds if group is not None else []
+    cpu, fsize, memory = domain.rlimits()
+    program = [*domain.prefix, *argv]
     extra: dict[str, Any] = {}
-    if domain is not None and domain.spawn == "launcher":
+    if domain.spawn == "launcher":
         assert domain.launcher is not None
-        argv = [domain.launcher, str(domain.ruleset), _resolve(argv[0], env), *argv]
-        extra["pass_fds"] = (domain.ruleset,)
-    elif domain is not None:
-        extra["preexec_fn"] = domain.preexec
-    return await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session, **extra
-    )
+        argv = [domain.launcher, str(domain.ruleset), f"{cpu},{fsize},{memory}", ",".join(map(str, fds)) or "-",
+                _resolve(program[0], env), *program]  # fmt: skip
+        if domain.view:
+            argv = [*bwrap.command(list(domain.view), os.fspath(cwd) if cwd is not None else "/"), *argv]
+        extra["pass_fds"] = (domain.ruleset, *fds)
+    else:
+        argv = program
+        extra["preexec_fn"] = landlock.restrictor(domain.ruleset, _before(cpu, fsize, memory, fds))
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session, **extra
+        )
+    except BaseException:
+        if group is not None:
+            group.end()
+        raise
+    finally:
+        if group is not None:
+            group.close_fds()
+    return Child(process, group)

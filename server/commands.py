@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from managed_tools.sandbox import layers
 from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
@@ -306,6 +307,11 @@ def _announce_confinement(runtime: Runtime) -> None:
     c = runtime.confinement
     how = f", spawn {c.spawn}" + (f": {c.spawn_reason}" if c.spawn_reason else "") if c.spawn else ""
     log.info("confinement: %s (Landlock ABI %d%s)", c.mode, c.abi, how)
+    found = layers.describe(c)
+    if layers.missing(found):
+        print(f"managed-tools: {layers.summary(found)}", file=sys.stderr)
+    else:
+        log.info("%s", layers.summary(found))
 
 
 def _print_tools(registry: Registry, *, as_json: bool) -> int:

@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
 )
 
+from managed_tools.sandbox.policy import Limits
 from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
@@ -101,13 +102,39 @@ class OAuthConfig(BaseModel):
     leeway_seconds: Annotated[float, Field(ge=0, le=300)] = Field(default=30.0, alias="leewaySeconds")
 
 
+class LimitsConfig(BaseModel):
+    """config.json `sandbox.limits`: what one command, shell or upstream may use (0: no limit). Defaults a test
+    suite fits in; a program stopped by one hears which (docs/sandbox.md)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    processes: Annotated[int, Field(ge=0, le=1_000_000)] = Limits.processes
+    memory_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.memory_mb, alias="memoryMB")
+    file_size_mb: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.file_size_mb, alias="fileSizeMB")
+    cpu_seconds: Annotated[int, Field(ge=0, le=1 << 30)] = Field(default=Limits.cpu_seconds, alias="cpuSeconds")
+
+    def limits(self) -> Limits:
+        return Limits(self.processes, self.memory_mb, self.file_size_mb, self.cpu_seconds)
+
+
 class SandboxConfig(BaseModel):
-    """config.json `sandbox`: what the writable shell may reach beyond its mounts (sandbox/grants.py)."""
+    """config.json `sandbox`: the sandbox every spawned program runs in (sandbox/), and what the writable shell
+    may reach beyond its mounts (sandbox/grants.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     read_paths: tuple[Path, ...] = Field(default=(), alias="readPaths", description="Read and execute (nvm, pyenv).")
     write_paths: tuple[Path, ...] = Field(default=(), alias="writePaths", description="Also write (caches).")
+
+    def under(self, workspace: SandboxConfig) -> SandboxConfig:
+        """This user-wide sandbox config with a workspace's over it: grants add up, the workspace's limits win."""
+        limits = workspace.limits if "limits" in workspace.model_fields_set else self.limits
+        return SandboxConfig(
+            limits=limits,
+            read_paths=(*self.read_paths, *workspace.read_paths),
+            write_paths=(*self.write_paths, *workspace.write_paths),
+        )
 
 
 class UserConfig(BaseModel):
@@ -136,7 +163,7 @@ class UserConfig(BaseModel):
     # The vault key replicas share (else the data dir's own key), from the same kinds of source.
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/contained.py).
+    # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool | None = Field(default=None, alias="autoSandboxed")
 
 
@@ -197,6 +224,8 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
+    # config.json `sandbox`: the user-wide config's, with this workspace's over it (both outside every mount).
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
@@ -207,8 +236,6 @@ class ServeConfig(BaseModel):
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
-    # The user-wide config's sandbox grants, then this workspace's (both from outside every mount).
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
 
     @field_validator("database")
@@ -284,10 +311,7 @@ class ServeConfig(BaseModel):
             database=database,
             request_state_keys=keys,
             vault_key=vault_key,
-            sandbox=SandboxConfig(
-                read_paths=(*wide.sandbox.read_paths, *user.sandbox.read_paths),
-                write_paths=(*wide.sandbox.write_paths, *user.sandbox.write_paths),
-            ),
+            sandbox=wide.sandbox.under(user.sandbox),
             auto_sandboxed=next(
                 (flag for flag in (auto_sandboxed, user.auto_sandboxed, wide.auto_sandboxed) if flag is not None), False
             ),

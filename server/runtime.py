@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import platformdirs
 
+from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
@@ -98,7 +99,8 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network)
+        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
+                                       limits=config.sandbox.limits.limits())  # fmt: skip
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -199,15 +201,18 @@ async def open_runtime(
                 data_dir=config.data_dir,
                 network=config.shell_network,
                 binaries=[rg_binary()],
+                limits=config.sandbox.limits.limits(),
                 grants=shell_grants(config),
             )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc
         try:
-            if config.require_confinement and confinement.mode != "landlock":
+            lacking = layers.missing(layers.describe(confinement))
+            if config.require_confinement and lacking:
                 raise StartupError(
-                    "--require-confinement: this kernel cannot confine spawned programs (no Landlock, or "
-                    "MANAGED_TOOLS_CONFINEMENT=argv-only); refusing to start."
+                    "--require-confinement: this system cannot hold every sandbox layer; missing: "
+                    + "; ".join(f"{layer.name} ({layer.detail})" for layer in lacking)
+                    + ". Refusing to start."
                 )
             skills = await anyio.to_thread.run_sync(skill_set, config)
             try:

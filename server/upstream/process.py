@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
-from managed_tools.sandbox.spawn import Domain, spawn
+from managed_tools.sandbox.spawn import Child, Domain, spawn
 from managed_tools.server.upstream.secrets import scrub
 
 log = logging.getLogger("managed_tools.upstream")
@@ -45,9 +45,10 @@ def base_env(home: Path) -> dict[str, str]:
 class UpstreamProcess:
     """One running upstream process: its pipes as MCP streams, its stderr tail, and how to stop it."""
 
-    def __init__(self, name: str, process: asyncio.subprocess.Process, secrets: set[str]) -> None:
+    def __init__(self, name: str, child: Child, secrets: set[str]) -> None:
         self.name = name
-        self.process = process
+        self.child = child
+        self.process = child.process
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self.exited = anyio.Event()
         self._secrets = secrets
@@ -118,6 +119,8 @@ class UpstreamProcess:
                 os.killpg(self.process.pid, signum)
         with anyio.move_on_after(STOP_GRACE_SECONDS):
             await self.process.wait()
+        if self.process.returncode is not None:
+            self.child.end()  # what it started goes with it
 
 
 def _message(name: str, line: bytes) -> SessionMessage | None:
@@ -139,7 +142,7 @@ async def started(
     secrets: set[str],
 ) -> AsyncIterator[UpstreamProcess]:
     """The upstream process, stopped (its group killed) on the way out, however that comes."""
-    process = await spawn(
+    child = await spawn(
         argv,
         domain=domain,
         env=env,
@@ -149,7 +152,7 @@ async def started(
         stderr=asyncio.subprocess.PIPE,
         new_session=True,
     )
-    upstream = UpstreamProcess(name, process, secrets)
+    upstream = UpstreamProcess(name, child, secrets)
     try:
         yield upstream
     finally:

@@ -152,10 +152,11 @@ class Upstream:
         spec = self.spec
         assert isinstance(spec, StdioUpstream)
         env, secrets = await resolve(self.name, spec.env, self._secrets)
-        home = self._confinement.private / "upstreams" / self.name
-        (home / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        home = self._confinement.upstream_home(self.name)
         if self._domain is None and self._confinement.mode == "landlock":
-            policy = upstream_policy(self._mounts, home, self._programs, network=self._confinement.shell_network)
+            c = self._confinement
+            policy = upstream_policy(self.name, self._mounts, home, self._programs, network=c.shell_network,
+                                     limits=c.limits)  # fmt: skip
             self._domain = self._confinement.domain(policy)
         async with process.started(
             self.name,

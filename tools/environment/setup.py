@@ -10,6 +10,7 @@ from weakref import WeakKeyDictionary
 
 from pydantic import Field, ValidationError
 
+from managed_tools.sandbox.layers import describe
 from managed_tools.sandbox.mounts import default_mounts
 from managed_tools.stores import sessions, setups
 from managed_tools.stores.ids import canonical_json, sha256_hex
@@ -257,6 +258,13 @@ def _build(runtime: Runtime) -> AgentSetup:
     return AgentSetup(fingerprint=overall, **sections)
 
 
+class LayerView(WireModel):
+    name: str
+    in_force: bool
+    blocks: str
+    detail: str
+
+
 class ConfinementView(WireModel):
     mode: Literal["landlock", "argv-only"] = Field(
         description="landlock: the kernel confines every spawned program; argv-only: argument checks alone."
@@ -269,6 +277,9 @@ class ConfinementView(WireModel):
     shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
     read_only_hand: str
     writable_shell: str
+    layers: list[LayerView] = Field(
+        description="The sandbox's layers: what each blocks, whether it is in force here, and if not why."
+    )
 
 
 def confinement_view(runtime: Runtime) -> ConfinementView:
@@ -281,6 +292,7 @@ def confinement_view(runtime: Runtime) -> ConfinementView:
         shell_network=c.shell_network,
         read_only_hand="bash programs and grep/glob read the mounts (vaults: names only) and system files; they "
         + ("write nowhere and open no network (kernel-enforced)." if kernel else "are limited by argument checks."),
+        layers=[LayerView(name=x.name, in_force=x.in_force, blocks=x.blocks, detail=x.detail) for x in describe(c)],
         writable_shell="shell_run and the persistent shell "
         + ("write only the writable mounts and a private temp dir (kernel-enforced)." if kernel else
            "can change any file the server's user can; only the approval stands in the way."),

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
+from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseBusyError, StoreError
@@ -425,7 +426,7 @@ async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
     if remembered is not None:
         why, detail = "remembered", {"requestId": remembered.id}
     elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None:
-        why, detail = "auto_sandboxed", {"sandbox": runtime.confinement.describe()}
+        why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
     else:
         return False
     async with runtime.db.write() as tx:

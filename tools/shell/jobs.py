@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
+from pydantic import Field
 
+from managed_tools.sandbox import layers
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
@@ -46,6 +48,11 @@ class CommandResult(WireModel):
     text: str
     truncated: bool
     next_step: NextTool | None
+    limit: str | None = Field(
+        default=None,
+        description="The sandbox limit that stopped it (a sandbox.limits key: processes, memoryMB, fileSizeMB, "
+        "cpuSeconds), if one did.",
+    )
 
 
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
@@ -76,6 +83,7 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
         next_step=step,
+        limit=job.limit,
     )
 
 
@@ -203,7 +211,7 @@ def writable_dir(ctx: ToolContext, path: str) -> Resolved:
 def contained(ctx: ToolContext, args: object) -> str | None:
     """shell_run and shell_exec: every effect lands in the writable shell's sandbox, so a call needs more than it
     gives only when the sandbox itself falls short (a missing layer, unrestricted network)."""
-    return ctx.runtime.confinement.shortfall()
+    return layers.shortfall(ctx.runtime.confinement)
 
 
 def approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:

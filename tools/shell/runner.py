@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from managed_tools.sandbox.spawn import Domain, spawn
+from managed_tools.sandbox.spawn import Child, Domain, limit_message, spawn
 from managed_tools.stores.shell import CommandKind, CommandStatus
 
 log = logging.getLogger("managed_tools.shell")
@@ -87,6 +87,7 @@ class Job:
     exit_code: int | None = None
     duration_ms: float | None = None
     cancelled: bool = False
+    limit: str | None = None  # the sandbox limit that stopped it (a sandbox.limits key), if one did
 
     def kill(self) -> None:
         """Stop it now (a cancelled call, a closing shell): the pump records it as killed."""
@@ -140,7 +141,7 @@ async def start_process(
     started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
     pid and its pump, and a kill reaches it."""
     with anyio.CancelScope(shield=True):
-        proc = await spawn(
+        child = await spawn(
             argv,
             domain=confine,
             cwd=cwd,
@@ -150,11 +151,19 @@ async def start_process(
             stderr=asyncio.subprocess.PIPE,
             new_session=True,
         )
-        job.pid = proc.pid
-        _spawn_task(_pump_process(job, proc, limit_s, on_done))
+        job.pid = child.process.pid
+        _spawn_task(_pump_process(job, child, limit_s, on_done, confine))
 
 
-async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: float, on_done: OnDone) -> None:
+def note_limit(job: Job, limit: str | None, domain: Domain | None) -> None:
+    """A sandbox limit that stopped `job` is said in its result."""
+    job.limit = limit
+    if limit is not None and domain is not None:
+        job.stderr.feed(f"\nmanaged-tools: {limit_message(limit, domain.limits)}.\n".encode())
+
+
+async def _pump_process(job: Job, child: Child, limit_s: float, on_done: OnDone, domain: Domain | None) -> None:
+    proc = child.process
     assert proc.stdout is not None and proc.stderr is not None
     readers = asyncio.ensure_future(asyncio.gather(_drain(proc.stdout, job.stdout), _drain(proc.stderr, job.stderr)))
     status: CommandStatus = "completed" if await _exited(proc, readers, limit_s) else "timed_out"
@@ -165,6 +174,7 @@ async def _pump_process(job: Job, proc: asyncio.subprocess.Process, limit_s: flo
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(readers, DRAIN_AFTER_EXIT)
     code = proc.returncode
+    note_limit(job, child.end(), domain)
     job.finish(status, None if status == "timed_out" or code is None or code < 0 else code)
     await _safely(on_done, job)
 
@@ -280,8 +290,10 @@ def _parse_trailer(raw: bytes) -> Trailer:
 class PersistentShell:
     """One session's long-lived shell. Commands run one at a time; `current` is the one running."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, argv: list[str]) -> None:
-        self.proc = proc
+    def __init__(self, child: Child, argv: list[str], domain: Domain | None) -> None:
+        self.child = child
+        self.proc = child.process
+        self.domain = domain
         self.argv = argv
         self.current: Job | None = None
         self.host_pwd: str | None = None
@@ -291,7 +303,7 @@ class PersistentShell:
     @classmethod
     async def spawn(cls, cwd: str, env: dict[str, str], confine: Domain | None) -> PersistentShell:
         argv = shell_argv()
-        proc = await spawn(
+        child = await spawn(
             argv,
             domain=confine,
             cwd=cwd,
@@ -301,7 +313,7 @@ class PersistentShell:
             stderr=asyncio.subprocess.PIPE,
             new_session=True,
         )
-        shell = cls(proc, argv)
+        shell = cls(child, argv, confine)
         shell.host_pwd = cwd
         return shell
 
@@ -354,10 +366,12 @@ class PersistentShell:
             # Timed out, killed, or the command ended the shell (`exit`): the shell and its group are gone.
             self.kill()
             code = await self.proc.wait()
+            note_limit(job, self.child.end(), self.domain)
             job.finish(status, None if status == "timed_out" or code < 0 else code)
         else:
             parsed = _parse_trailer(trailer)
             self.host_pwd, self.env_keys = parsed.pwd or self.host_pwd, parsed.env_keys
+            note_limit(job, self.child.limit_hit(parsed.exit_code), self.domain)
             job.finish(status, parsed.exit_code)
         await _safely(on_done, job)
 
@@ -368,3 +382,4 @@ class PersistentShell:
         self.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
+        self.child.end()

@@ -1,0 +1,112 @@
+"""The outer layers, through bubblewrap (Debian's `bubblewrap`, as Flatpak and Claude Code's sandbox runtime use it):
+a mount view of only the policy's grants, a PID namespace, and a network namespace unless the network is on.
+
+* Mount view: a fresh root with each grant bound at its own path (read-only unless the grant writes), a fresh
+  /proc of the command's own PID namespace (so no other process's environ or fds are there to read), a minimal
+  /dev, and nothing else: no /run, /var/run, /tmp, $HOME or data dir, so no named unix socket of the host (D-Bus,
+  PostgreSQL, Docker, ssh-agent) exists to connect to. Landlock, inside it, stays the layer that decides access.
+* PID namespace: bwrap's init is PID 1; when the program it started ends, the kernel kills everything left in the
+  namespace (a `setsid` or double-forked child included), and `--die-with-parent` ends it if the server goes.
+* Network namespace: loopback only (no TCP, UDP or DNS out; abstract unix sockets are per namespace, so the
+  host's are unreachable). With the network on, the host's network is shared (egress filtering comes separately).
+
+The argv is built once per domain (`prefix`), then per spawn only the cwd and the program are added.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+from managed_tools.sandbox.policy import Grant, SandboxPolicy, merged
+
+BWRAP_PATH = "/usr/bin:/bin"
+PROBE_TIMEOUT_S = 10
+# /dev and /proc are made fresh inside (bwrap's minimal /dev binds null, zero, full, random, urandom and tty from
+# the host, the inodes the Landlock rules name); grants beneath them need no bind of their own.
+FRESH = ("/dev", "/proc")
+
+
+@dataclass(frozen=True)
+class Bubblewrap:
+    """A bwrap that works on this system, and what it costs to find out."""
+
+    path: str
+
+
+class BwrapUnavailable(Exception):
+    """No working bwrap: the message says why (shown in the layers report and the start-up log)."""
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _view(grants: Iterable[Grant]) -> list[str]:
+    """bind options for `grants`, parents first. A grant that is a symlink into another grant (merged /usr's
+    /bin -> usr/bin) is recreated as that symlink, so both names keep working as on the host."""
+    ordered = [g for g in merged(grants) if not _under(g.path, FRESH)]
+    paths = [g.path for g in ordered]
+    argv: list[str] = []
+    for grant in ordered:
+        if os.path.islink(grant.path):
+            target = os.path.realpath(grant.path)
+            if _under(target, (p for p in paths if p != grant.path)):
+                argv += ["--symlink", os.readlink(grant.path), grant.path]
+                continue
+        argv += ["--bind-try" if grant.access == "write" else "--ro-bind-try", grant.path, grant.path]
+    return argv
+
+
+def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str | None) -> list[str]:
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions, and the
+    launcher (bound read-only at its own path: it runs before Landlock and must be there to be run)."""
+    argv = [bwrap.path, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+    if policy.network != "host":
+        argv.append("--unshare-net")
+    argv += _view(policy.grants)
+    for bind in policy.addition.binds:
+        argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
+    if launcher is not None:
+        argv += ["--ro-bind", launcher, launcher]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
+    for name, value in policy.addition.env:
+        argv += ["--setenv", name, value]
+    return argv
+
+
+def command(head: list[str], cwd: str | None) -> list[str]:
+    """`head` (a `prefix`) for one spawn in `cwd`; the caller appends what runs inside."""
+    return [*head, *(["--chdir", cwd] if cwd is not None else []), "--"]
+
+
+def find() -> Bubblewrap:
+    """A bwrap on the system PATH that can make every namespace we ask for here; else `BwrapUnavailable` says
+    why. Probed once per process with the namespaces the spawns use (user namespaces may be refused by the kernel
+    or by policy, e.g. Ubuntu's AppArmor restriction, and bwrap needs one where it is not setuid or root)."""
+    found = _probe()
+    if isinstance(found, str):
+        raise BwrapUnavailable(found)
+    return found
+
+
+@cache
+def _probe() -> Bubblewrap | str:
+    path = shutil.which("bwrap", path=BWRAP_PATH)
+    if path is None:
+        return "bubblewrap is not installed (apt install bubblewrap)"
+    probe = [path, "--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/",
+             "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]  # fmt: skip
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False, env={},
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not run: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bubblewrap cannot make namespaces here: {why[-1] if why else f'exit {done.returncode}'}"
+    return Bubblewrap(path)

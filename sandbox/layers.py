@@ -1,0 +1,133 @@
+"""What the sandbox holds on this system, layer by layer: what each blocks, whether it is in force, and if not why.
+
+`describe(confinement)` reports a running server's sandbox; `describe()` probes the kernel and the system the same
+way start-up does, for `managed-tools where` (it starts nothing, and removes any cgroup the probe made).
+`environment_describe`, the start-up log and `serve --require-confinement` read the same list.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from managed_tools.sandbox.confine import Confinement, open_confinement
+
+LayerName = Literal["files", "view", "processes", "network", "limits", "cgroup"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: `blocks` says what it stops; `detail` how it is held here, or why it is not."""
+
+    name: LayerName
+    in_force: bool
+    blocks: str
+    detail: str
+
+
+def describe(confinement: Confinement | None = None) -> list[Layer]:
+    """The layers of `confinement`, or of a sandbox this system would give (probed, then closed)."""
+    if confinement is not None:
+        return _layers(confinement)
+    with tempfile.TemporaryDirectory(prefix="managed-tools-probe-") as work:
+        probe = open_confinement([], data_dir=Path(work), network=False)
+        try:
+            return _layers(probe)
+        finally:
+            probe.close()
+
+
+def missing(layers: list[Layer]) -> list[Layer]:
+    return [layer for layer in layers if not layer.in_force]
+
+
+def _layers(c: Confinement) -> list[Layer]:
+    kernel = c.mode == "landlock"
+    outer = c.bwrap is not None
+    no_kernel = f"no Landlock ({c.mode_reason})"
+    why_outer = c.bwrap_reason if kernel else no_kernel
+    scope = " and abstract unix sockets of other domains" if c.abi >= 6 else ""
+    limits = c.limits
+    cg = c.cgroups
+    cg_what = ", ".join(sorted(cg.controllers)) if cg is not None else ""
+    memory_by = "a memory cgroup" if cg is not None and "memory" in cg.controllers else "the address space"
+    network = "off for the read-only hand" + ("; the shell's network is on (--shell-network on): shell commands "
+                                              "and upstreams share the host's network" if c.shell_network else
+                                              " and the shell")  # fmt: skip
+    return [
+        Layer(
+            "files",
+            kernel,
+            "reads, writes and runs outside the policy's grants; TCP when the network is off" + scope,
+            f"Landlock ABI {c.abi}, entered by the {c.spawn}" if kernel else no_kernel,
+        ),
+        Layer(
+            "view",
+            kernel and outer,
+            "seeing any path not granted: the host's /run, /tmp, $HOME, the data dir, "
+            "and the named unix sockets there (D-Bus, PostgreSQL, Docker, ssh-agent)",
+            "bubblewrap: a mount namespace of the grants only" if kernel and outer else why_outer,
+        ),
+        Layer(
+            "processes",
+            kernel and outer,
+            "a process outliving its command, shell or upstream (setsid, double "
+            "fork); reading other processes in /proc",
+            "bubblewrap: a PID namespace per command, shell and upstream, with its own /proc"
+            if kernel and outer
+            else why_outer,
+        ),
+        Layer(
+            "network",
+            kernel and outer,
+            "with the network off: TCP, UDP, DNS and the host's abstract unix sockets",
+            f"bubblewrap: a network namespace (loopback only); {network}" if kernel and outer else why_outer,
+        ),
+        Layer(
+            "limits",
+            kernel,
+            "a file larger than sandbox.limits.fileSizeMB, a process past cpuSeconds"
+            + ("" if cg is not None and "memory" in cg.controllers else ", memory past memoryMB"),
+            f"setrlimit before exec: fileSizeMB {limits.file_size_mb}, cpuSeconds {limits.cpu_seconds}, memory "
+            f"{limits.memory_mb} MB by {memory_by}"
+            if kernel
+            else no_kernel,
+        ),
+        Layer(
+            "cgroup",
+            kernel and cg is not None and not cg.missing(),
+            "more processes than sandbox.limits.processes (a fork bomb), more memory than memoryMB",
+            (
+                f"a cgroup per command ({cg_what}): processes {limits.processes}, memory {limits.memory_mb} MB"
+                + (f"; missing: {', '.join(cg.missing())}" if cg.missing() else "")
+            )
+            if kernel and cg is not None
+            else c.cgroups_reason or no_kernel,
+        ),
+    ]
+
+
+def summary(layers: list[Layer]) -> str:
+    """One line for the log: each layer, and what is missing with why."""
+    held = ", ".join(layer.name for layer in layers if layer.in_force) or "none"
+    lacking = "; ".join(f"{layer.name}: {layer.detail}" for layer in missing(layers))
+    return f"sandbox layers in force: {held}" + (f"; missing: {lacking}" if lacking else "")
+
+
+def shortfall(c: Confinement) -> str | None:
+    """Why the writable shell is not the full sandbox, or None when it is: every layer in force and no unrestricted
+    network. The one check `--auto-sandboxed` relies on (tools/shell/jobs.py `contained`)."""
+    lacking = missing(_layers(c))
+    if lacking:
+        return "; ".join(f"the {layer.name} layer is missing here ({layer.detail})" for layer in lacking)
+    if c.shell_network:
+        return "the shell's network is unrestricted (--shell-network on)"
+    return None
+
+
+def in_force(c: Confinement) -> str:
+    """The sandbox a command ran in, as the audit record of an unasked run names it."""
+    held = ", ".join(layer.name for layer in _layers(c) if layer.in_force) or "none"
+    return f"layers: {held}; network {'on' if c.shell_network else 'off'}; {len(c.grants.grants)} toolchain grant(s)"
