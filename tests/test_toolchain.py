@@ -175,7 +175,8 @@ async def test_the_workspace_venv_runs_its_tests_under_shell_run(venv_runtime: S
         prefix = rt.confinement.grants.grants[0].path
         wrote = data(await client.call_tool("shell_run", {"command": f"touch {prefix}/x"}))
     assert ran["exitCode"] == 0 and "OK" in ran["stderr"], ran
-    assert wrote["exitCode"] != 0 and "Permission denied" in wrote["stderr"]  # read and execute, never write
+    refused = ("Permission denied", "Read-only file system")  # Landlock, or bubblewrap's read-only bind
+    assert wrote["exitCode"] != 0 and any(why in wrote["stderr"] for why in refused)  # read and execute, never write
 
 
 @needs_landlock
@@ -193,7 +194,7 @@ async def test_a_configured_write_path_is_writable_and_a_read_path_only_readable
     async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
         ran = data(await client.call_tool("shell_run", {"command": script}))
     assert "hello from tools" in ran["stdout"] and (cache / "entry").read_text() == "cached\n"
-    assert "Permission denied" in ran["stderr"] and not (tools / "nope").exists()
+    assert "cannot touch" in ran["stderr"] and not (tools / "nope").exists()
 
 
 # ---- the shell's PATH ------------------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ async def test_a_granted_tool_on_the_users_path_runs_by_name(
 
 @needs_landlock
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_126_names_the_interpreter_outside_and_the_key_that_grants_it(
+async def test_126_or_127_names_the_interpreter_outside_and_the_key_that_grants_it(
     install: Path, workspace: Path, tmp_path: Path, mode: str
 ) -> None:
     config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
@@ -240,7 +241,7 @@ async def test_126_names_the_interpreter_outside_and_the_key_that_grants_it(
         ran = data(await client.call_tool("shell_run", {"command": ".venv/bin/python -c pass"}))
         fine = data(await client.call_tool("shell_run", {"command": "sh -c 'exit 126'"}))
     real = (workspace / ".venv" / "bin" / "python").resolve()
-    assert ran["exitCode"] == 126, ran
+    assert ran["exitCode"] in (126, 127), ran  # 127 where bubblewrap's view does not even show the path
     assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
     assert "config sandbox.readPaths" in ran["stderr"] and "[managed-tools]" in ran["text"]
     assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
@@ -263,7 +264,7 @@ async def test_127_names_a_tool_on_the_users_path_the_shell_cannot_see(
         script = data(await client.call_tool("shell_run", {"command": "./script"}))
     assert missing["exitCode"] == 127 and f"{tools / 'mytool'} lies outside" in missing["stderr"], missing
     note = script["stderr"].split("[managed-tools]")[1]
-    assert script["exitCode"] == 126 and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
+    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
 
 
 def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path) -> None:
