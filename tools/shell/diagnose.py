@@ -107,6 +107,7 @@ def sandbox_note(confinement: Confinement, command: str, cwd: Path, stderr: str)
             if confinement.shell_runs(real) or confinement.grants.protects(real):
                 continue
             where = os.path.dirname(real)
+            where = os.path.dirname(where) if os.path.basename(where) == "bin" else where  # the install, not bin/
             return (
                 f"[managed-tools] {what} lies outside the shell's sandbox, so it cannot run there. A person can "
                 f"grant it read and execute with config {READ_KEY} (its install directory, e.g. {where}) and "
