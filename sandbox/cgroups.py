@@ -24,6 +24,7 @@ from managed_tools.sandbox.policy import MIB, Limits
 
 Controller = Literal["pids", "memory"]
 CONTROLLERS: tuple[Controller, ...] = ("pids", "memory")
+PREFIX = "managed-tools-"  # then the server's pid and a random suffix
 KILL_ROUNDS = 50  # a group being emptied: kill what is in it, then look again (a fork may land in between)
 
 
@@ -140,10 +141,23 @@ def _own() -> tuple[str | None, dict[Controller, str]]:
 
 
 def _make(parent: Path) -> Path:
-    """A fresh group for this runtime beneath `parent` (0700: only the server's user may join or change it)."""
-    path = parent / f"managed-tools-{os.getpid()}-{secrets.token_hex(4)}"
+    """A fresh group for this runtime beneath `parent` (0700: only the server's user may join or change it), after
+    removing what a server that died without closing left there."""
+    _sweep(parent)
+    path = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     path.mkdir(mode=0o700)
     return path
+
+
+def _sweep(parent: Path) -> None:
+    """Empty and remove our groups under `parent` whose server process is gone (killed before it could close)."""
+    with contextlib.suppress(OSError):
+        for stale in parent.glob(f"{PREFIX}*-*"):
+            pid = stale.name.removeprefix(PREFIX).split("-", 1)[0]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                for child in (c for c in stale.iterdir() if c.is_dir()):
+                    _empty(child)
+                _empty(stale)
 
 
 class Cgroups:

@@ -184,8 +184,10 @@ class Confinement:
         """A domain of its own for `policy` (None in argv-only mode); its ruleset lives as long as the runtime."""
         if self.mode != "landlock":
             return None
+        # "proxied" relies on a network namespace for its boundary: without bubblewrap, TCP stays refused.
+        deny_tcp = policy.network == "none" or (policy.network == "proxied" and self.bwrap is None)
         try:
-            fd = landlock.build_ruleset(self.abi, landlock.rules(policy.grants), deny_tcp=policy.network == "none")
+            fd = landlock.build_ruleset(self.abi, landlock.rules(policy.grants), deny_tcp=deny_tcp)
         except OSError as exc:
             raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
         self._fds.append(fd)

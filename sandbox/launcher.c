@@ -10,7 +10,7 @@
    bubblewrap it is what bwrap runs. Here, in the child: limits (RLIMIT_CORE 0 too: no core file lands in a
    mount), cgroups, no new privileges, enforce the ruleset the server built, close the ruleset and cgroup fds (the
    program must not add rules to a ruleset the server shares, nor move itself), then execve PATH with ARGV0 ARG...
-   and the environment as given. Any failure writes one line to stderr and exits 126: the program is never run
+   and the environment as given (less PWD, which bwrap adds). Any failure writes one line to stderr and exits 126: the program is never run
    unconfined. Built once per machine by sandbox/launcher.py; see docs/decisions/compiled-launcher.md. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,6 +104,9 @@ int main(int argc, char **argv) {
         fail("Landlock: could not confine the program", errno);
     if (close((int)fd) != 0)
         fail("Landlock: could not close the ruleset", errno);
+    /* bwrap sets PWD to the cwd it enters; the program gets exactly the environment the server gave (which never
+       holds PWD: a shell sets its own). */
+    unsetenv("PWD");
     execve(argv[4], argv + 5, environ);
     fail("could not start the program", errno);
     return 126;

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -172,3 +173,31 @@ def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(home))
         yield home
+
+
+def alive(marker: str) -> bool:
+    """Whether a live (not zombie) process on the host has `marker` as one of its arguments. Spawned programs run in
+    PID namespaces of their own, so the pid a command sees of itself names nothing out here: tests find them by
+    an argument only they use (`sleep 30.125`)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                found = marker.encode() in cmdline.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as stat:
+                zombie = stat.read().rsplit(")", 1)[-1].split()[0] == "Z"
+        except OSError:
+            continue
+        if found and not zombie:
+            return True
+    return False
+
+
+async def gone(marker: str, within: float = 3.0) -> bool:
+    """Whether every process with `marker` among its arguments ends within `within` seconds."""
+    with anyio.move_on_after(within):
+        while alive(marker):  # noqa: ASYNC110 (polling the kernel's process table)
+            await anyio.sleep(0.05)
+        return True
+    return False

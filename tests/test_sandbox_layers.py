@@ -13,14 +13,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from conftest import data
+from conftest import alive, data, gone
 from mcp import Client
 from test_permissions import answer, client_for
 
@@ -68,28 +67,6 @@ async def shell_run(client: Client, command: str, **extra: Any) -> dict[str, Any
 async def started(rt: Runtime) -> AsyncIterator[Client]:
     async with client_for(rt, "legacy", elicitation_callback=YES) as client:
         yield client
-
-
-def alive(marker: str) -> bool:
-    """Whether any process on the host has `marker` among its arguments."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    if marker.encode() in cmdline.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-    return False
-
-
-async def gone(marker: str, within: float = 3.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(marker):
-        if time.monotonic() > deadline:
-            return False
-        await anyio.sleep(0.05)
-    return True
 
 
 # ---- N7: nothing outlives its command, shell or upstream ------------------------------------------------------
@@ -322,3 +299,16 @@ def test_require_confinement_names_the_missing_layers(tmp_path: Path) -> None:
     started = subprocess.run(argv[:-1], check=False, capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL, env=env)  # fmt: skip
     assert started.returncode == 0 and "missing: view" in started.stderr, started.stderr  # the start-up log says so
+
+
+@needs("cgroup")
+async def test_groups_a_dead_server_left_are_removed_at_start_up(tmp_path: Path) -> None:
+    async with open_runtime(configured(tmp_path)) as rt:
+        assert rt.confinement.cgroups is not None
+        bases = [h.parent.parent for h in rt.confinement.cgroups.hierarchies]
+    stale = [base / "managed-tools-4194305-dead" for base in bases]  # above the largest pid_max: no such process
+    for group in stale:
+        (group / "g1").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "again").mkdir()
+    async with open_runtime(configured(tmp_path / "again")):
+        assert not any(group.exists() for group in stale)

@@ -1,6 +1,6 @@
 """Stopping the server as a person or a supervisor does: SIGINT and SIGTERM over stdio and HTTP, a client that
-leaves while a command runs, and the HTTP serving line. Real `managed-tools serve` subprocesses; a command's
-process group is gone when `os.killpg(pgid, 0)` raises ProcessLookupError."""
+leaves while a command runs, and the HTTP serving line. Real `managed-tools serve` subprocesses; a command is gone
+when no process on the host has its marker argument (`sleep 300.25`) any more."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from conftest import alive
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
@@ -37,8 +38,9 @@ INITIALIZE = {
 }
 POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 # One command left running in the background (its call returned a handle), one still followed by its call.
-BACKGROUND = {"name": "shell_run", "arguments": {"command": "echo $$ > bg.pid; sleep 300", "waitMs": 0}}
-IN_FLIGHT = {"name": "shell_run", "arguments": {"command": "echo $$ > fg.pid; sleep 300", "waitMs": 40000}}
+BACKGROUND = {"name": "shell_run", "arguments": {"command": "echo started > bg.pid; sleep 300.25", "waitMs": 0}}
+IN_FLIGHT = {"name": "shell_run", "arguments": {"command": "echo started > fg.pid; sleep 300.5", "waitMs": 40000}}
+MARKERS = {"bg.pid": "300.25", "fg.pid": "300.5"}
 STOPPING = "The server is stopping"
 
 
@@ -54,25 +56,23 @@ def _rpc(method: str, params: dict[str, Any], ident: int | None = None) -> dict[
     return message
 
 
-def _pgid(workspace: Path, name: str) -> int:
-    """The process group of the command that wrote `name` (its shell leads its own group)."""
+def _marker(workspace: Path, name: str) -> str:
+    """The marker of the command that wrote `name`, once it has (it runs then)."""
     path = workspace / name
     deadline = time.monotonic() + 30
     while not path.is_file() or not path.read_text().strip():
         assert time.monotonic() < deadline, f"the command never wrote {name}"
         time.sleep(0.02)
-    return int(path.read_text())
+    assert alive(MARKERS[name])
+    return MARKERS[name]
 
 
-def _group_gone(pgid: int) -> bool:
-    deadline = time.monotonic() + 2  # a killed child's orphans are reaped by init a moment later
+def _gone(marker: str) -> bool:
+    deadline = time.monotonic() + 2  # a killed command's namespace is torn down a moment later
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not alive(marker):
             return True
         time.sleep(0.02)
-    os.killpg(pgid, signal.SIGKILL)  # not left behind by the test either
     return False
 
 
@@ -180,7 +180,7 @@ async def test_a_signal_stops_the_stdio_server_like_a_closed_stdin(
         server.send(_rpc("tools/call", BACKGROUND, 2))
         assert '"status":"running"' in _text(server.reply(2))
         server.send(_rpc("tools/call", IN_FLIGHT, 3))
-        groups = [_pgid(workspace, "bg.pid"), _pgid(workspace, "fg.pid")]
+        groups = [_marker(workspace, "bg.pid"), _marker(workspace, "fg.pid")]
         started = time.monotonic()
         await _signal(server.proc.send_signal, signals)
         answer = server.reply(3, timeout=STOP_WITHIN)
@@ -188,7 +188,7 @@ async def test_a_signal_stops_the_stdio_server_like_a_closed_stdin(
     stderr = server.stderr()
     assert code == EXIT_CODES[signals[0]], stderr
     assert answer["result"]["isError"] and STOPPING in _text(answer)  # the call in flight was answered
-    assert all(_group_gone(pgid) for pgid in groups)
+    assert all(_gone(marker) for marker in groups)
     assert not [bad for bad in NOT_IN_STDERR if bad in stderr], stderr
     commands, wakes = await _commands_and_wakes(workspace)
     assert commands == ["killed", "killed"] and wakes == [True]  # recorded before the database closed
@@ -198,13 +198,13 @@ async def test_a_client_leaving_while_a_command_runs_logs_no_error(workspace: Pa
     with stdio_server(workspace) as server:
         server.send(_rpc("tools/call", BACKGROUND, 2))
         server.reply(2)
-        groups = [_pgid(workspace, "bg.pid")]
+        groups = [_marker(workspace, "bg.pid")]
         assert server.proc.stdin is not None
         server.proc.stdin.close()  # the client is gone
         code = server.exit_code(within=STOP_WITHIN)
     stderr = server.stderr()
     assert code == 0, stderr
-    assert all(_group_gone(pgid) for pgid in groups)
+    assert all(_gone(marker) for marker in groups)
     assert not [bad for bad in NOT_IN_STDERR if bad in stderr], stderr  # was: Cannot operate on a closed database
     commands, wakes = await _commands_and_wakes(workspace)
     assert commands == ["killed"] and wakes == [True]
@@ -276,7 +276,7 @@ async def test_a_signal_stops_the_http_server_with_streams_open(
                 answers.append(reply.text)
 
             tasks.start_soon(in_flight)
-            groups = [await anyio.to_thread.run_sync(_pgid, workspace, name) for name in ("bg.pid", "fg.pid")]
+            groups = [await anyio.to_thread.run_sync(_marker, workspace, name) for name in ("bg.pid", "fg.pid")]
             started = time.monotonic()
             await _signal(proc.send_signal, signals)
             with anyio.fail_after(STOP_WITHIN):
@@ -291,7 +291,7 @@ async def test_a_signal_stops_the_http_server_with_streams_open(
     assert elapsed < STOP_WITHIN
     assert sorted(ended) == [base + "/mcp", base + "/sse"]  # both streams ended cleanly
     assert '"isError":true' in answers[0] and STOPPING in answers[0]
-    assert all(_group_gone(pgid) for pgid in groups)
+    assert all(_gone(marker) for marker in groups)
     assert not [bad for bad in NOT_IN_STDERR if bad in stderr], stderr  # was: two ERROR uvicorn.error lines
     commands, wakes = await _commands_and_wakes(workspace)
     assert commands == ["killed", "killed"] and wakes == [True]

@@ -5,7 +5,6 @@ server in both eras."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conftest import ERAS, error_text
+from conftest import ERAS, alive, error_text, gone
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.session import IncomingMessage
@@ -323,11 +322,11 @@ async def test_a_streamable_http_upstream(workspace: Path, tmp_path: Path, http_
 
 
 async def test_stopping_kills_the_upstream(workspace: Path, tmp_path: Path) -> None:
-    async with serving(workspace, tmp_path, {"probe": PROBE}) as rt, client_for(rt, "legacy") as client:
-        pid = int(json.loads(text_of(await client.call_tool("probe__pid", {})))["result"])
-        os.kill(pid, 0)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    marked = {**PROBE, "args": [str(SERVER), "stdio", "--marker-4242.5"]}  # how to find it from out here
+    async with serving(workspace, tmp_path, {"probe": marked}) as rt, client_for(rt, "legacy") as client:
+        assert not (await client.call_tool("probe__pid", {})).is_error
+        assert alive("--marker-4242.5")
+    assert await gone("--marker-4242.5")
 
 
 @pytest.mark.parametrize(
