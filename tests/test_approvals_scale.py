@@ -188,8 +188,10 @@ async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
         results = await loop(client, LOOP)
         wrote, connected = await loop(client, [escape, connect])
         persistent = data(await client.call_tool("shell_exec", {"command": "echo in the persistent shell"}))
+        check = {"toolName": "shell_run", "toolArgs": {"command": "make"}}
+        checked = data(await client.call_tool("permissions_check", check))
         audited = await unasked(rt)
-    assert seen == []
+    assert seen == [] and checked["approvalState"] == "auto_sandboxed" and not checked["requiresConfirmation"]
     assert all(r["exitCode"] == 0 for r in results) and "OK" in results[0]["stderr"]
     assert wrote["exitCode"] != 0 and not (outside / "planted").exists()
     assert connected["exitCode"] != 0 and "Error" in connected["stderr"]  # refused, or no route: never connected
@@ -251,3 +253,18 @@ async def test_the_question_starts_with_the_command_and_leaves_out_defaults(rt: 
     assert "null" not in first and "timeoutMs" not in first and "Environment" not in first
     assert "Asked by shell_run (Run a shell command)." in first and "Other arguments" not in first
     assert 'Other arguments: {"timeoutMs": 20000}' in second and "null" not in second
+
+
+@needs_landlock
+async def test_permissions_check_says_a_remembered_call_runs_without_a_question(rt: Runtime) -> None:
+    async with client_for(rt, elicitation_callback=answer("accept", SESSION)) as client:
+        before = data(
+            await client.call_tool("permissions_check", {"toolName": "shell_run", "toolArgs": {"command": LIST}})
+        )
+        await loop(client, [LIST])
+        after = data(
+            await client.call_tool("permissions_check", {"toolName": "shell_run", "toolArgs": {"command": LIST}})
+        )
+    assert before["approvalState"] == "none" and before["requiresConfirmation"]
+    assert after["approvalState"] == "remembered" and not after["requiresConfirmation"]
+    assert after["nextStep"]["tool"] == "shell_run" and "approved it for this session" in after["nextStep"]["rationale"]
