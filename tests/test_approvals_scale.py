@@ -13,8 +13,7 @@ the workspace still fail.
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +66,6 @@ def serve_config(project: Path, tmp_path: Path, *, auto: bool = False, network: 
 async def rt(project: Path, tmp_path: Path) -> AsyncIterator[Runtime]:
     async with open_runtime(serve_config(project, tmp_path)) as runtime:
         yield runtime
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
 
 
 async def loop(client: Client, commands: list[str]) -> list[dict[str, Any]]:
@@ -201,31 +192,26 @@ async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
 
 
 @needs_landlock
-async def test_auto_sandboxed_asks_when_the_sandbox_falls_short(project: Path, tmp_path: Path) -> None:
-    seen: list[str] = []
-    async with (
-        open_runtime(serve_config(project, tmp_path, auto=True, network=True)) as rt,
-        client_for(rt, elicitation_callback=answer("accept", ONCE, seen)) as client,
-    ):
-        await loop(client, [LIST])
-        audited = await unasked(rt)
-    assert len(seen) == 1 and "Asked because it needs more than the sandbox gives: the shell's network" in seen[0]
-    assert audited == []
-
-
-@needs_landlock
-async def test_auto_sandboxed_asks_when_a_layer_is_missing(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("network", "forced", "why"),
+    [
+        (True, "", "the shell's network is unrestricted (--shell-network on)"),
+        (False, "landlock-only", "the view layer is missing here (forced off by"),  # no bubblewrap, no cgroups
+    ],
+)
+async def test_auto_sandboxed_asks_when_the_sandbox_falls_short(  # noqa: PLR0917 (fixtures and parameters)
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, network: bool, forced: str, why: str
 ) -> None:
-    monkeypatch.setenv(FORCE_ENV, "landlock-only")  # no bubblewrap, no cgroups: the sandbox falls short
+    monkeypatch.setenv(FORCE_ENV, forced)
     seen: list[str] = []
     async with (
-        open_runtime(serve_config(project, tmp_path, auto=True, network=False)) as rt,
+        open_runtime(serve_config(project, tmp_path, auto=True, network=network)) as rt,
         client_for(rt, elicitation_callback=answer("accept", ONCE, seen)) as client,
     ):
         await loop(client, [LIST])
         audited = await unasked(rt)
-    assert len(seen) == 1 and "the view layer is missing here (forced off by" in seen[0] and audited == []
+    assert len(seen) == 1 and f"Asked because it needs more than the sandbox gives: {why}" in seen[0]
+    assert audited == []
 
 
 async def test_auto_sandboxed_never_covers_a_tool_the_sandbox_does_not_contain(project: Path, tmp_path: Path) -> None:
