@@ -128,22 +128,27 @@ async def measure(tmp: Path, calls: int, warmup: int) -> tuple[int, dict[str, di
         }
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=30)
+def options(doc: str | None, calls: int, warmup: int) -> argparse.Namespace:
+    """`--calls`, `--warmup` and `--json`, as the interleaved benchmarks take them."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--calls", type=int, default=calls)
+    parser.add_argument("--warmup", type=int, default=warmup)
     parser.add_argument("--json", action="store_true")
-    options = parser.parse_args()
+    return parser.parse_args()
+
+
+async def main() -> None:
+    opts = options(__doc__, 300, 30)
     with tempfile.TemporaryDirectory() as tmp:
-        abi, results = await measure(Path(tmp), options.calls, options.warmup)
+        abi, results = await measure(Path(tmp), opts.calls, opts.warmup)
     if not results:
         print("this kernel offers no Landlock: nothing to compare", file=sys.stderr)
         return
-    meta = {"landlock_abi": abi, "calls": options.calls, "warmup": options.warmup}
-    if options.json:
+    meta = {"landlock_abi": abi, "calls": opts.calls, "warmup": opts.warmup}
+    if opts.json:
         print(json.dumps({**meta, **results}, indent=2))
         return
-    print(f"Landlock ABI {abi}, {options.calls} calls per series after {options.warmup} warm-up, interleaved")
+    print(f"Landlock ABI {abi}, {opts.calls} calls per series after {opts.warmup} warm-up, interleaved")
     for level, out in results.items():
         print(f"\n{level}:")
         for name, f in out.items():

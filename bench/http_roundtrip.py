@@ -145,7 +145,8 @@ async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series
             workspace.mkdir()
             managed_argv = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
             managed_argv += ["--data-dir", f"{workspace}.state"]  # in the temporary dir, not the user's state dir
-            managed_argv += ["--transport", "http", "--port", "0"]
+            # No token, as the bare server has none: the ratio measures the same protocol work on both sides.
+            managed_argv += ["--transport", "http", "--port", "0", "--no-token"]
             replay = Path(tmp) / f"{mode}-replay.json"
             async with server_at(managed_argv, Path(tmp) / "managed.log") as url:
                 managed = Target("managed", *managed_tool(), url)

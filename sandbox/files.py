@@ -39,18 +39,36 @@ def refusing(resolved: Resolved) -> Iterator[None]:
         raise fsaccess.refusal(resolved.virtual, exc) from None
 
 
+def _open_regular(resolved: Resolved) -> int:
+    """A non-blocking descriptor of the regular file at `resolved`; anything else is refused at once (opening a
+    FIFO this way never waits for a writer)."""
+    fd = open_beneath(resolved.root, resolved.real, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise FileAccessError(f"{resolved.virtual} is a directory, not a regular file; use glob to list it.")
+        if not stat.S_ISREG(mode):
+            kind = fsaccess.kind_name(mode)
+            raise FileAccessError(f"{resolved.virtual} is {kind}; only regular files are read (it could block).")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def require_regular(resolved: Resolved) -> None:
+    """Refuse what `open_read` refuses, for a program that will open the file itself (`bash cat`): a FIFO, a
+    socket or a device would hold it until its timeout."""
+    with refusing(resolved):
+        os.close(_open_regular(resolved))
+
+
 @contextmanager
 def open_read(resolved: Resolved) -> Iterator[BinaryIO]:
     """The regular file at `resolved`, open for reading; anything else is refused without blocking."""
     with refusing(resolved):
-        fd = open_beneath(resolved.root, resolved.real, os.O_RDONLY | os.O_NONBLOCK)
+        fd = _open_regular(resolved)
         try:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise FileAccessError(f"{resolved.virtual} is a directory, not a regular file; use glob to list it.")
-            if not stat.S_ISREG(mode):
-                kind = fsaccess.kind_name(mode)
-                raise FileAccessError(f"{resolved.virtual} is {kind}; only regular files are read (it could block).")
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
             handle = os.fdopen(fd, "rb")
         except BaseException:

@@ -268,7 +268,7 @@ def build_server(
         on_read_resource=served.read_resource,
         on_subscribe_resource=served.subscribe,
         on_unsubscribe_resource=served.unsubscribe,
-        on_subscriptions_listen=ListenHandler(notifier.bus),
+        on_subscriptions_listen=served.guarded(ListenHandler(notifier.bus)),
         on_list_prompts=library.list_prompts,
         on_get_prompt=library.get_prompt,
         on_completion=library.complete,

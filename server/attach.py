@@ -17,7 +17,7 @@ import anyio
 from mcp.server import ServerRequestContext
 
 from managed_tools.stores import events, sessions, setups
-from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.stores.errors import DatabaseUnwritableError
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.environment.setup import live_setup
 from managed_tools.tools.framework.context import Attachment, Runtime
@@ -55,8 +55,8 @@ async def detach(runtime: Runtime, attachment: Attachment) -> None:
     with anyio.CancelScope(shield=True):
         try:
             await _close(runtime, attachment)
-        except DatabaseBusyError:
-            log.warning("wake %s left open: the state database stayed locked at disconnect", attachment.wake_id)
+        except DatabaseUnwritableError as exc:
+            log.warning("wake %s left open at disconnect: %s", attachment.wake_id, exc)
 
 
 async def _close(runtime: Runtime, attachment: Attachment) -> None:

@@ -194,6 +194,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
     _secret_parser(commands, where)
+    _adopt_parser(commands)
     # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
     for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
         commands.choices[name].epilog = (
@@ -212,7 +213,19 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--stateless", action="store_true", default=None, help="no MCP sessions: no pushed questions (docs/remote.md)"
     )
-    remote.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (default: ${TOKEN_ENV})")
+    remote.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"a file holding the bearer token (default: ${TOKEN_ENV}, else one the server keeps in the data dir "
+        "and prints at start-up)",
+    )
+    remote.add_argument(
+        "--no-token",
+        action="store_true",
+        default=None,
+        help="loopback only: accept requests without a bearer token. RISKY: any program on this machine, a command "
+        "the tools run included, can then call every tool and answer its own permission questions",
+    )
     remote.add_argument(
         "--allowed-host", dest="allowed_hosts", metavar="HOST", action="append", help="also accept this Host header"
     )
@@ -282,6 +295,26 @@ def _secret_parser(
         if action != "list":
             sub.add_argument("name", metavar="NAME")
         sub.epilog = f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}."
+
+
+def _adopt_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`adopt`: the only way an old in-workspace data dir (`<workspace>/.managed-tools`) is ever used again."""
+    adopt = commands.add_parser(
+        "adopt",
+        help="move your old <workspace>/.managed-tools to the data dir, after showing what it holds (serve ignores it)",
+    )
+    adopt.add_argument("--workspace", type=Path, help="the workspace holding .managed-tools (default: .)")
+    adopt.add_argument("--data-dir", type=Path, help="where to move it (default: the workspace's data dir, below)")
+    adopt.add_argument(
+        "--yes", action="store_true", help="adopt without asking (needed without a terminal); read what it takes first"
+    )
+    adopt.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    adopt.epilog = (
+        "A cloned repository can ship a .managed-tools whose config.json pre-approves tools and starts programs:\n"
+        "adopt only a directory you made yourself. It must not already exist at the target (never merged).\n"
+        f"The data dir defaults to {state_root() / '<workspace name>-<hash of its path>'}."
+    )
+    adopt.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:

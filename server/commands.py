@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from managed_tools.sandbox import layers
 from managed_tools.server import human, secrets
+from managed_tools.server.adopt import adopt
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, Selecting, ServeConfig
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
@@ -83,6 +84,8 @@ def _failure(exc: Exception, command: str) -> tuple[str, int]:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "migrate":
         return anyio.run(_migrate, args)
+    if args.command == "adopt":
+        return adopt(args.workspace, args.data_dir, yes=args.yes)
     config = ServeConfig.build(
         workspace=args.workspace,
         data_dir=args.data_dir,
@@ -182,6 +185,7 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "port": "--port",
     "stateless": "--stateless",
     "token_file": "--token-file",
+    "no_token": "--no-token",
     "allowed_hosts": "--allowed-host",
     "allowed_origins": "--allowed-origin",
     "max_request_bytes": "--max-request-bytes",
@@ -213,7 +217,9 @@ def _http_config(args: argparse.Namespace, config: ServeConfig) -> HttpConfig | 
     for field in ("allowed_hosts", "allowed_origins"):
         if field in given:
             given[field] = tuple(given[field])
-    return HttpConfig.build(transport=args.transport, oauth=_oauth(config.oauth, flags), **given)
+    return HttpConfig.build(
+        transport=args.transport, oauth=_oauth(config.oauth, flags), token_dir=config.data_dir, **given
+    )
 
 
 def _oauth(file: OAuthConfig | None, flags: dict[str, Any]) -> OAuthConfig | None:

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -28,8 +29,9 @@ from pydantic import (
 )
 
 from managed_tools.sandbox.policy import Limits
-from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, overlap, tell
+from managed_tools.server.data_dir import default_data_dir, legacy_notice, overlap, tell
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
+from managed_tools.server.http_token import TOKEN_PATTERN, TokenFileError, kept_token
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
 from managed_tools.server.upstream.spec import UpstreamSpecs
@@ -267,14 +269,13 @@ class ServeConfig(BaseModel):
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
-        refuse a data dir that overlaps a mount, move the old `<workspace>/.managed-tools` once, merge the file."""
+        refuse a data dir that overlaps a mount, say that an old `<workspace>/.managed-tools` is ignored (never read),
+        merge the file."""
         root = (workspace or Path.cwd()).expanduser().resolve()
         data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
         _refuse_overlap(data, {"the workspace": root})
-        try:
-            adopt_legacy(root, data, notify)
-        except OSError as exc:
-            raise ConfigError(f"Cannot move the old data dir {root / LEGACY_DIR} to {data}: {exc}") from exc
+        if (ignored := legacy_notice(root)) is not None:  # never read: a workspace is anyone's input
+            notify(ignored)
         user = load_user_config(data)
         wide = load_user_wide_config()
         policy = dict(user.policy)
@@ -381,8 +382,6 @@ DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open-file limit, which SQLite and tools share
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
-# A header-safe secret long enough not to be guessed; the message never repeats it.
-TOKEN_PATTERN = re.compile(r"[\x21-\x7e]{16,}")
 REPLICA_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"  # no '.': it ends the prefix of a session id (http_replica.py)
 HOST_WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+|\*)")  # `name:port`, `[v6]:port`, or `:*`
 
@@ -397,6 +396,8 @@ class HttpConfig(BaseModel):
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     stateless: bool = False
     token: SecretStr | None = None
+    # Where the token this server made and keeps is (printed at start-up); None when the person gave the token.
+    kept_token_file: Path | None = None
     oauth: OAuthConfig | None = None
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
@@ -432,6 +433,8 @@ class HttpConfig(BaseModel):
         stateless: bool = False,
         token_file: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        token_dir: Path | None = None,
+        no_token: bool = False,
         oauth: OAuthConfig | None = None,
         allowed_hosts: tuple[str, ...] = (),
         allowed_origins: tuple[str, ...] = (),
@@ -443,10 +446,12 @@ class HttpConfig(BaseModel):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         replica: str | None = None,
     ) -> HttpConfig:
-        """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN) and the Host/Origin allowlists.
+        """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN, else the one kept in `token_dir`, the
+        data dir; without a `token_dir`, one for this process only) and the Host/Origin allowlists.
 
         Loopback names are always allowed; a specific bind address is added to the hosts. Refuses a bind
-        beyond loopback without a token or OAuth, and both at once (one way to authenticate).
+        beyond loopback without a token or OAuth, and two ways to authenticate at once. `no_token` is the explicit
+        opt-out on loopback.
         """
         if stateless and transport == "sse":
             raise ConfigError("--stateless applies to Streamable HTTP (--transport http); SSE streams are sessions.")
@@ -456,12 +461,20 @@ class HttpConfig(BaseModel):
                 f"Choose one way to authenticate: OAuth (config.json `oauth`, --oauth-*) or the static token "
                 f"({TOKEN_ENV}, --token-file), not both."
             )
+        if no_token and (token is not None or oauth is not None):
+            raise ConfigError(f"--no-token contradicts {'OAuth' if oauth else f'{TOKEN_ENV} or --token-file'}.")
         if token is None and oauth is None and not is_loopback(host):
             raise ConfigError(
                 f"Binding to {host or 'every interface'} exposes the server beyond this machine: set "
                 f"{TOKEN_ENV} or --token-file, or configure OAuth (--oauth-issuer, --oauth-resource), so that "
                 "every request must carry a bearer token."
             )
+        kept: Path | None = None
+        if token is None and oauth is None and not no_token:
+            try:
+                token, kept = kept_token(token_dir) if token_dir is not None else (_fresh_token(), None)
+            except TokenFileError as exc:
+                raise ConfigError(str(exc)) from None
         own = [] if host in WILDCARD_HOSTS or host in LOOPBACK_HOSTS else [f"[{host}]" if ":" in host else host]
         origins = [f"http://{name}" for name in LOOPBACK_HOSTS]
         return cls(
@@ -470,6 +483,7 @@ class HttpConfig(BaseModel):
             port=port,
             stateless=stateless,
             token=token,
+            kept_token_file=kept,
             oauth=oauth,
             allowed_hosts=_any_port([*LOOPBACK_HOSTS, *own, *allowed_hosts]),
             allowed_origins=_any_port([*origins, *allowed_origins]),
@@ -514,6 +528,10 @@ def _entries(values: tuple[str, ...], parse: Callable[[str], Address | None], sh
         if parse(value) is None:
             raise ValueError(f"{value!r} is not {shape}")
     return values
+
+
+def _fresh_token() -> SecretStr:
+    return SecretStr(secrets.token_urlsafe(32))
 
 
 def _read_token(token_file: Path | None, environ: Mapping[str, str]) -> SecretStr | None:

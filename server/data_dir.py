@@ -2,7 +2,10 @@
 
 The default is one directory per workspace under the user's state directory (platformdirs), named for the
 workspace and keyed by a hash of its real path: the same workspace always maps to the same directory, two
-workspaces never share one. The old default, `<workspace>/.managed-tools`, is moved there once.
+workspaces never share one. The old default, `<workspace>/.managed-tools`, is never read: a workspace is input
+that anyone may have written (a cloned repository), so what it holds cannot configure the server, grant a
+permission or seed approvals and memory. A person who wants an old data dir back moves it with `managed-tools
+adopt` (server/adopt.py), which shows what it takes and asks.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import shutil
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from platformdirs import user_state_dir
@@ -59,37 +62,37 @@ def tell(message: str) -> None:
     print(f"managed-tools: {message}", file=sys.stderr, flush=True)
 
 
-def adopt_legacy(workspace: Path, data_dir: Path, notify: Callable[[str], None]) -> None:
-    """Move `<workspace>/.managed-tools` to `data_dir` once, when `data_dir` does not exist yet; never merge.
-
-    Safe when several servers start at once: the directory moves in one rename (on one filesystem), or is
-    copied beside `data_dir` and renamed into place (across filesystems) before the old one is removed, so
-    whoever loses the race finds `data_dir` complete. The database moves with its WAL and shared-memory files.
-    """
+def legacy_notice(workspace: Path) -> str | None:
+    """The one line said at start-up when the workspace holds a `.managed-tools` directory, which is ignored."""
     legacy = workspace / LEGACY_DIR
-    placed = data_dir.exists()  # checked first: once it exists, the legacy dir cannot come back
     if not legacy.is_dir() or legacy.is_symlink():
-        return
-    if placed:
-        notify(f"left the old data dir {legacy} in place (not merged); using {data_dir}. Remove it when done with it.")
-        return
+        return None
+    return (
+        f"ignoring {legacy}: nothing inside the workspace configures this server. If it is your own old data dir, "
+        f"`managed-tools adopt --workspace {workspace}` shows what it holds and moves it."
+    )
+
+
+def move_into_place(legacy: Path, data_dir: Path) -> bool:
+    """Move `legacy` to `data_dir`, which must not exist; never merge. False when another process placed
+    `data_dir` first (or moved `legacy` away).
+
+    Safe when several run at once: the directory moves in one rename (on one filesystem), or is copied beside
+    `data_dir` and renamed into place (across filesystems) before the old one is removed, so whoever loses the
+    race finds `data_dir` complete. The database moves with its WAL and shared-memory files.
+    """
     data_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         os.rename(legacy, data_dir)
-    except FileNotFoundError:  # another server moved it first
-        return
+    except FileNotFoundError:  # another process moved it first
+        return False
     except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            if data_dir.exists():  # another server put it in place first
-                return
+        if exc.errno not in (errno.EXDEV, errno.ENOTEMPTY, errno.EEXIST):
             raise
-        if not _copy_into_place(legacy, data_dir):
-            return
+        if exc.errno != errno.EXDEV or not _copy_into_place(legacy, data_dir):
+            return False  # data_dir exists: placed by another process
         shutil.rmtree(legacy, ignore_errors=True)
-        if legacy.exists():
-            notify(f"copied the data dir from {legacy} to {data_dir}, but could not remove {legacy}: remove it.")
-            return
-    notify(f"moved the data dir from {legacy} to {data_dir} (state now lives outside the workspace).")
+    return True
 
 
 def _copy_into_place(source: Path, target: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import re
 import socket
 import sys
@@ -50,7 +51,7 @@ from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
 from managed_tools.stores import sessions
-from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.tools.framework.context import Runtime
 
 HEALTH_PATH = "/healthz"
@@ -237,7 +238,7 @@ class SessionHeader:
         try:
             async with self._runtime.db.read() as tx:
                 await sessions.get_agent_session(tx, named, self._runtime.environment.agent_id, owner=owner)
-        except DatabaseBusyError as exc:
+        except DatabaseUnwritableError as exc:
             return _error(503, str(exc))
         except StoreError as exc:
             return _error(400, f"{exc} Omit Mcp-Managed-Session to start a new session.")
@@ -310,10 +311,22 @@ def announce(http: HttpConfig, sock: socket.socket) -> None:
     where = f"legacy SSE at {base}{SSE_PATH}"
     if http.transport == "http":
         where = f"Streamable HTTP at {base}{MCP_PATH}, " + where
-    auth = "every request needs the bearer token" if http.token is not None else "no token (loopback only)"
+    auth = "every request needs the bearer token" if http.token is not None else "no token (--no-token; loopback only)"
     if http.oauth is not None:
         auth = f"every request needs an access token from {http.oauth.issuer}"
     print(f"managed-tools: serving {where}; {auth}", file=sys.stderr, flush=True)
+    if http.kept_token_file is not None and http.token is not None:
+        # The server's own token, shown to the person who started it (never one they gave, which they know).
+        token = http.token.get_secret_value()
+        endpoint = f"{base}{MCP_PATH}" if http.transport == "http" else f"{base}{SSE_PATH}"
+        client = {"type": "http" if http.transport == "http" else "sse", "url": endpoint,
+                  "headers": {"Authorization": f"Bearer {token}"}}  # fmt: skip
+        print(
+            f"managed-tools: bearer token (kept in {http.kept_token_file}, the same at every start): {token}\n"
+            f"managed-tools: client config: {json.dumps(client)}",
+            file=sys.stderr,
+            flush=True,
+        )
     if http.binds_everywhere and set(http.allowed_hosts) <= set(LOOPBACK_ALLOWED_HOSTS):
         print(
             "managed-tools: only loopback Host headers are accepted; add --allowed-host NAME for the name "

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -34,7 +34,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuth
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.shared.auth import ProtectedResourceMetadata
-from pydantic import AnyHttpUrl, TypeAdapter, ValidationError
+from pydantic import AnyHttpUrl, BaseModel, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter, ValidationError
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -212,20 +212,33 @@ class JwtVerifier:
             leeway=self._config.leeway_seconds,
             options={"require": ["exp", "iss", "aud", "sub"], "enforce_minimum_key_length": True},
         )
-        subject, scope = claims.get("sub"), claims.get("scope", "")
-        if not isinstance(subject, str) or not subject or not isinstance(scope, str):
-            raise jwt.InvalidTokenError("sub or scope")
-        client = claims.get("client_id") or claims.get("azp") or subject
+        try:
+            read = Claims.model_validate(claims)
+        except ValidationError as exc:  # PyJWT takes "exp": "1767225600" (it calls int()); we take numbers only
+            raise jwt.InvalidTokenError("claims") from exc
         return AccessToken(
             token=token,
-            client_id=str(client),
-            scopes=sorted(set(scope.split())),
+            client_id=read.client_id or read.azp or read.sub,
+            scopes=sorted(set(read.scope.split())),
             # When the token stops being accepted: the SDK's backend checks this again, without our leeway.
-            expires_at=int(claims["exp"] + self._config.leeway_seconds),
+            expires_at=int(read.exp + self._config.leeway_seconds),
             resource=self._config.resource,
-            subject=subject,
-            claims={"iss": claims["iss"]},
+            subject=read.sub,
+            claims={"iss": read.iss},
         )
+
+
+class Claims(BaseModel):
+    """The claims a verified token must carry, each of its JSON type (known-good input only); others are ignored."""
+
+    iss: StrictStr
+    sub: Annotated[StrictStr, Field(min_length=1)]
+    exp: StrictInt | StrictFloat
+    nbf: StrictInt | StrictFloat | None = None
+    iat: StrictInt | StrictFloat | None = None
+    scope: StrictStr = ""
+    client_id: StrictStr | None = None
+    azp: StrictStr | None = None
 
 
 class RequireToken:

@@ -8,7 +8,7 @@ the relay (server/relay.py), in any other server process sharing the store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -18,6 +18,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
+    ListenHandler,
     ResourcesListChanged,
     ResourceUpdated,
     ServerEvent,
@@ -34,11 +35,16 @@ from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.executor import reading_context
 from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.scope import scoped_session
 from managed_tools.tools.framework.uris import ATTACHMENT_SCHEME, SCHEME, parse, parse_attachment, parse_file
 
 SKILL_SCHEME = "skill"
 SKILL_MIME = "text/markdown"
 
+ListenGuard = Callable[
+    [ServerRequestContext[Attachments], types.SubscriptionsListenRequestParams],
+    Awaitable[types.SubscriptionsListenResult],
+]
 RESOURCE_NOT_FOUND = -32002
 
 
@@ -198,6 +204,18 @@ class Resources:
     def _ours(uri: str) -> bool:
         return uri.startswith((f"{SCHEME}://", f"{SKILL_SCHEME}://", f"{ATTACHMENT_SCHEME}://"))
 
+    async def _may_see(self, ctx: ServerRequestContext[Attachments], uri: str) -> None:
+        """A session's resource is heard only by those who may read it: the same owner check as a read, without
+        reading (what is subscribed to may not exist yet)."""
+        found = parse_attachment(uri) or parse(uri)
+        if found is None or found[0] is None:
+            return
+        async with self._reader(ctx) as reader:
+            try:
+                await scoped_session(reader, found[0])
+            except StoreError as exc:
+                raise MCPError(code=RESOURCE_NOT_FOUND, message=str(exc)) from exc
+
     @asynccontextmanager
     async def _reader(self, ctx: ServerRequestContext[Attachments]) -> AsyncIterator[ToolContext]:
         attachment = await ctx.lifespan_context.resolve(ctx)
@@ -241,10 +259,24 @@ class Resources:
     ) -> types.EmptyResult:
         if not self._ours(params.uri):
             return await self._library.subscribe(ctx, params)
+        await self._may_see(ctx, params.uri)
         self._notifier.subscribe(params.uri, ctx.session)
         if parse_file(params.uri) is not None:
             self.watch.set()
         return types.EmptyResult()
+
+    def guarded(self, listen: ListenHandler) -> ListenGuard:
+        """The 2026-07-28 way to subscribe (`subscriptions/listen`), with the owner check `subscribe` makes."""
+
+        async def handler(
+            ctx: ServerRequestContext[Attachments], params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
+            for uri in params.notifications.resource_subscriptions or ():
+                if self._ours(uri):
+                    await self._may_see(ctx, uri)
+            return await listen(ctx, params)
+
+        return handler
 
     async def unsubscribe(
         self, ctx: ServerRequestContext[Attachments], params: types.UnsubscribeRequestParams

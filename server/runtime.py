@@ -191,7 +191,7 @@ async def open_runtime(
         for mount in mounts:
             if mount.kind == "agent_substrate":
                 mount.root.mkdir(parents=True, exist_ok=True)
-        # An old data dir left in the workspace (not moved: the new one existed) stays out of the tools' reach too.
+        # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
         guard = PathGuard(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )

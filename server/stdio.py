@@ -3,21 +3,29 @@
 The SDK's `stdio_server` reads stdin in a worker thread, which no cancellation reaches: a server asked to stop
 would wait for the client to close the pipe, and Python's exit would wait for that thread. Here stdin is read
 only once the event loop reports it readable, so a stop interrupts the read at once; stdout stays the SDK's.
+Every frame gets an answer: one the SDK could not read is answered here (server/stdio_frames.py) instead of being
+dropped, as HTTP answers the same bytes with a 400.
 """
 
 from __future__ import annotations
 
+import contextvars
 import fcntl
 import os
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from types import TracebackType
+from typing import IO, Any, Protocol, Self
 
 import anyio
+import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from managed_tools.server.app import InFlight
+from managed_tools.server.stdio_frames import answer_to_misread_notification, answers_to_unreadable
 from managed_tools.server.stopping import Stopping
 
 CHUNK = 65536
@@ -37,7 +45,8 @@ async def serve_stdio(server: Server[Any], calls: InFlight, stopping: Stopping) 
 
         stopping.on_stop(stop)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            frames = AnsweredFrames(read_stream, write_stream, stdin.unmatched)
+            await server.run(frames, write_stream, server.create_initialization_options())
 
 
 @contextmanager
@@ -76,6 +85,9 @@ class StdinLines(anyio.AsyncFile[str]):
         self._pollable = True
         self._ended = False
         self._reading = anyio.CancelScope()
+        # Lines handed to the SDK's reader whose message (or exception) the server has not received yet: the reader
+        # turns each line into exactly one item, in order, so the oldest here is the next item's line.
+        self.unmatched: deque[str] = deque()
 
     def end(self) -> None:
         """End of input from now on, whatever the client sends."""
@@ -96,10 +108,12 @@ class StdinLines(anyio.AsyncFile[str]):
                 end = len(self._buffer) - 1
                 break
             self._buffer += chunk
-        line = bytes(self._buffer[: end + 1])
+        line = bytes(self._buffer[: end + 1]).decode("utf-8", errors="replace")
         del self._buffer[: end + 1]
         self._searched = 0
-        return line.decode("utf-8", errors="replace")
+        if line:
+            self.unmatched.append(line)
+        return line
 
     async def _read(self) -> bytes:
         if self._pollable:
@@ -108,3 +122,63 @@ class StdinLines(anyio.AsyncFile[str]):
             except PermissionError:  # a regular file or /dev/null, which epoll refuses; reading them never waits
                 self._pollable = False
         return os.read(self._fd, CHUNK)
+
+
+class _Items(Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class _Outbox(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class AnsweredFrames:
+    """The SDK's stdio read stream, with each frame it could not read answered on the spot instead of passed on
+    (the server would only log it) and each request it misread as a notification (an id of the wrong type)
+    answered too."""
+
+    def __init__(self, items: _Items, outbox: _Outbox, lines: deque[str]) -> None:
+        self._items = items
+        self._outbox = outbox
+        self._lines = lines
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        return getattr(self._items, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._items.receive()
+            line = self._lines.popleft() if self._lines else ""
+            if isinstance(item, Exception):
+                answers = answers_to_unreadable(line, item)
+            elif isinstance(item.message, types.JSONRPCNotification) and '"id"' in line:
+                answer = answer_to_misread_notification(line)
+                if answer is None:
+                    return item
+                answers = [answer]
+            else:
+                return item
+            for answer in answers:
+                await self._outbox.send(SessionMessage(answer))
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

@@ -22,7 +22,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from managed_tools.stores.db import Database, Row
-from managed_tools.stores.errors import DatabaseBusyError
+from managed_tools.stores.errors import DatabaseUnwritableError
 
 Method = Literal[
     "notifications/resources/updated",
@@ -73,7 +73,7 @@ class PolledNotices:
                 )
                 last = max(int(row[0]) for row in added)
                 await tx.execute("DELETE FROM notices WHERE seq <= ?", (last - KEEP_ROWS,))
-        except DatabaseBusyError:
+        except DatabaseUnwritableError:
             pass  # a hint lost: subscribers see the change on their next read
 
     async def arrivals(self) -> AsyncIterator[list[Notice]]:

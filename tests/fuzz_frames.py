@@ -384,7 +384,9 @@ class HttpServer:
         self.stderr = data_dir.parent / "http.log"
         self.secrets = [str(workspace), str(data_dir)]
         with self.stderr.open("wb") as errors:
+            # No token: the frames must reach the transports, not stop at the 401 (test_http_token.py covers it).
             argv = [*SERVE, "--workspace", str(workspace), "--data-dir", str(data_dir), "--transport", "http"]
+            argv += ["--no-token"]
             self.proc = subprocess.Popen([*argv, "--port", "0"], stdin=subprocess.DEVNULL, stderr=errors)
         deadline = time.monotonic() + 60
         while "serving" not in (log := self.stderr.read_text(errors="replace")):

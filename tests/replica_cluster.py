@@ -110,7 +110,9 @@ def cluster(
         started: list[Replica] = []
         for number in range(1, replicas + 1):
             name, log = f"r{number}", scratch / f"r{number}.log"
+            # No token: the replicas and the balancer are what these tests are about (test_http_token.py has the token).
             argv = [sys.executable, "-m", "managed_tools.server", "serve", "--transport", "http", "--port", "0"]
+            argv += ["--no-token"]
             argv += ["--workspace", str(workspace), "--data-dir", str(data_dir), "--replica", name, *serve_args]
             proc = stack.enter_context(_process(argv, log, env))
             started.append(Replica(name, _started(proc, log), proc.pid, log))

@@ -271,8 +271,8 @@ async def test_sandbox_routes_to_the_same_code(rt: Runtime, connect: Connect, wo
     assert stat["output"]["kind"] == "file" and stat["output"]["size"] == 2
     assert made["output"]["created"] is True and (workspace / "made" / "here").is_dir()
     assert "climbs out" in error_text(escape)
-    assert "call shell_run instead" in error_text(shell)
-    assert "Invalid input for read_text" in error_text(bad_input)
+    assert "shell_run needs a person's approval" in error_text(shell)  # routed, it asks as shell_run does
+    assert "Invalid arguments for read:" in error_text(bad_input) and "unexpected field 'nope'" in error_text(bad_input)
 
 
 async def test_glob_lists_empty_directories_but_not_ignored_ones(

@@ -71,6 +71,8 @@ async def serving(config: ServeConfig, **options: Any) -> AsyncIterator[Served]:
     """The real app on a real uvicorn, bound to a free loopback port; the runtime stays inspectable."""
     token = options.pop("token", None)
     environ = {"MANAGED_TOOLS_TOKEN": token} if token else {}
+    # Without a test token, the explicit opt-out: these tests are about the transports, not the token.
+    options.setdefault("no_token", not token and "oauth" not in options)
     http = HttpConfig.build(transport=options.pop("transport", "http"), port=0, environ=environ, **options)
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime:

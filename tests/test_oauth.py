@@ -10,7 +10,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -151,7 +151,7 @@ class Served:
 @asynccontextmanager
 async def serving(config: ServeConfig, issuer: Issuer, *required: str) -> AsyncIterator[Served]:
     """The real app on a real uvicorn on a free loopback port, its resource URL that port's /mcp."""
-    http = HttpConfig.build(transport="http", port=0, environ={})
+    http = HttpConfig.build(transport="http", port=0, environ={}, no_token=True)  # OAuth is added below
     with bind(http) as sock:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         settings = OAuthConfig(issuer=issuer.url, resource=f"{url}/mcp", required_scopes=required)
@@ -230,8 +230,20 @@ def forged(kind: str, issuer: Issuer, served: Served) -> str:
         return issuer.token(served.resource, sub=None)
     if kind == "garbage":
         return "not.a.jwt"
+    if kind in MALFORMED_CLAIMS:
+        return issuer.token(served.resource, **MALFORMED_CLAIMS[kind](now))
     raise AssertionError(kind)
 
+
+# Claims of the wrong JSON type (PyJWT itself takes a numeric string for exp, nbf and iat).
+MALFORMED_CLAIMS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "string exp": lambda now: {"exp": str(now + 300)},
+    "string nbf": lambda now: {"nbf": str(now - 10)},
+    "boolean exp": lambda now: {"exp": True},
+    "numeric subject": lambda now: {"sub": 42},
+    "scope as a list": lambda now: {"scope": ["tools:read", "tools:write"]},
+    "object client_id": lambda now: {"client_id": {"id": "x"}},
+}
 
 REFUSED = [
     "expired",
@@ -244,6 +256,7 @@ REFUSED = [
     "HS256 with the JWKS's shared key",
     "no subject",
     "garbage",
+    *MALFORMED_CLAIMS,
 ]
 
 
@@ -364,6 +377,15 @@ async def test_without_the_approvals_scope_a_pause_waits_for_the_server(
 
 
 @pytest.mark.both_backends
+async def subscribe(mcp: Client, mode: str, uri: str) -> None:
+    """Subscribe to a resource the way the era does: resources/subscribe, or a subscriptions/listen stream."""
+    if mode == "legacy":
+        await mcp.subscribe_resource(uri)
+        return
+    async with mcp.listen(resource_subscriptions=[uri]):
+        pass
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
     config: ServeConfig, issuer: Issuer, mode: str
@@ -387,6 +409,8 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             searched = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             with pytest.raises(MCPError):
                 await mcp.read_resource(uri)
+            with pytest.raises(MCPError, match="is not available"):  # nor hear of its changes
+                await subscribe(mcp, mode, uri)
         assert session not in {s["sessionId"] for s in listed["sessions"]}
         assert "is not available" in error_text(events)
         assert "is not available" in error_text(memory)
@@ -396,6 +420,7 @@ async def test_another_principal_cannot_reach_a_principals_sessions_or_events(
             mine = data(await mcp.call_tool("session_search_context", {"query": SECRET_WORD, "includeCurrent": True}))
             recalled = data(await mcp.call_tool("memory_search", {"query": SECRET_WORD}))
             assert SECRET_WORD in (await mcp.read_resource(uri)).contents[0].text  # type: ignore[union-attr]
+            await subscribe(mcp, mode, uri)
         assert session in {hit["sessionId"] for hit in mine["hits"]}
         assert session in {hit.get("sessionId") for hit in recalled["hits"]}
 

@@ -252,7 +252,7 @@ async def test_a_signal_stops_the_http_server_with_streams_open(
 ) -> None:
     log = workspace.parent / "stderr.log"
     with log.open("w") as errors:
-        argv = _serve_argv(workspace, "--transport", "http", "--port", "0")
+        argv = _serve_argv(workspace, "--transport", "http", "--port", "0", "--no-token")
         proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=None, stderr=errors)
     try:
         with anyio.fail_after(30):
@@ -300,7 +300,7 @@ async def test_a_signal_stops_the_http_server_with_streams_open(
 def test_the_serving_line_comes_once_the_port_accepts_connections(workspace: Path) -> None:
     for _ in range(3):
         proc = subprocess.Popen(
-            _serve_argv(workspace, "--transport", "http", "--port", "0"),
+            _serve_argv(workspace, "--transport", "http", "--port", "0", "--no-token"),
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

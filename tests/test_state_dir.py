@@ -1,4 +1,4 @@
-"""State outside every mount: the default data dir, refusals of overlapping dirs, and the move of the old one."""
+"""State outside every mount: the default data dir, refusals of overlapping dirs, and `adopt` of the old one."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from conftest import Connect, data, error_text
 
 from managed_tools.server.config import ConfigError, ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR, adopt_legacy, default_data_dir, state_root
+from managed_tools.server.data_dir import LEGACY_DIR, default_data_dir, move_into_place, state_root
 from managed_tools.server.runtime import open_runtime
 
 CLI = [sys.executable, "-m", "managed_tools.server"]
@@ -153,23 +153,23 @@ def test_data_dir_inside_a_vault_is_refused(workspace: Path, tmp_path: Path) -> 
 # ---- moving the old default --------------------------------------------------------------------------------------
 
 
-def test_the_old_data_dir_is_moved_once_with_its_rows(workspace: Path, tmp_path: Path, connect: Connect) -> None:
+def test_the_old_data_dir_moves_only_by_adopt_with_its_rows(workspace: Path, tmp_path: Path, connect: Connect) -> None:
     rows = legacy_state(workspace, tmp_path / "scratch", connect)
     (workspace / LEGACY_DIR / "agents" / "default" / "substrate" / "SOUL.md").write_text("kept\n")
     legacy, new = (workspace / LEGACY_DIR).resolve(), default_data_dir(workspace.resolve())
-    out = run("pending", "--workspace", str(workspace))
-    assert out.returncode == 0, out.stderr
-    assert (
-        out.stderr
-        == f"managed-tools: moved the data dir from {legacy} to {new} (state now lives outside the workspace).\n"
-    )
+    out = run("pending", "--workspace", str(workspace))  # it reads no state from the old dir
+    assert f"ignoring {legacy}" in out.stderr and "No state database at" in out.stderr, out.stderr
+    assert legacy.is_dir() and not new.exists()
+    moved = run("adopt", "--workspace", str(workspace), "--yes")
+    assert moved.returncode == 0, moved.stderr
+    assert f"Moved {legacy} to {new}." in moved.stdout
     assert not legacy.exists() and counts(new / "state.db") == rows
     assert (new / "agents" / "default" / "substrate" / "SOUL.md").read_text() == "kept\n"
     again = run("pending", "--workspace", str(workspace))
-    assert again.returncode == 0 and again.stderr == ""  # once
+    assert again.returncode == 0 and again.stderr == ""
 
 
-def test_both_present_the_new_one_is_used_and_the_old_left(workspace: Path, tmp_path: Path, connect: Connect) -> None:
+def test_adopt_never_merges_into_an_existing_data_dir(workspace: Path, tmp_path: Path, connect: Connect) -> None:
     new = default_data_dir(workspace.resolve())
 
     async def create() -> None:
@@ -179,10 +179,8 @@ def test_both_present_the_new_one_is_used_and_the_old_left(workspace: Path, tmp_
     anyio.run(create)
     legacy_state(workspace, tmp_path / "scratch", connect)
     before = counts(new / "state.db")
-    out = run("pending", "--workspace", str(workspace))
-    assert out.returncode == 0, out.stderr
-    assert out.stderr.count("\n") == 1 and "left the old data dir" in out.stderr
-    assert str((workspace / LEGACY_DIR).resolve()) in out.stderr and str(new) in out.stderr
+    out = run("adopt", "--workspace", str(workspace), "--yes")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "never merges" in out.stderr, out.stderr
     assert (workspace / LEGACY_DIR / "state.db").exists() and counts(new / "state.db") == before
 
 
@@ -205,21 +203,8 @@ def left_behind(workspace: Path) -> ServeConfig:
     (workspace / LEGACY_DIR / "config.json").write_text("{}")
     notices: list[str] = []
     config = ServeConfig.build(workspace=workspace, data_dir=None, notify=notices.append)
-    assert len(notices) == 1 and "left the old data dir" in notices[0]
+    assert len(notices) == 1 and "ignoring" in notices[0]
     return config
-
-
-def test_two_servers_starting_at_once_move_it_once(workspace: Path, tmp_path: Path, connect: Connect) -> None:
-    rows = legacy_state(workspace, tmp_path / "scratch", connect)
-    servers = [start("serve", "--workspace", str(workspace)) for _ in range(3)]
-    outs = [server.communicate(timeout=120) for server in servers]
-    assert [server.returncode for server in servers] == [0, 0, 0], outs
-    notices = "".join(err for _, err in outs)
-    assert notices.count("moved the data dir") == 1 and "Traceback" not in notices, notices
-    new = default_data_dir(workspace.resolve())
-    assert not (workspace / LEGACY_DIR).exists() and counts(new / "state.db")["events"] >= rows["events"]
-    assert counts(new / "state.db")["sessions"] >= rows["sessions"]
-    assert [p.name for p in new.parent.iterdir()] == [new.name]  # nothing half-copied left behind
 
 
 def same_device(a: Path, b: Path) -> bool:
@@ -228,7 +213,8 @@ def same_device(a: Path, b: Path) -> bool:
 
 @pytest.mark.parametrize("across", [False, True], ids=["rename", "copy-across-filesystems"])
 def test_racing_moves_lose_nothing(tmp_path: Path, connect: Connect, across: bool) -> None:
-    """Eight threads adopt the same old dir at once; across filesystems the copy+rename path runs."""
+    """Eight threads move the same old dir at once (two people adopting); across filesystems the copy+rename path
+    runs."""
     base = Path("/dev/shm") if across else tmp_path
     if across and (not base.is_dir() or same_device(base, tmp_path)):
         pytest.skip("no second filesystem (/dev/shm) to move across")
@@ -236,7 +222,7 @@ def test_racing_moves_lose_nothing(tmp_path: Path, connect: Connect, across: boo
     try:
         rows = legacy_state(workspace, tmp_path / "scratch", connect)
         target = tmp_path / "state" / "ws-0123456789abcdef"
-        notices: list[str] = []
+        moved: list[bool] = []
         gate = threading.Barrier(8)
 
         errors: list[BaseException] = []
@@ -244,7 +230,7 @@ def test_racing_moves_lose_nothing(tmp_path: Path, connect: Connect, across: boo
         def adopt() -> None:
             gate.wait()
             try:
-                adopt_legacy(workspace, target, notices.append)
+                moved.append(move_into_place(workspace / LEGACY_DIR, target))
             except BaseException as exc:
                 errors.append(exc)
 
@@ -253,7 +239,7 @@ def test_racing_moves_lose_nothing(tmp_path: Path, connect: Connect, across: boo
             thread.start()
         for thread in threads:
             thread.join()
-        assert errors == [] and sum("moved the data dir" in n for n in notices) == 1, (errors, notices)
+        assert errors == [] and moved.count(True) == 1, (errors, moved)
         assert not (workspace / LEGACY_DIR).exists() and counts(target / "state.db") == rows
         assert [p.name for p in target.parent.iterdir()] == [target.name]
     finally:

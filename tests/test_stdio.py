@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -126,6 +128,72 @@ def test_malformed_json_rpc_does_not_kill_the_server(workspace: Path) -> None:
     assert "Invalid arguments for session_list" in by_id[3]["result"]["content"][0]["text"]
     assert by_id[4]["result"]["structuredContent"]["agentId"] == "default"
     assert "DEBUG" in stderr  # logs went to stderr
+
+
+# Each frame the SDK cannot take as a message, with the id its answer must carry (None: `"id": null`) and the code.
+UNREADABLE = [
+    (
+        '{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"read","arguments":{"path":"a\\ud800b"}}}',
+        11,
+        -32600,
+    ),
+    (
+        '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read","arguments":'
+        + "[" * 500
+        + "]" * 500
+        + "}}",
+        12,
+        -32600,
+    ),
+    (
+        '{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"read","arguments":{"n":' + "9" * 5000 + "}}}",
+        13,
+        -32600,
+    ),
+    ('[{"jsonrpc":"2.0","id":14,"method":"ping"},{"jsonrpc":"2.0","id":"fifteen","method":"ping"}]', 14, -32600),
+    ('[{"jsonrpc":"2.0","id":14,"method":"ping"},{"jsonrpc":"2.0","id":"fifteen","method":"ping"}]', "fifteen", -32600),
+    ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600),
+    ('{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"read","argum', 16, -32700),
+    ("this is not json", None, -32700),
+]
+
+
+def test_every_unreadable_frame_is_answered_at_once(workspace: Path) -> None:
+    """Over stdio a frame the SDK cannot read used to get no answer, so the client waited for its own timeout."""
+    proc = subprocess.Popen(
+        [*SERVE, "--workspace", str(workspace)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    replies: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read_replies() -> None:
+        for line in proc.stdout or ():
+            replies.put(json.loads(line))
+
+    threading.Thread(target=read_replies, daemon=True).start()
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "by-hand", "version": "0"},
+    }
+    proc.stdin.write(_rpc("initialize", initialize, 1) + '{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    proc.stdin.flush()
+    try:
+        assert replies.get(timeout=30)["id"] == 1
+        for frame in dict.fromkeys(f for f, _, _ in UNREADABLE):
+            expected = [(i, c) for f, i, c in UNREADABLE if f == frame]
+            proc.stdin.write(frame + "\n" + _rpc("ping", {}, 99))
+            proc.stdin.flush()
+            try:
+                got = [replies.get(timeout=1.0) for _ in range(len(expected) + 1)]
+            except queue.Empty:
+                pytest.fail(f"no answer within a second to {frame[:60]}")
+            assert [(r.get("id"), r["error"]["code"]) for r in got[:-1]] == expected, frame[:60]
+            assert got[-1] == {"jsonrpc": "2.0", "id": 99, "result": {}}  # and it keeps serving
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
 
 
 async def test_two_server_processes_share_one_database(workspace: Path) -> None:

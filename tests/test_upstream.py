@@ -5,6 +5,7 @@ server in both eras."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conftest import ERAS, alive, error_text, gone
+from conftest import ERAS, alive, data, error_text, gone
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.session import IncomingMessage
@@ -247,7 +248,8 @@ async def test_the_environment_is_minimal_and_vault_references_resolve(
 
     probe = {**PROBE, "env": {"KEY": "${vault:API_KEY}", "PLAIN": "p"}}
     async with serving(workspace, tmp_path, {"probe": probe}, secrets=vault) as rt, client_for(rt, "legacy") as c:
-        assert "s3cret-value" in text_of(await c.call_tool("probe__env", {"name": "KEY"}))
+        # Resolved and given to the upstream; what comes back is never shown (test_an_upstream_secret_appears_nowhere).
+        assert "[secret redacted]" in text_of(await c.call_tool("probe__env", {"name": "KEY"}))
         assert "(unset)" in text_of(await c.call_tool("probe__env", {"name": "MANAGED_TOOLS_TOKEN"}))
         assert '"p"' in text_of(await c.call_tool("probe__env", {"name": "PLAIN"}))
         home = json.loads(text_of(await c.call_tool("probe__env", {"name": "HOME"})))["result"]
@@ -262,7 +264,8 @@ async def test_vault_references_read_the_agents_encrypted_vault(workspace: Path,
             await vault.set_secret(tx, rt.variables.vault, "default", "API_KEY", SecretStr("from-the-vault"))
     probe = {**PROBE, "env": {"KEY": "${vault:API_KEY}"}}
     async with serving(workspace, tmp_path, {"probe": probe}) as rt, client_for(rt, "legacy") as client:
-        assert "from-the-vault" in text_of(await client.call_tool("probe__env", {"name": "KEY"}))
+        assert "[secret redacted]" in text_of(await client.call_tool("probe__env", {"name": "KEY"}))
+        assert "(unset)" in text_of(await client.call_tool("probe__env", {"name": "OTHER"}))
 
 
 async def test_a_missing_secret_keeps_the_upstream_down_and_says_how_to_set_it(
@@ -284,7 +287,51 @@ async def test_a_secret_never_reaches_the_log(
     leak = {"command": "/bin/sh", "args": ["-c", "echo KEY=$KEY >&2; exit 1"], "env": {"KEY": "${vault:K}"}}
     async with serving(workspace, tmp_path, {"leak": leak}, secrets=vault):
         pass
-    assert "KEY=***" in caplog.text and "leaky-secret-value" not in caplog.text
+    assert "KEY=[secret redacted]" in caplog.text and "leaky-secret-value" not in caplog.text
+
+
+UPSTREAM_SECRET = "upstream-secret-8f2a61c0"
+
+
+async def test_an_upstream_secret_appears_nowhere(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 23 N4: a `${vault:NAME}` given to an upstream, echoed back in a result and in an error: not in what the
+    client sees, the events, both searches, the log at DEBUG (aiosqlite's included), nor the database's bytes."""
+    caplog.set_level("DEBUG")
+    async with serving(workspace, tmp_path, {}) as rt:
+        assert rt.variables.vault is not None
+        async with rt.db.write() as tx:
+            await vault.set_secret(tx, rt.variables.vault, "default", "UP_KEY", SecretStr(UPSTREAM_SECRET))
+    probe = {**PROBE, "env": {"KEY": "${vault:UP_KEY}"}}
+    shown: list[Any] = []
+    async with serving(workspace, tmp_path, {"probe": probe}) as rt, client_for(rt, "legacy") as client:
+        echoed = await client.call_tool("probe__env", {"name": "KEY"})
+        refused = await client.call_tool("probe__env_refused", {"name": "KEY"})
+        shown += [echoed, refused]
+        for tool, arguments in (
+            ("session_get_events", {"limit": 100}),
+            ("session_search_context", {"query": "8f2a61c0", "includeCurrent": True}),
+            ("session_search_context", {"query": "probe__env", "includeCurrent": True}),
+            ("retrieval_search", {"query": "8f2a61c0", "includeCurrent": True}),
+            ("retrieval_search", {"query": "refused", "includeCurrent": True}),
+        ):
+            shown.append(data(await client.call_tool(tool, arguments)))
+        async with rt.db.read() as tx:
+            shown.append([dict(row) for row in await tx.fetchall("SELECT * FROM events")])
+    assert "[secret redacted]" in text_of(echoed)  # the upstream had the value, and it came back
+    assert "refused with [secret redacted]" in error_text(refused)
+    completed = [e for e in shown[2]["events"] if e["type"] == "span.completed"]
+    assert any("[secret redacted]" in json.dumps(e) for e in completed)  # recorded, redacted
+    assert shown[3]["count"] == 0 and shown[5]["count"] == 0  # the secret's own word finds nothing
+    assert shown[4]["count"] >= 1 and shown[6]["count"] >= 1  # what surrounds it is still found
+    everything = json.dumps([s.model_dump(mode="json") if hasattr(s, "model_dump") else s for s in shown], default=str)
+    assert UPSTREAM_SECRET not in everything
+    assert "refusing with [secret redacted]" in caplog.text  # the upstream's stderr
+    assert UPSTREAM_SECRET not in caplog.text
+    assert not [r for r in caplog.records if r.name == "aiosqlite" and r.levelno < logging.INFO]
+    state = b"".join(p.read_bytes() for p in (tmp_path / "data").glob("state.db*"))
+    assert state and UPSTREAM_SECRET.encode() not in state
 
 
 @pytest.fixture
@@ -397,9 +444,10 @@ def test_upstream_tools_keep_long_descriptions_and_skip_names_no_client_accepts(
     ("selection", "served"),
     [
         ({"toolsets": ["files"], "tools": ["probe__echo"]}, {"probe__echo"}),
-        ({"readOnly": True, "excludeTools": ["probe__env"]}, {"probe__echo", "probe__pid", "probe__image"}),
+        ({"readOnly": True, "excludeTools": ["probe__env", "probe__env_refused"]},
+         {"probe__echo", "probe__pid", "probe__image"}),
         ({"toolsets": ["mcp"], "excludeTools": ["probe__crash", "probe__grow"]},
-         {"probe__echo", "probe__env", "probe__pid", "probe__image", "probe__write_file"}),
+         {"probe__echo", "probe__env", "probe__env_refused", "probe__pid", "probe__image", "probe__write_file"}),
     ],
 )  # fmt: skip
 async def test_toolset_flags_apply_to_upstream_tools(

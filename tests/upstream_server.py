@@ -1,7 +1,8 @@
 """A small upstream MCP server for tests/test_upstream.py, run as a real subprocess behind our gate.
 
 `python upstream_server.py stdio` or `python upstream_server.py http PORT`. Tools: a read-only echo and env
-reader, a writing tool, an image, one that adds a tool and says the list changed, and one that crashes.
+reader (and one that fails quoting a variable), a writing tool, an image, one that adds a tool and says the list
+changed, and one that crashes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -37,6 +39,14 @@ def echo(text: str) -> str:
 def env(name: str) -> str:
     """The value of one environment variable of this process, or (unset)."""
     return os.environ.get(name, "(unset)")
+
+
+@mcp.tool(annotations=READ_ONLY)
+def env_refused(name: str) -> str:
+    """Fail, quoting one environment variable's value in the error (and on stderr)."""
+    value = os.environ.get(name, "(unset)")
+    print(f"refusing with {value}", file=sys.stderr, flush=True)
+    raise ToolError(f"refused with {value}")
 
 
 @mcp.tool(annotations=READ_ONLY)

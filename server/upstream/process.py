@@ -23,7 +23,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from managed_tools.sandbox.spawn import Child, Domain, spawn
-from managed_tools.server.upstream.secrets import scrub
+from managed_tools.tools.framework.redaction import scrub
 
 log = logging.getLogger("managed_tools.upstream")
 CHUNK = 1 << 16

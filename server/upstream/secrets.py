@@ -1,14 +1,17 @@
 """`${vault:NAME}` in an upstream's env or headers, resolved through the vault when the upstream starts.
 
 The lookup is injected (`SecretLookup`), so this package never holds a vault. A value that is missing stops that
-upstream from starting, with a message naming the variable and the command that sets it; a resolved value is
-never logged or shown (the upstream's own stderr is scrubbed of it before it reaches our log).
+upstream from starting, with a message naming the variable and the command that sets it. A resolved value joins
+the process's known secrets (tools/framework/redaction.py): it is removed from every result, error and event the
+executor records, from the upstream's stderr and from every log line.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+
+from managed_tools.tools.framework.redaction import KNOWN
 
 SecretLookup = Callable[[str], Awaitable[str | None]]
 REFERENCE = re.compile(r"\$\{vault:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -31,19 +34,13 @@ async def no_vault(name: str) -> str | None:
 
 
 async def resolve(upstream: str, values: Mapping[str, str], lookup: SecretLookup) -> tuple[dict[str, str], set[str]]:
-    """`values` with every `${vault:NAME}` replaced, and the secrets used (to scrub them from what we log)."""
+    """`values` with every `${vault:NAME}` replaced, and the secrets used (known from now on: never shown)."""
     found: dict[str, str] = {}
     for name in sorted({m for value in values.values() for m in REFERENCE.findall(value)}):
         secret = await lookup(name)
         if secret is None:
             raise MissingSecret(upstream, name)
         found[name] = secret
+        KNOWN.add([secret])
     resolved = {key: REFERENCE.sub(lambda m: found[m.group(1)], value) for key, value in values.items()}
     return resolved, set(found.values())
-
-
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text

@@ -8,6 +8,7 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sqlite3
@@ -22,7 +23,18 @@ import anyio
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
-from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError
+from managed_tools.stores.errors import DatabaseBusyError, DatabaseGoneError, DatabaseOpenError
+
+log = logging.getLogger(__name__)
+GONE = (
+    "The server's state file was deleted or replaced while it ran, so nothing more is written to it (it would be "
+    "lost at the next start). Ask the person running the server to restart it; `managed-tools where` shows the file."
+)
+
+# aiosqlite's DEBUG lines print every statement with its parameters (memory contents, event payloads, vault
+# ciphertexts): a person's data and, before redaction existed for them, secrets. `--log-level debug` is for our
+# own lines; aiosqlite says only what goes wrong (INFO and above).
+logging.getLogger("aiosqlite").setLevel(logging.INFO)
 
 
 @contextmanager
@@ -91,6 +103,7 @@ class SqliteDatabase(Database):
         self.path = path
         self.local_dir = path.parent
         self.key = str(path)
+        self._identity = _identity(path)
         self._writer = writer
         self._appender = appender
         self._write_lock = anyio.Lock()
@@ -133,6 +146,7 @@ class SqliteDatabase(Database):
     async def write(self) -> AsyncIterator[Tx]:
         """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
         async with self._write_lock:
+            self._refuse_if_gone()
             with _busy_is_an_error():
                 await self._writer.execute("BEGIN IMMEDIATE")
             tx = SqliteTx(self._writer, writing=True)
@@ -164,8 +178,18 @@ class SqliteDatabase(Database):
         few commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md).
         """
         async with self._write_lock:
+            self._refuse_if_gone()
             with _busy_is_an_error():
                 yield SqliteTx(self._appender)
+
+    def _refuse_if_gone(self) -> None:
+        """A state file deleted or replaced under the running server would take writes no later start sees: the
+        connections keep the old inode. Checked before every write (one stat, a microsecond or two)."""
+        if _identity(self.path) != self._identity:
+            log.error(
+                "the state database %s was deleted or replaced while the server ran; restart the server", self.path
+            )
+            raise DatabaseGoneError(GONE)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -180,6 +204,14 @@ class SqliteDatabase(Database):
                     await conn.rollback()
         finally:
             self._reader_send.send_nowait(conn)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _refuse_unusable_file(path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.framework.what_runs import WhatRuns
 
 if TYPE_CHECKING:
+    from managed_tools.tools.framework.definition import ToolDefinition
     from managed_tools.tools.framework.registry import Registry
 
 
@@ -100,6 +101,8 @@ class ToolContext:
     # The values of the tool's declared variables that resolved (tools/framework/variables.py); never in arguments
     # or events.
     variables: Mapping[str, str] = field(default_factory=dict)
+    # Which tools the caller may use (its OAuth scopes); None: every tool served. A routed call keeps it.
+    may_use: Callable[[ToolDefinition], bool] | None = None
 
     @property
     def agent_id(self) -> str:

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
-from managed_tools.stores.errors import DatabaseBusyError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
-from managed_tools.tools.framework import latent, variables
+from managed_tools.tools.framework import latent, redaction, variables
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
@@ -49,6 +49,7 @@ ErrorKind = Literal[
     "tool_error",
     "timeout",
     "busy",
+    "state_gone",
     "internal",
 ]
 PREVIEW_CHARS = 200
@@ -56,7 +57,6 @@ RESULT_SUMMARY_CHARS = 300
 CONSENT_ARGS_CHARS = 2000
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
-REDACTED = "[secret redacted]"
 
 
 @dataclass(frozen=True)
@@ -150,21 +150,51 @@ async def execute(
     """Run one tool call to completion and return its shaped result. Never raises for a tool's failure.
 
     A tool `visible` refuses is unknown to this caller, and never named among the near names."""
-    span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
     definition = runtime.registry.get(name)
-    if definition is not None and visible is not None and not visible(definition):
-        definition = None
+    if definition is None or (visible is not None and not visible(definition)):
+        span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
+        unknown = CallResult("error", _unknown_tool_message(runtime, name, visible), error_kind="unknown_tool")
+        return await _record_refusal(span, unknown, arguments)
+    return await _execute(
+        runtime, attachment, ports, definition, arguments, timeout_seconds=timeout_seconds, visible=visible
+    )
+
+
+async def execute_routed(ctx: ToolContext, definition: ToolDefinition, arguments: dict[str, Any]) -> CallResult:
+    """A call a routing tool makes for its caller (sandbox_execute's actions): the same path as the caller's own
+    calls, under `definition`'s name (its policy and permission pause, its events), with the caller's session,
+    ports (a person's answers), scopes and the time the routing call has left. The router checks beforehand that
+    the tool is served and that the caller may use it."""
+    left = ctx.deadline - anyio.current_time()
+    return await _execute(
+        ctx.runtime, ctx.attachment, ctx.ports, definition, arguments, timeout_seconds=left, visible=ctx.may_use
+    )
+
+
+class Routed(_Refusal):
+    """Raised by a routing tool's handler whose routed call did not succeed: its result (a refusal, a permission
+    pause with its action, an error) becomes the routing call's own."""
+
+    def __init__(self, result: CallResult) -> None:
+        super().__init__(result.error_kind or "tool_error", result.text, result.status, result.action_required)
+
+
+async def _execute(
+    runtime: Runtime,
+    attachment: Attachment,
+    ports: Ports,
+    definition: ToolDefinition,
+    arguments: Any,
+    *,
+    timeout_seconds: float | None,
+    visible: Visible | None,
+) -> CallResult:
+    span = _Span(runtime, attachment, _clip(definition.name, MAX_NAME_CHARS))
     try:
-        if definition is None:
-            raise _Refusal("unknown_tool", _unknown_tool_message(runtime, name, visible))
-        try:
-            args, canonical, digest = parse_call(definition, arguments)
-        except ArgumentError as exc:
-            raise _Refusal("invalid_arguments", str(exc)) from None
-        span.summarize_result = not definition.read_only and not definition.hidden_args
-    except _Refusal as refusal:
-        result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind)
-        return await _record_refusal(span, result, arguments)
+        args, canonical, digest = parse_call(definition, arguments)
+    except ArgumentError as exc:
+        return await _record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
+    span.summarize_result = not definition.read_only and not definition.hidden_args
 
     try:
         async with runtime.db.autocommit() as tx:
@@ -177,15 +207,15 @@ async def execute(
                     "args": _preview(_without_hidden(definition, canonical)),
                 },
             )
-    except DatabaseBusyError as exc:
+    except DatabaseUnwritableError as exc:
         # Without an audit record the call must not run at all.
-        return CallResult("error", str(exc), error_kind="busy")
+        return CallResult("error", str(exc), error_kind=exc.kind)
 
     try:
         timeout = definition.timeout_seconds
         if timeout_seconds is not None:
             timeout = min(timeout, timeout_seconds)
-        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout))
+        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout, visible))
     except BaseException:
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
@@ -206,20 +236,21 @@ class _Call:
     ports: Ports
     span: _Span
     timeout: float
+    visible: Visible | None  # which tools the caller may use (its OAuth scopes); a routed call keeps them
     # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
     values: dict[str, str] = field(default_factory=dict)
 
     def redact(self, result: CallResult) -> CallResult:
-        """The call's secrets removed from everything it shows or records, whatever the handler did with them."""
-        hidden = variables.secret_values(self.definition, self.values)
-        if not hidden:
+        """Every secret resolved in this process (the call's own variables, an upstream's env and headers) removed
+        from everything the call shows or records, whatever the handler or the upstream did with them."""
+        if not redaction.KNOWN.ordered:
             return result
         return replace(
             result,
-            text=_scrub(result.text, hidden),
-            structured=_scrub(result.structured, hidden),
-            content=tuple(_scrub_block(block, hidden) for block in result.content),
-            action_required=_scrub(result.action_required, hidden),
+            text=redaction.scrub(result.text),
+            structured=redaction.scrub(result.structured),
+            content=tuple(_scrub_block(block) for block in result.content),
+            action_required=redaction.scrub(result.action_required),
         )
 
 
@@ -240,6 +271,7 @@ async def _run(call: _Call) -> CallResult:
                 raise _Refusal(
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
+            result = call.redact(result)  # a model's or a person's answer may quote a secret it was given
             await _write_completed(span, result)
             return result
         if definition.precondition is not None:
@@ -266,8 +298,8 @@ async def _run(call: _Call) -> CallResult:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
     except ToolError as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
-    except DatabaseBusyError as exc:
-        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind="busy")
+    except DatabaseUnwritableError as exc:
+        result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind=exc.kind)
     except (StoreError, SamplingUnavailableError) as exc:
         result = CallResult("error", str(exc), error_kind="tool_error")
     except TimeoutError:
@@ -278,9 +310,7 @@ async def _run(call: _Call) -> CallResult:
         )
     except Exception as exc:
         trace = "".join(traceback.format_exception(exc))
-        log.error(
-            "tool %s failed:\n%s", definition.name, _scrub(trace, variables.secret_values(definition, call.values))
-        )
+        log.error("tool %s failed:\n%s", definition.name, redaction.scrub(trace))
         result = CallResult(
             "error",
             f"{definition.name} failed unexpectedly ({type(exc).__name__}); {_undone(definition)}. "
@@ -299,6 +329,7 @@ async def _gather(call: _Call) -> None:
     try:
         runtime, attachment = call.span.runtime, call.span.attachment
         call.values.update(await variables.gather(runtime, attachment, call.ports.variables, call.definition))
+        redaction.KNOWN.add(variables.secret_values(call.definition, call.values))
     except variables.Missing as missing:
         raise _Refusal(missing.kind, str(missing), "blocked", missing.action) from None
 
@@ -318,6 +349,7 @@ def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolC
         log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
         approved_run=approved_run,
         variables=dict(call.values),
+        may_use=call.visible,
     )
 
 
@@ -534,8 +566,8 @@ async def _write_completed(span: _Span, result: CallResult) -> None:
         async with span.runtime.db.autocommit() as tx:
             await span.write_completed(tx, result)
         span.completed = True
-    except DatabaseBusyError:
-        log.error("could not record the completion of %s: the state database stayed locked", span.tool_name)
+    except DatabaseUnwritableError as exc:
+        log.error("could not record the completion of %s: %s", span.tool_name, exc)
 
 
 async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
@@ -545,8 +577,8 @@ async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> Ca
         async with span.runtime.db.write() as tx:
             await span.write_started(tx, {"argKeys": keys})
             await span.write_completed(tx, result)
-    except DatabaseBusyError:
-        log.error("could not record the refused call of %s: the state database stayed locked", span.tool_name)
+    except DatabaseUnwritableError as exc:
+        log.error("could not record the refused call of %s: %s", span.tool_name, exc)
     return result
 
 
@@ -615,22 +647,9 @@ def _without_hidden(definition: ToolDefinition, canonical: dict[str, Any]) -> di
     return {key: "(not shown)" if key in definition.hidden_args else value for key, value in canonical.items()}
 
 
-def _scrub(value: Any, hidden: tuple[str, ...]) -> Any:
-    """Every string in `value` with each hidden value replaced (longest first, so no part of one survives)."""
-    if isinstance(value, str):
-        for secret in sorted(hidden, key=len, reverse=True):
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, list):
-        return [_scrub(item, hidden) for item in value]
-    if isinstance(value, dict):
-        return {key: _scrub(item, hidden) for key, item in value.items()}
-    return value
-
-
-def _scrub_block(block: Block, hidden: tuple[str, ...]) -> Block:
+def _scrub_block(block: Block) -> Block:
     if isinstance(block, TextBlock | ResourceBlock) and block.text is not None:
-        return block.model_copy(update={"text": _scrub(block.text, hidden)})
+        return block.model_copy(update={"text": redaction.scrub(block.text)})
     return block
 
 

@@ -1,7 +1,11 @@
-"""`sandbox_describe` and `sandbox_execute` (reference §2h): the reference's sandbox action names, each routed to
-the same guarded code as the file and shell tools. `run_shell` and `exec_persistent_shell` are refused with the
-tool to call (shell_run, shell_exec): their approval must not be sidestepped through this door. sandbox_execute
-keeps no transaction open, so a routed command never holds the write lock while it runs.
+"""`sandbox_describe` and `sandbox_execute` (reference §2h): the reference's sandbox action names, each run through
+the executor under the name of the tool it routes to (files, shell). So every rule of that tool holds: a tool this
+server does not serve (`--toolsets`, `--exclude-tools`) or the caller may not use (OAuth scopes) is refused, its
+policy (`--ask`, `--allow`, config.json `policy`) and its permission pause apply, and its own span events are
+recorded beside sandbox_execute's. The few actions without a tool of their own (list_dir, stat, mkdir, append_text)
+run under the tool whose power they use (glob, write), with the action named in their arguments so that an approval
+of one is never an approval of another. sandbox_execute keeps no transaction open: a routed command never holds the
+write lock while it runs.
 """
 
 from __future__ import annotations
@@ -15,42 +19,43 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import anyio
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from managed_tools.sandbox import files
 from managed_tools.tools.environment.setup import ConfinementView, confinement_view, mounted_resources
 from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.framework import executor
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
-from managed_tools.tools.shell import history as shell_history
-from managed_tools.tools.shell import oneshot as shell_oneshot
-from managed_tools.tools.shell import persistent as shell_persistent
-from managed_tools.tools.shell import posture as shell_core
 
 Action = Literal[
     "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",
     "find_entries", "glob_entries", "grep_text", "run_command", "run_shell", "inspect_persistent_shell",
     "open_persistent_shell", "exec_persistent_shell", "close_persistent_shell", "wait_persistent_shell",
 ]  # fmt: skip
-SHELL_ACTIONS = {
-    "run_command": "bash",
-    "run_shell": "shell_run",
-    "inspect_persistent_shell": "shell_describe",
-    "open_persistent_shell": "shell_open",
-    "exec_persistent_shell": "shell_exec",
-    "close_persistent_shell": "shell_close",
-    "wait_persistent_shell": "shell_wait",
-}
 MAX_LIST = 1000
 
 
-class PathInput(Arguments):
+class ListInput(Arguments):
+    # Each action without a tool of its own names itself in its arguments: the approval digest binds it.
+    sandbox_action: Literal["list_dir"] = "list_dir"
+    path: file_tools.PathArg = "/workspace"
+
+
+class StatInput(Arguments):
+    sandbox_action: Literal["stat"] = "stat"
+    path: file_tools.PathArg = "/workspace"
+
+
+class MkdirInput(Arguments):
+    sandbox_action: Literal["mkdir"] = "mkdir"
     path: file_tools.PathArg = "/workspace"
 
 
 class AppendInput(Arguments):
+    sandbox_action: Literal["append_text"] = "append_text"
     path: file_tools.PathArg
     content: Annotated[str, Field(max_length=file_tools.MAX_WRITE_CHARS)]
 
@@ -89,7 +94,7 @@ def _kind(mode: int) -> Literal["file", "directory", "symlink", "other"]:
     return "file" if stat_module.S_ISREG(mode) else "other"
 
 
-async def _list_dir(ctx: ToolContext, args: PathInput) -> ListOutput:
+async def _list_dir(ctx: ToolContext, args: ListInput) -> ListOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "list")
     if not await anyio.to_thread.run_sync(files.is_dir, resolved):
         raise ToolError(f"{resolved.virtual} is not a directory.")
@@ -109,7 +114,7 @@ async def _list_dir(ctx: ToolContext, args: PathInput) -> ListOutput:
     )
 
 
-async def _stat(ctx: ToolContext, args: PathInput) -> StatOutput:
+async def _stat(ctx: ToolContext, args: StatInput) -> StatOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "list")
     info = await anyio.to_thread.run_sync(files.lstat, resolved)
     if info is None:
@@ -120,7 +125,7 @@ async def _stat(ctx: ToolContext, args: PathInput) -> StatOutput:
     )
 
 
-async def _mkdir(ctx: ToolContext, args: PathInput) -> MkdirOutput:
+async def _mkdir(ctx: ToolContext, args: MkdirInput) -> MkdirOutput:
     resolved = ctx.runtime.guard.resolve(args.path, "write")
     created = await anyio.to_thread.run_sync(files.make_dirs, resolved)
     return MkdirOutput(path=resolved.virtual, created=created)
@@ -144,41 +149,73 @@ async def _append(ctx: ToolContext, args: AppendInput) -> file_tools.WriteOutput
     return file_tools.WriteOutput(path=resolved.virtual, bytes=len(data), sha256=digest, created=not resolved.exists)
 
 
-async def _inspect_shell(ctx: ToolContext, _: NoArguments) -> shell_core.ShellPosture:
-    async with ctx.runtime.db.read() as tx:  # sandbox_execute keeps no transaction open (own_transactions)
-        return await shell_core.posture(ctx.runtime, tx, ctx.session_id)
+@dataclass(frozen=True)
+class Own:
+    """An action with no tool of its own: its input, output and handler, run under the tool whose power it uses."""
 
-
-async def _inspect(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
-    return await sandbox_describe(ctx, NoArguments())
+    model: type[Arguments]
+    output: type[WireModel]
+    handler: Callable[[ToolContext, Any], Awaitable[BaseModel]]
 
 
 @dataclass(frozen=True)
 class Route:
-    model: type[Arguments]
-    handler: Callable[[ToolContext, Any], Awaitable[BaseModel]]
+    tool: str  # whose name, policy, permission pause, scope and events the action runs under
+    own: Own | None = None
 
 
 ROUTES: dict[str, Route] = {
-    "inspect": Route(NoArguments, _inspect),
-    "list_dir": Route(PathInput, _list_dir),
-    "read_text": Route(file_tools.ReadArgs, file_tools.read),
-    "write_text": Route(file_tools.WriteArgs, file_tools.write),
-    "append_text": Route(AppendInput, _append),
-    "replace_text": Route(file_tools.EditArgs, file_tools.edit),
-    "mkdir": Route(PathInput, _mkdir),
-    "stat": Route(PathInput, _stat),
-    "find_entries": Route(file_tools.GlobArgs, file_tools.glob),
-    "glob_entries": Route(file_tools.GlobArgs, file_tools.glob),
-    "grep_text": Route(file_tools.GrepArgs, file_tools.grep),
-    "inspect_persistent_shell": Route(NoArguments, _inspect_shell),
-    # The shell tools that need no approval; run_shell and exec_persistent_shell stay with shell_run and
-    # shell_exec, whose always_ask must not be sidestepped through this door.
-    "run_command": Route(shell_oneshot.BashInput, shell_oneshot.bash),
-    "open_persistent_shell": Route(shell_persistent.OpenInput, shell_persistent.shell_open),
-    "close_persistent_shell": Route(NoArguments, shell_persistent.shell_close),
-    "wait_persistent_shell": Route(shell_history.WaitInput, shell_history.shell_wait),
+    "inspect": Route("sandbox_describe"),
+    "list_dir": Route("glob", Own(ListInput, ListOutput, _list_dir)),
+    "read_text": Route("read"),
+    "write_text": Route("write"),
+    "append_text": Route("write", Own(AppendInput, file_tools.WriteOutput, _append)),
+    "replace_text": Route("edit"),
+    "mkdir": Route("write", Own(MkdirInput, MkdirOutput, _mkdir)),
+    "stat": Route("glob", Own(StatInput, StatOutput, _stat)),
+    "find_entries": Route("glob"),
+    "glob_entries": Route("glob"),
+    "grep_text": Route("grep"),
+    "run_command": Route("bash"),
+    "run_shell": Route("shell_run"),
+    "inspect_persistent_shell": Route("shell_describe"),
+    "open_persistent_shell": Route("shell_open"),
+    "exec_persistent_shell": Route("shell_exec"),
+    "close_persistent_shell": Route("shell_close"),
+    "wait_persistent_shell": Route("shell_wait"),
 }
+assert set(ROUTES) == set(Action.__args__)  # type: ignore[attr-defined]
+
+
+def routed_definition(ctx: ToolContext, action: str) -> ToolDefinition:
+    """The definition `action` runs as: the served tool it routes to, or for an action without a tool of its own,
+    that tool with the action's input, output and handler (and none of the tool's previews, which read its own
+    arguments). Refused when the tool is not served here or the caller may not use it."""
+    route = ROUTES[action]
+    served = ctx.runtime.registry.get(route.tool)
+    if served is None:
+        raise ToolError(
+            f"{action} runs as {route.tool}, which this server does not serve (--toolsets, --tools, "
+            f"--exclude-tools, --read-only or config.json); sandbox_execute cannot run it either."
+        )
+    if ctx.may_use is not None and not ctx.may_use(served):
+        raise ToolError(f"{action} runs as {route.tool}, which this caller's access does not include.")
+    if route.own is None:
+        return served
+    return served.model_copy(
+        update={
+            "input_model": route.own.model,
+            "output_model": route.own.output,
+            "handler": route.own.handler,
+            "consent_preview": None,
+            "run_context": None,
+            "asks_when": None,
+            "precondition": None,
+            "render": None,
+            "examples": (),
+            "hidden_args": (),
+        }
+    )
 
 
 class ActionView(WireModel):
@@ -197,11 +234,8 @@ class DescribeOutput(WireModel):
 
 async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
     actions = [
-        ActionView(name=name, input_fields=list(route.model.model_json_schema(by_alias=True).get("properties", {})),
-                   routed_to=None)
-        for name, route in ROUTES.items()
-    ] + [ActionView(name=name, input_fields=[], routed_to=tool) for name, tool in SHELL_ACTIONS.items()
-         if name not in ROUTES]  # fmt: skip
+        ActionView(name=name, input_fields=_fields(ctx, route), routed_to=route.tool) for name, route in ROUTES.items()
+    ]
     return DescribeOutput(
         actions=actions,
         mounts=[m.model_dump(by_alias=True) for m in mounted_resources(ctx.runtime)],
@@ -209,7 +243,8 @@ async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
             "Paths are relative to /workspace or virtual (/workspace/..., /workspace/agent/..., /vaults/<name>/...).",
             "/workspace/agent is read-only here: stage, compare and promote to change it.",
             "Vaults only allow listing.",
-            "Actions that run commands are the shell tools' (bash, shell_run, shell_exec...), not sandbox_execute's.",
+            "Each action runs as the tool it routes to, with that tool's policy and approval; an action whose tool "
+            "this server does not serve is refused.",
         ],
         examples=[
             {"name": "read_text", "input": {"path": "README.md", "lineCount": 40}},
@@ -217,6 +252,17 @@ async def sandbox_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutput:
         ],
         confinement=confinement_view(ctx.runtime),
     )
+
+
+def _fields(ctx: ToolContext, route: Route) -> list[str]:
+    """The action's input fields: its own, or its tool's (none when that tool is not served here)."""
+    if route.own is not None:
+        schema = route.own.model.model_json_schema(by_alias=True)
+    elif (served := ctx.runtime.registry.get(route.tool)) is not None:
+        schema = served.input_schema()
+    else:
+        return []
+    return [name for name in schema.get("properties", {}) if name != "sandboxAction"]
 
 
 class ExecuteArgs(Arguments):
@@ -231,17 +277,10 @@ class ExecuteOutput(WireModel):
 
 
 async def sandbox_execute(ctx: ToolContext, args: ExecuteArgs) -> ExecuteOutput:
-    if args.name in SHELL_ACTIONS and args.name not in ROUTES:
-        raise ToolError(f"{args.name} runs commands: call {SHELL_ACTIONS[args.name]} instead (not sandbox_execute).")
-    route = ROUTES[args.name]
-    try:
-        parsed = route.model.model_validate(args.input)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "input"
-        raise ToolError(f"Invalid input for {args.name}: {where}: {first['msg']}.") from None
-    output = await route.handler(ctx, parsed)
-    return ExecuteOutput(ok=True, name=args.name, output=output.model_dump(mode="json", by_alias=True))
+    result = await executor.execute_routed(ctx, routed_definition(ctx, args.name), args.input)
+    if result.is_error or result.structured is None:
+        raise executor.Routed(result)
+    return ExecuteOutput(ok=True, name=args.name, output=result.structured)
 
 
 DEFINITIONS = (
@@ -258,8 +297,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="sandbox_execute",
         title="Run a sandbox action",
-        description="Run one sandbox action by name (read_text, write_text, list_dir, grep_text, ...) through the "
-        "same guarded code as the file tools.",
+        description="Run one sandbox action by name (read_text, write_text, list_dir, grep_text, ...) as the file "
+        "or shell tool it routes to, with that tool's policy and approval.",
         input_model=ExecuteArgs,
         output_model=ExecuteOutput,
         handler=sandbox_execute,

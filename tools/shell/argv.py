@@ -16,8 +16,10 @@ from __future__ import annotations
 import posixpath
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from managed_tools.sandbox.files import require_regular
+from managed_tools.sandbox.fsaccess import FileAccessError
 from managed_tools.sandbox.paths import PathError, PathGuard, Resolved
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.shell.flags import PROGRAMS, Flag, Program
@@ -25,7 +27,7 @@ from managed_tools.tools.shell.runner import SAFE_PATH
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MAX_ARGS = 64
-ALLOWED = tuple(PROGRAMS)
+ALLOWED = (*PROGRAMS, "git")  # git's tables are its own (tools/shell/git_flags.py): subcommands, then flags
 # The whole environment of a `bash` program: the session env (shell_set_env) never reaches it, so it can neither
 # change how a program parses its arguments (POSIXLY_CORRECT, TIME_STYLE, QUOTING_STYLE) nor be read back by `env`.
 FIXED_ENV = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC"}
@@ -37,10 +39,11 @@ class Plan:
     binary: str
     argv: list[str]
     cwd: Resolved
+    env: dict[str, str] = field(default_factory=lambda: dict(FIXED_ENV))
 
 
 def resolve_binary(command: str) -> str:
-    if not NAME.match(command) or command not in PROGRAMS:
+    if not NAME.match(command) or command not in ALLOWED:
         raise ToolError(
             f"bash runs only these programs, by bare name: {', '.join(ALLOWED)}. {command[:40]!r} is not one of "
             "them (no paths, no shell syntax); use shell_run for anything else (it asks a person first)."
@@ -51,22 +54,32 @@ def resolve_binary(command: str) -> str:
     return found
 
 
-def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
-    binary = resolve_binary(command)
-    program = PROGRAMS[command]
+def working_dir(guard: PathGuard, cwd: str, *, in_vault: bool = False, label: str = "cwd") -> Resolved:
+    """The directory a program runs in: inside a mount, and a vault only for the programs that only list."""
     try:
         where = guard.resolve(cwd, "list")
     except PathError as exc:
-        raise ToolError(f"cwd: {exc}") from None
+        raise ToolError(f"{label}: {exc}") from None
     if not where.host.is_dir():
-        raise ToolError(f"cwd {where.virtual} is not a directory.")
-    if where.mount.kind == "vault" and not program.in_vault:
+        raise ToolError(f"{label} {where.virtual} is not a directory.")
+    if where.mount.kind == "vault" and not in_vault:
         vault = [name for name, p in PROGRAMS.items() if p.in_vault]
         raise ToolError(f"{where.mount.mount_path} is a vault: only {' and '.join(vault)} run there.")
+    return where
+
+
+def check_args(args: list[str]) -> None:
     if len(args) > MAX_ARGS:
         raise ToolError(f"At most {MAX_ARGS} arguments.")
     if any("\x00" in arg for arg in args):
         raise ToolError("An argument contains a NUL byte; refused.")
+
+
+def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
+    binary = resolve_binary(command)
+    program = PROGRAMS[command]
+    where = working_dir(guard, cwd, in_vault=program.in_vault)
+    check_args(args)
     if program.operands == "none":
         if args:
             raise ToolError(f"{command} takes no arguments here.")
@@ -76,10 +89,10 @@ def plan(guard: PathGuard, command: str, args: list[str], cwd: str) -> Plan:
     for flag, value in flags:
         if value is not None and flag.value is not None and flag.value.is_path:
             value = _path(guard, where, value, program.access)  # noqa: PLW2901 (the checked path replaces it)
-        argv.append(_canonical(flag, value))
+        argv.append(canonical(flag, value))
     argv.append("--")
     if program.operands == "paths":
-        operands = [_path(guard, where, operand, program.access) for operand in operands]
+        operands = [_path(guard, where, operand, program.access, opened=program.reads) for operand in operands]
     return Plan(binary=binary, argv=argv + operands, cwd=where)
 
 
@@ -95,11 +108,11 @@ def flags_allowed(command: str, args: list[str]) -> bool:
     return True
 
 
-def _canonical(flag: Flag, value: str | None) -> str:
-    """The one spelling the program is given: the long name with its value glued, else the short letter (a
-    short-only flag takes no value, see Flag)."""
+def canonical(flag: Flag, value: str | None) -> str:
+    """The one spelling the program is given: the long name with its value glued, else the short letter with
+    its value glued (`-L1,5`: git blame's -L has no long name)."""
     if not flag.long:
-        return f"-{flag.short}"
+        return f"-{flag.short}" + ("" if value is None else value)
     return f"--{flag.long[0]}" + ("" if value is None else f"={value}")
 
 
@@ -112,6 +125,7 @@ class Parser:
         self.shorts = {f.short: f for f in program.flags if f.short}
         self.longs = {name: f for f in program.flags for name in f.long}
         self.index = 0
+        self.before_dashes: int | None = None  # how many operands came before `--`, when it was given
 
     def parse(self) -> tuple[list[tuple[Flag, str | None]], list[str]]:
         flags: list[tuple[Flag, str | None]] = []
@@ -120,6 +134,7 @@ class Parser:
             arg = self.args[self.index]
             self.index += 1
             if arg == "--":
+                self.before_dashes = len(operands)
                 operands += self.args[self.index :]
                 break
             if not arg.startswith("-"):
@@ -135,10 +150,11 @@ class Parser:
 
     def refuse(self, why: str, *, dash_hint: bool = False) -> ToolError:
         noun = "path" if self.program.operands == "paths" else "name"
+        operands = self.program.operands_help or f"any other argument is a {noun}, and so is every argument after --"
         hint = f" {DASH_HINT}" if dash_hint else ""
         return ToolError(
             f"{self.command}: {why}.{hint} {self.command} accepts exactly these flags: {self.program.spellings()}; "
-            f"any other argument is a {noun}, and so is every argument after --."
+            f"{operands}."
         )
 
     def _long(self, arg: str) -> tuple[Flag, str | None]:
@@ -189,9 +205,10 @@ class Parser:
         return value
 
 
-def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> str:
-    """The real host path of `arg`, or a refusal. `..` is folded lexically first and the result checked, so
-    what the program opens is exactly what the guard approved (never `link/..` through a symlink)."""
+def checked_path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> Resolved:
+    """`arg` resolved by the guard, inside the cwd's mount, or a refusal. `..` is folded lexically first and the
+    result checked, so what the program opens is exactly what the guard approved (never `link/..` through a
+    symbolic link)."""
     if not arg:
         raise ToolError("An empty argument is not a path.")
     virtual = posixpath.normpath(arg if arg.startswith("/") else posixpath.join(cwd.virtual, arg))
@@ -201,4 +218,16 @@ def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str) -> str:
         raise ToolError(f"{arg}: {exc}") from None
     if resolved.mount.mount_path != cwd.mount.mount_path:
         raise ToolError(f"{arg} escapes the mounted root of the cwd ({cwd.mount.mount_path}); refused.")
+    return resolved
+
+
+def _path(guard: PathGuard, cwd: Resolved, arg: str, access: str, *, opened: bool = False) -> str:
+    """The real host path of `arg`. A file the program will read (`opened`) must be what `read` reads: a
+    regular file, never a FIFO, socket or device."""
+    resolved = checked_path(guard, cwd, arg, access)
+    if opened and resolved.exists:
+        try:
+            require_regular(resolved)
+        except FileAccessError as exc:
+            raise ToolError(str(exc)) from None
     return str(resolved.host)

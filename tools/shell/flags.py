@@ -31,8 +31,8 @@ class Flag:
     optional: bool = False  # the value may only be glued (`--color=always`); the short spelling takes none
 
     def __post_init__(self) -> None:
-        if self.value is not None and not self.long:
-            raise ValueError("A flag with a value needs a long name: the program is only given --name=VALUE.")
+        if self.optional and not self.long:
+            raise ValueError("An optional value needs a long name: the program is only given --name=VALUE.")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Program:
     access: Literal["read", "list"] = "read"
     in_vault: bool = False  # vaults allow listing only
     digits: str = ""  # `-NUM` is short for --<digits>=NUM (head -5)
+    reads: bool = False  # opens its operands for their content: only regular files (a FIFO would hold it)
+    operands_help: str = ""  # how refusals describe the operands, when not as paths or names
 
     def spellings(self) -> str:
         return ", ".join(_spelling(f) for f in self.flags)
@@ -56,7 +58,7 @@ def _spelling(flag: Flag) -> str:
     return f"{text}[={hint}]" if flag.optional else f"{text}={hint}"
 
 
-def _matches(pattern: str) -> Callable[[str], bool]:
+def matches(pattern: str) -> Callable[[str], bool]:
     compiled = re.compile(pattern)
     return lambda value: compiled.fullmatch(value) is not None
 
@@ -67,7 +69,7 @@ def enum(*choices: str) -> Value:
 
 def count(signs: str) -> Value:
     """A line or byte count with the GNU unit suffixes (5, 5K, 1MiB), signed as the program allows."""
-    return Value(f"[{signs}]N", _matches(rf"[{re.escape(signs)}]?[0-9]{{1,18}}(b|kB|K|KiB|MB|M|MiB|GB|G|GiB)?"))
+    return Value(f"[{signs}]N", matches(rf"[{re.escape(signs)}]?[0-9]{{1,18}}(b|kB|K|KiB|MB|M|MiB|GB|G|GiB)?"))
 
 
 # stat's %m prints the mount point the file is on: a host path outside the mount.
@@ -78,19 +80,19 @@ def _stat_format(value: str) -> bool:
     return all(m.group(1) != "m" for m in _DIRECTIVE.finditer(value))
 
 
-COLS = Value("N", _matches(r"[0-9]{1,4}"))
+COLS = Value("N", matches(r"[0-9]{1,4}"))
 TEXT = Value("TEXT", lambda value: True)  # NUL bytes are refused for every argument
 PATH = Value("PATH", lambda value: True, is_path=True)
 FORMAT = Value("FORMAT (any text but %m)", _stat_format)
 _UNIT = r"(?:[KMGTPEZY](?:iB|B)?|kB)"
-SIZE = Value("SIZE", _matches(rf"human-readable|si|[0-9]{{1,15}}{_UNIT}?|{_UNIT}"))
-TIME_STYLE = Value("full-iso|long-iso|iso|locale|+FORMAT", _matches(r"full-iso|long-iso|iso|locale|\+(?s:.*)"))
+SIZE = Value("SIZE", matches(rf"human-readable|si|[0-9]{{1,15}}{_UNIT}?|{_UNIT}"))
+TIME_STYLE = Value("full-iso|long-iso|iso|locale|+FORMAT", matches(r"full-iso|long-iso|iso|locale|\+(?s:.*)"))
 WHEN = enum("always", "auto", "never")
 LS_FORMAT = enum("across", "commas", "horizontal", "long", "single-column", "verbose", "vertical")
 QUOTING = enum("literal", "locale", "shell", "shell-always", "shell-escape", "shell-escape-always", "c", "escape")
 
 
-def _no_value(*spellings: str) -> tuple[Flag, ...]:
+def no_value(*spellings: str) -> tuple[Flag, ...]:
     """`"a all"` is -a/--all; `"c"` is -c alone; `"-file-type"` is --file-type alone."""
     flags = []
     for spelling in spellings:
@@ -106,11 +108,11 @@ PROGRAMS: dict[str, Program] = {
     "env": Program(operands="none"),  # `env CMD` would run CMD
     "ls": Program(
         flags=(
-            *_no_value("a all", "A almost-all", "-author", "b escape", "B ignore-backups", "c", "C", "d directory"),
-            *_no_value("f", "-file-type", "-full-time", "g", "-group-directories-first", "G no-group"),
-            *_no_value("h human-readable", "-si", "i inode", "k kibibytes", "l", "m", "n numeric-uid-gid"),
-            *_no_value("N literal", "o", "p", "q hide-control-chars", "-show-control-chars", "Q quote-name"),
-            *_no_value("r reverse", "s size", "S", "t", "u", "U", "v", "x", "X", "Z context", "-zero", "1"),
+            *no_value("a all", "A almost-all", "-author", "b escape", "B ignore-backups", "c", "C", "d directory"),
+            *no_value("f", "-file-type", "-full-time", "g", "-group-directories-first", "G no-group"),
+            *no_value("h human-readable", "-si", "i inode", "k kibibytes", "l", "m", "n numeric-uid-gid"),
+            *no_value("N literal", "o", "p", "q hide-control-chars", "-show-control-chars", "Q quote-name"),
+            *no_value("r reverse", "s size", "S", "t", "u", "U", "v", "x", "X", "Z context", "-zero", "1"),
             Flag("F", ("classify",), WHEN, optional=True),
             Flag("", ("color",), WHEN, optional=True),
             Flag("I", ("ignore",), Value("PATTERN", TEXT.check)),
@@ -129,40 +131,43 @@ PROGRAMS: dict[str, Program] = {
         in_vault=True,
     ),
     "cat": Program(
-        flags=_no_value("A show-all", "b number-nonblank", "e", "E show-ends", "n number", "s squeeze-blank", "t")
-        + _no_value("T show-tabs", "u", "v show-nonprinting"),
+        flags=no_value("A show-all", "b number-nonblank", "e", "E show-ends", "n number", "s squeeze-blank", "t")
+        + no_value("T show-tabs", "u", "v show-nonprinting"),
+        reads=True,
     ),
     "head": Program(
         flags=(
             Flag("n", ("lines",), count("-")),
             Flag("c", ("bytes",), count("-")),
-            *_no_value("q quiet silent", "v verbose", "z zero-terminated"),
+            *no_value("q quiet silent", "v verbose", "z zero-terminated"),
         ),
         digits="lines",
+        reads=True,
     ),
     "tail": Program(
         flags=(
             Flag("n", ("lines",), count("+-")),
             Flag("c", ("bytes",), count("+-")),
-            *_no_value("q quiet silent", "v verbose", "z zero-terminated"),
+            *no_value("q quiet silent", "v verbose", "z zero-terminated"),
         ),
         digits="lines",
+        reads=True,
     ),
-    "wc": Program(flags=_no_value("c bytes", "m chars", "l lines", "L max-line-length", "w words")),
+    "wc": Program(flags=no_value("c bytes", "m chars", "l lines", "L max-line-length", "w words"), reads=True),
     "basename": Program(
-        flags=(Flag("s", ("suffix",), Value("SUFFIX", TEXT.check)), *_no_value("a multiple", "z zero")),
+        flags=(Flag("s", ("suffix",), Value("SUFFIX", TEXT.check)), *no_value("a multiple", "z zero")),
         operands="names",
     ),
-    "dirname": Program(flags=_no_value("z zero"), operands="names"),
+    "dirname": Program(flags=no_value("z zero"), operands="names"),
     "realpath": Program(
         flags=(
-            *_no_value("e canonicalize-existing", "m canonicalize-missing", "L logical", "P physical", "q quiet"),
-            *_no_value("s strip no-symlinks", "z zero"),
+            *no_value("e canonicalize-existing", "m canonicalize-missing", "L logical", "P physical", "q quiet"),
+            *no_value("s strip no-symlinks", "z zero"),
             Flag("", ("relative-to",), PATH),
             Flag("", ("relative-base",), PATH),
         ),
     ),
     "stat": Program(
-        flags=(Flag("c", ("format",), FORMAT), Flag("", ("printf",), FORMAT), *_no_value("t terse")),
+        flags=(Flag("c", ("format",), FORMAT), Flag("", ("printf",), FORMAT), *no_value("t terse")),
     ),
 }

@@ -14,8 +14,8 @@ from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.models import Arguments, NoNul
 from managed_tools.tools.framework.what_runs import WhatRuns
+from managed_tools.tools.shell import git
 from managed_tools.tools.shell import posture as core
-from managed_tools.tools.shell.argv import FIXED_ENV
 from managed_tools.tools.shell.argv import plan as bash_plan
 from managed_tools.tools.shell.jobs import (
     HANDLE_AFTER_MS,
@@ -57,7 +57,11 @@ class BashInput(Arguments):
 
 async def bash(ctx: ToolContext, args: BashInput) -> CommandResult:
     state = await shell_state(ctx)
-    planned = bash_plan(ctx.runtime.guard, args.command, args.args, args.cwd or state.cwd)
+    guard, confine = ctx.runtime.guard, ctx.runtime.confinement.read_only
+    if args.command == "git":
+        planned = await git.plan(guard, confine, args.args, args.cwd or state.cwd)
+    else:
+        planned = bash_plan(guard, args.command, args.args, args.cwd or state.cwd)
     cwd = planned.cwd.virtual
     job = await new_job(ctx, "bash", args.command, args=args.args, cwd=cwd, cap=args.max_output_chars)
     await _launch(
@@ -65,9 +69,9 @@ async def bash(ctx: ToolContext, args: BashInput) -> CommandResult:
         job,
         planned.argv,
         cwd=str(planned.cwd.host),
-        env=dict(FIXED_ENV),
+        env=planned.env,
         timeout_ms=args.timeout_ms,
-        confine=ctx.runtime.confinement.read_only,
+        confine=confine,
     )
     await follow(ctx, job, args.timeout_ms / 1000 + 5, kill_on_cancel=True)
     return command_result(ctx.runtime, job)
@@ -130,7 +134,7 @@ DEFINITIONS = (
         name="bash",
         title="Run a read-only command",
         description="Run one allowlisted read-only program (pwd, env, ls, cat, head, tail, wc, basename, dirname, "
-        "realpath, stat) with arguments, without a shell, inside the cwd's mount.",
+        "realpath, stat, git status/diff/log/show/blame/ls-files/rev-parse/branch) without a shell, in one mount.",
         input_model=BashInput,
         output_model=CommandResult,
         handler=bash,

@@ -12,6 +12,7 @@ import shlex
 from typing import Any
 
 from managed_tools.tools.framework.models import NextTool
+from managed_tools.tools.shell import git
 from managed_tools.tools.shell.argv import flags_allowed
 from managed_tools.tools.shell.posture import ShellPosture
 
@@ -120,7 +121,9 @@ def _grep(name: str, rest: list[str], cwd: str) -> tuple[str, dict[str, Any]] | 
 def read_only_bash(command: str, cwd: str) -> NextTool | None:
     """The same command as `bash` when it is an allowlisted program with plain arguments and allowed flags."""
     tokens = _tokens(command)
-    if tokens is None or not flags_allowed(tokens[0], tokens[1:]):
+    if tokens is None:
+        return None
+    if not (git.allowed(tokens[1:]) if tokens[0] == "git" else flags_allowed(tokens[0], tokens[1:])):
         return None
     return NextTool(
         tool="bash",
