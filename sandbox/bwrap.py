@@ -33,7 +33,7 @@ FRESH = ("/dev", "/proc")
 
 @dataclass(frozen=True)
 class Bubblewrap:
-    """A bwrap that works on this system, and what it costs to find out."""
+    """A bwrap that works on this system (found and probed once per process)."""
 
     path: str
 
@@ -47,7 +47,7 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 
 
 def _view(grants: Iterable[Grant]) -> list[str]:
-    """bind options for `grants`, parents first. A grant that is a symlink into another grant (merged /usr's
+    """The bind options for `grants`, parents first. A grant that is a symlink into another grant (merged /usr's
     /bin -> usr/bin) is recreated as that symlink, so both names keep working as on the host."""
     ordered = [g for g in merged(grants) if not _under(g.path, FRESH)]
     paths = [g.path for g in ordered]
@@ -62,8 +62,8 @@ def _view(grants: Iterable[Grant]) -> list[str]:
     return argv
 
 
-def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str | None) -> list[str]:
-    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions, and the
+def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str) -> list[str]:
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, and the
     launcher (bound read-only at its own path: it runs before Landlock and must be there to be run)."""
     argv = [bwrap.path, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if policy.network != "host":
@@ -71,12 +71,8 @@ def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str | None) ->
     argv += _view(policy.grants)
     for bind in policy.addition.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
-    if launcher is not None:
-        argv += ["--ro-bind", launcher, launcher]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
-    for name, value in policy.addition.env:
-        argv += ["--setenv", name, value]
-    return argv
+    argv += ["--ro-bind", launcher, launcher]
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
 
 
 def command(head: list[str], cwd: str | None) -> list[str]:

@@ -191,10 +191,11 @@ class Confinement:
         except OSError as exc:
             raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
         self._fds.append(fd)
+        added = policy.addition
         if self.spawn == "preexec" or self.launcher is None:
-            return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups)
+            return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups, prefix=added.prefix, env=added.env)
         view = tuple(bwrap.prefix(self.bwrap, policy, launcher=self.launcher)) if self.bwrap is not None else ()
-        return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, policy.addition.prefix)
+        return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env)
 
     def close(self) -> None:
         for fd in self._fds:

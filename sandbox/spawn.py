@@ -38,6 +38,8 @@ Stream = int | IO[Any] | None
 # 128+N from bwrap or a shell that ran it).
 LIMIT_SIGNALS = {int(signal.SIGXCPU): "cpuSeconds", int(signal.SIGXFSZ): "fileSizeMB"}
 CGROUP_LIMITS = {"processes": "processes", "memory": "memoryMB"}
+LIMIT_UNITS = {"processes": "processes at once", "memoryMB": "MB of memory", "fileSizeMB": "MB per file",
+               "cpuSeconds": "CPU seconds per process"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Domain:
     view: tuple[str, ...] = ()  # bwrap's argv up to the cwd (sandbox/bwrap.py); empty: no outer layers
     cgroups: Cgroups | None = None
     prefix: tuple[str, ...] = ()  # what the program runs behind, inside every layer (policy.addition.prefix)
+    env: tuple[tuple[str, str], ...] = ()  # what the policy adds to every program's environment (addition.env)
 
     def rlimits(self) -> tuple[int, int, int]:
         """CPU seconds, file bytes, address-space bytes (0: unlimited). The address space is capped only where no
@@ -94,9 +97,8 @@ def limit_message(key: str, limits: Limits) -> str:
     """What a person reads when `key` stopped a command."""
     value = {"processes": limits.processes, "memoryMB": limits.memory_mb, "fileSizeMB": limits.file_size_mb,
              "cpuSeconds": limits.cpu_seconds}[key]  # fmt: skip
-    what = {"processes": "more processes than", "memoryMB": "more memory (MB) than",
-            "fileSizeMB": "a file larger (MB) than", "cpuSeconds": "more CPU seconds than"}[key]  # fmt: skip
-    return f"stopped by the sandbox limit sandbox.limits.{key}: it needed {what} {value}"
+    return (f"stopped by the sandbox limit sandbox.limits.{key} = {value} ({LIMIT_UNITS[key]}); a person may raise "
+            "it in config.json")  # fmt: skip
 
 
 def _resolve(program: str, env: dict[str, str]) -> str:
@@ -141,6 +143,7 @@ async def spawn(
             *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session
         )
         return Child(process)
+    env = {**env, **dict(domain.env)}
     group = domain.cgroups.create(domain.limits) if domain.cgroups is not None else None
     fds = group.fds if group is not None else []
     cpu, fsize, memory = domain.rlimits()

@@ -8,6 +8,7 @@ layer this system lacks, it skips and says which (CI's kernel has them all).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -25,7 +26,7 @@ from test_permissions import answer, client_for
 
 from managed_tools.sandbox import landlock, layers
 from managed_tools.sandbox.confine import FORCE_ENV, shell_policy
-from managed_tools.sandbox.policy import Grant
+from managed_tools.sandbox.policy import Addition, Bind, Grant
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.ids import utc_now
@@ -256,19 +257,11 @@ async def test_one_grant_opens_a_path_in_every_layer(tmp_path: Path) -> None:
     async with open_runtime(configured(tmp_path)) as rt:
         c = rt.confinement
         base = shell_policy(list(rt.guard.mounts), c.private / "shell", network=False)
-        outcomes = []
-        for policy in (base, base.with_grants([Grant(str(elsewhere), "read")])):
-            domain = c.domain(policy)
-            job = Job("0" * 16, "s", "shell", "cat", [], "/workspace", utc_now(), Output(400), Output(400))
-
-            async def done(_: Job) -> None:
-                return None
-
-            await start_process(job, ["cat", str(elsewhere / "tool.txt")], cwd=str(rt.environment.workspace),
-                                env={"PATH": "/usr/bin:/bin"}, limit_s=10, on_done=done, confine=domain)  # fmt: skip
-            await job.recorded.wait()
-            outcomes.append((job.exit_code, job.stdout.text()[0]))
-    assert outcomes[0][0] != 0 and outcomes[1] == (0, "granted\n")
+        outcomes = [
+            await run_in(rt, c.domain(policy), ["cat", str(elsewhere / "tool.txt")])
+            for policy in (base, base.with_grants([Grant(str(elsewhere), "read")]))
+        ]
+    assert outcomes[0][0] != 0 and outcomes[1] == (0, "granted\n"), outcomes
 
 
 # ---- where a layer is missing ---------------------------------------------------------------------------------------
@@ -312,3 +305,43 @@ async def test_groups_a_dead_server_left_are_removed_at_start_up(tmp_path: Path)
     (tmp_path / "again").mkdir()
     async with open_runtime(configured(tmp_path / "again")):
         assert not any(group.exists() for group in stale)
+
+
+@needs("view", "network")
+async def test_an_addition_brings_one_socket_into_a_proxied_domain(tmp_path: Path, sockets: Any) -> None:
+    """What the egress proxy plugs in through: a network namespace of its own ("proxied"), one unix socket bound in,
+    an environment variable naming it, a prefix the program runs behind. The bound socket answers; the host's
+    other socket and its loopback do not."""
+    path = sockets[0]
+    proxy = tmp_path / "proxy.sock"
+    with socket.socket(socket.AF_UNIX) as listening, socket.socket() as tcp:
+        listening.bind(str(proxy))
+        listening.listen()
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        port = tcp.getsockname()[1]  # the host's: the domain's loopback is its own
+        async with open_runtime(configured(tmp_path)) as rt:
+            inside = "/run/managed-tools/egress.sock"
+            addition = Addition(binds=(Bind(str(proxy), inside),), env=(("EGRESS_SOCKET", inside),),
+                                prefix=("/usr/bin/env", "MARK=behind-the-prefix"))  # fmt: skip
+            base = shell_policy(list(rt.guard.mounts), rt.confinement.private / "shell", network=False)
+            domain = rt.confinement.domain(dataclasses.replace(base, network="proxied", addition=addition))
+            script = (f'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(os.environ["EGRESS_SOCKET"]); '
+                      f'print("proxy", os.environ["MARK"])\nfor target in ({path!r},):\n try:\n  '
+                      f'socket.socket(socket.AF_UNIX).connect(target); print("reached", target)\n except OSError: '
+                      f'pass\ntry:\n socket.create_connection(("127.0.0.1", {port}), timeout=2); print("tcp")\n'
+                      f'except OSError as e: print("no tcp", type(e).__name__)')  # fmt: skip
+            out = await run_in(rt, domain, ["python3", "-c", script])
+    assert out == (0, "proxy behind-the-prefix\nno tcp ConnectionRefusedError\n"), out
+
+
+async def run_in(rt: Runtime, domain: Any, argv: list[str]) -> tuple[int | None, str]:
+    job = Job("0" * 16, "s", "shell", argv[0], argv[1:], "/workspace", utc_now(), Output(4000), Output(4000))
+
+    async def done(_: Job) -> None:
+        return None
+
+    await start_process(job, argv, cwd=str(rt.environment.workspace), env={"PATH": "/usr/bin:/bin"}, limit_s=20,
+                        on_done=done, confine=domain)  # fmt: skip
+    await job.recorded.wait()
+    return job.exit_code, job.stdout.text()[0] + job.stderr.text()[0]

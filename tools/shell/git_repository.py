@@ -286,8 +286,9 @@ async def _git(
 ) -> bytes:
     """Stdout of one probe, run confined like the command itself; git's own message, virtual, when it fails."""
     pipe = asyncio.subprocess.PIPE
-    process = await spawn([binary, *args], domain=domain, env=env, cwd=where.host,
-                          stdin=asyncio.subprocess.DEVNULL, stdout=pipe, stderr=pipe, new_session=True)  # fmt: skip
+    child = await spawn([binary, *args], domain=domain, env=env, cwd=where.host,
+                        stdin=asyncio.subprocess.DEVNULL, stdout=pipe, stderr=pipe, new_session=True)  # fmt: skip
+    process = child.process
     assert process.stdout is not None and process.stderr is not None
     try:
         with anyio.fail_after(PROBE_SECONDS):
@@ -299,6 +300,7 @@ async def _git(
         if process.returncode is None:
             process.kill()
             await process.wait()
+        child.end()  # what it started goes with it
     if process.returncode == LAUNCH_FAILED:
         raise ToolError("git could not be started confined; nothing ran.")
     if process.returncode != 0:
