@@ -257,7 +257,7 @@ def build_server(
         SERVER_NAME,
         version=__version__,
         title="Managed tools",
-        instructions=instructions(runtime.registry),
+        instructions=instructions(runtime.registry, runtime.db.dialect.name),
         cache_hints={"tools/list": TOOLS_LIST_CACHE},
         lifespan=lifespan,
         on_list_tools=list_tools,

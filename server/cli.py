@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from managed_tools.server import __version__
 from managed_tools.server.data_dir import state_root
@@ -18,8 +19,8 @@ from managed_tools.server.rules import (
     approval_wait_allowed,
 )
 
-# Only the parser loads here, so that `--version`, `--help` and usage errors answer at once; the MCP SDK,
-# pydantic and the stores load with server/commands.py, once a command is to run.
+# Only the parser loads here, so that `--version`, `--help` and usage errors answer at once; the stores load with
+# server/commands.py once a command is to run, and the MCP SDK and the catalogue only for those that need them.
 
 
 def _agent(value: str) -> str:
@@ -42,10 +43,48 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
-def _selection_flags() -> argparse.ArgumentParser:
+class Parser(argparse.ArgumentParser):
+    """A usage error is one usage line and the error, not every flag of `serve` (`--help` lists them)."""
+
+    def error(self, message: str) -> NoReturn:
+        positionals = "".join(f" {a.metavar or a.dest}" for a in self._actions if not a.option_strings and a.required)
+        usage = f"usage: {self.prog} [options]{positionals}  (all of them: {self.prog} --help)"
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+
+def _state_flags(parser: argparse.ArgumentParser) -> None:
+    """Every command that reads the state or the configuration."""
+    where = parser.add_argument_group("where the state is (see `managed-tools where`)")
+    where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
+    where.add_argument(
+        "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
+    )
+    where.add_argument(
+        "--database",
+        metavar="URL",
+        help="keep the state in PostgreSQL at URL (postgresql://...; default: $MANAGED_TOOLS_DATABASE, else "
+        "SQLite in the data dir); put the password in $PGPASSWORD or ~/.pgpass, not in the URL",
+    )
+    # A failure is one line, its traceback at debug.
+    where.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="how much to log on stderr, in any case; debug also shows a failure's traceback (default: WARNING)",
+    )
+
+
+def _selection_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
     """serve, tools and the approval commands: which tools are served (a hidden tool's request is never shown)."""
-    select = argparse.ArgumentParser(add_help=False)
-    chosen = select.add_argument_group("which tools are served (docs/toolsets.md; config.json has the same keys)")
+    chosen = parser.add_argument_group(
+        f"which tools are served{purpose} (docs/toolsets.md; config.json has the same keys)"
+    )
+    chosen.add_argument(
+        "--tools-module", metavar="MODULE", action="append", default=[],
+        help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
+        "(its TOOLS, RESOURCES, PROMPTS)",
+    )  # fmt: skip
     chosen.add_argument(
         "--toolsets", metavar="A,B", type=_names, action="append",
         help="serve only these toolsets: families of tools, custom, extensions, mcp; all (default)",
@@ -58,65 +97,70 @@ def _selection_flags() -> argparse.ArgumentParser:
         "--read-only", action=argparse.BooleanOptionalAction, default=None,
         help="serve only tools that neither write nor run anything (wins over everything)",
     )  # fmt: skip
-    return select
 
 
-def _add_postgresql(
-    where: argparse.ArgumentParser, commands: argparse._SubParsersAction[argparse.ArgumentParser]
-) -> None:
-    """--database for every command that opens the state, and `migrate`, which copies an SQLite state there."""
-    where.add_argument(
-        "--database",
-        metavar="URL",
-        help="keep the state in PostgreSQL at URL (postgresql://...; default: $MANAGED_TOOLS_DATABASE, else "
-        "SQLite in the data dir); put the password in $PGPASSWORD or ~/.pgpass, not in the URL",
+def _command(
+    commands: argparse._SubParsersAction[Parser], name: str, text: str, example: str, *, default_dir: bool = True
+) -> Parser:
+    """A subcommand whose help ends with an example (and where its state lives by default)."""
+    epilog = f"Example:\n  {example}"
+    if default_dir:  # a path a person can copy: the epilog is kept raw (help text is wrapped at hyphens)
+        epilog += (
+            f"\n\nState lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
+            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
+        )
+    return commands.add_parser(
+        name, help=text, description=text, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    move = commands.add_parser("migrate", help="copy an SQLite state into PostgreSQL (then serve with --database)")
-    move.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH",
-                      help="the SQLite state: a data dir, or its state.db")  # fmt: skip
-    move.add_argument("--to", dest="target", metavar="URL", help="postgresql://... (default: $MANAGED_TOOLS_DATABASE)")
-    move.add_argument("--replace", action="store_true", help="empty a target that already holds state first")
-    move.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(
+def _parser() -> tuple[Parser, dict[str, Parser]]:
+    parser = Parser(
         prog="managed-tools",
         description="An MCP server that publishes a managed tool catalogue and runs its tools safely.",
-        epilog="Run 'managed-tools serve' from an MCP client configuration (see mcp.json).",
+        epilog="Run 'managed-tools serve' from an MCP client configuration (see mcp.json); "
+        "'managed-tools where' shows where everything is.",
     )
     parser.add_argument("--version", action="version", version=f"managed-tools {__version__}")
-    where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--workspace", type=Path, help="the project directory mounted at /workspace (default: .)")
-    where.add_argument(
-        "--data-dir", type=Path, help="where state lives, outside the workspace and every vault (default: below)"
-    )
-    # Every command that reads the state or the configuration: a failure is one line, its traceback at debug.
-    where.add_argument(
-        "--log-level",
-        type=str.upper,
-        default="WARNING",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="how much to log on stderr, in any case; debug also shows a failure's traceback (default: WARNING)",
-    )
-    extend = argparse.ArgumentParser(add_help=False)  # serve and tools: the catalogue as served
-    extend.add_argument(
-        "--tools-module",
-        metavar="MODULE",
-        action="append",
-        default=[],
-        help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
-        "(its TOOLS, RESOURCES, PROMPTS)",
-    )
-    select = _selection_flags()
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_postgresql(where, commands)
-
-    serve = commands.add_parser(
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    serve = _command(
+        commands,
         "serve",
-        parents=[where, extend, select],
-        help="serve the catalogue over stdio (one local client) or HTTP (remote clients)",
+        "serve the catalogue over stdio (one local client) or HTTP (remote clients)",
+        "managed-tools serve --workspace ~/projects/app --toolsets files,shell",
     )
+    _serve_flags(serve)
+    _state_flags(serve)
+    _selection_flags(serve, "")
+    _confinement_flags(serve)
+    _remote_flags(serve)
+
+    tools = _command(
+        commands,
+        "tools",
+        "print the toolsets and the tool catalogue as served here (config.json's tools, --tools-module's too)",
+        "managed-tools tools --toolsets files,memory",
+    )
+    tools.add_argument("--json", action="store_true", help="one JSON document for machines")
+    _state_flags(tools)
+    _selection_flags(tools, "")
+    _approval_commands(commands)
+    located = _command(
+        commands,
+        "where",
+        "show where this workspace's state, configuration, caches, vault key and skills live",
+        "managed-tools where --workspace ~/projects/app --json",
+    )
+    located.add_argument("--json", action="store_true", help="one JSON document for machines")
+    located.add_argument("--agent", type=_agent, default="default", help="whose substrate skills (default: default)")
+    _state_flags(located)
+    _migrate_parser(commands)
+    _secret_parser(commands)
+    _adopt_parser(commands)
+    return parser, commands.choices
+
+
+def _serve_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--agent", type=_agent, default="default", help="the agent identity sessions belong to (default: default)"
     )
@@ -136,6 +180,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--skills-dir", metavar="DIR", action="append", default=[],
         help="also serve the SKILL.md skills below DIR (repeatable; later ones win by name)",
     )  # fmt: skip
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "http", "sse"],
+        default="stdio",
+        help="stdio (default); http: Streamable HTTP at /mcp plus legacy SSE at /sse; sse: legacy SSE only",
+    )
+
+
+def _confinement_flags(serve: argparse.ArgumentParser) -> None:
     confine = serve.add_argument_group("confinement of spawned programs (docs/security.md)")
     confine.add_argument(
         "--require-confinement",
@@ -154,28 +207,22 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default="on",
         help="whether shell_run and the persistent shell may open TCP connections (default: on)",
     )
-    serve.add_argument(
-        "--transport",
-        choices=["stdio", "http", "sse"],
-        default="stdio",
-        help="stdio (default); http: Streamable HTTP at /mcp plus legacy SSE at /sse; sse: legacy SSE only",
-    )
-    _remote_flags(serve)
 
-    tools = commands.add_parser(
-        "tools",
-        parents=[where, extend, select],
-        help="print the toolsets and the tool catalogue as served here (config.json's tools, --tools-module's too)",
-    )
-    tools.add_argument("--json", action="store_true", help="one JSON document for machines")
 
-    pending = commands.add_parser(
-        "pending", parents=[where, extend, select], help="list permission requests waiting for a person"
+def _approval_commands(commands: argparse._SubParsersAction[Parser]) -> None:
+    """pending, approve, deny, respond, interrupt: a person answering paused calls from a terminal. Their own
+    arguments come first in their help; the state and selection flags follow."""
+    only = " (only their requests are shown)"
+    pending = _command(
+        commands, "pending", "list permission requests waiting for a person", "managed-tools pending --json"
     )
     pending.add_argument("--json", action="store_true", help="one JSON document for machines")
-    for name, verb in (("approve", "approve"), ("deny", "refuse")):
-        sub = commands.add_parser(name, parents=[where, extend, select], help=f"{verb} a waiting permission request")
-        sub.add_argument("request_id", metavar="ID")
+    for name, verb, example in (
+        ("approve", "approve", "managed-tools approve 0193f2c1-7d4e-7b55-9f3e-2a1c9d8e4b10"),
+        ("deny", "refuse", "managed-tools deny 0193f2c1-7d4e-7b55-9f3e-2a1c9d8e4b10 --note 'not on main'"),
+    ):
+        sub = _command(commands, name, f"{verb} a waiting permission request (its ID from `pending`)", example)
+        sub.add_argument("request_id", metavar="ID", help="the request's id, as `managed-tools pending` shows it")
         sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
         if name == "approve":
             sub.add_argument(
@@ -185,24 +232,43 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                 help="once (default): this call runs once; session: this exact command, cwd and env run again "
                 "unasked for the rest of the session",
             )
-    respond = commands.add_parser(
-        "respond", parents=[where, extend, select], help="answer a custom tool's request with its result"
+    respond = _command(
+        commands,
+        "respond",
+        "answer a custom tool's request with its result",
+        'managed-tools respond 0193f2c1-7d4e-7b55-9f3e-2a1c9d8e4b10 --json \'{"answer": "yes"}\'',
     )
-    respond.add_argument("request_id", metavar="ID")
+    respond.add_argument("request_id", metavar="ID", help="the request's id, as `managed-tools pending` shows it")
     respond.add_argument("--json", dest="answer", required=True, metavar="OBJECT", help="the result, a JSON object")
-    stop = commands.add_parser("interrupt", parents=[where], help="clear a session's open requests; it goes idle")
+    for sub in (pending, commands.choices["approve"], commands.choices["deny"], respond):
+        _state_flags(sub)
+        _selection_flags(sub, only)
+    stop = _command(
+        commands,
+        "interrupt",
+        "clear a session's open requests; it goes idle",
+        "managed-tools interrupt --session 0193f2c0-1a2b-7c3d-8e4f-5a6b7c8d9e0f",
+    )
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
-    _secret_parser(commands, where)
-    _adopt_parser(commands)
-    # The default data dir as a path a person can copy: an epilog kept raw (help text is wrapped at hyphens).
-    for name in ("serve", "tools", "pending", "approve", "deny", "respond", "interrupt"):
-        commands.choices[name].epilog = (
-            f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}\n"
-            "(one directory per workspace, outside every mount); --data-dir DIR chooses another."
-        )
-        commands.choices[name].formatter_class = argparse.RawDescriptionHelpFormatter
-    return parser, commands.choices
+    _state_flags(stop)
+
+
+def _migrate_parser(commands: argparse._SubParsersAction[Parser]) -> None:
+    """`migrate` copies an SQLite state into PostgreSQL."""
+    move = _command(
+        commands,
+        "migrate",
+        "copy an SQLite state into PostgreSQL (then serve with --database)",
+        "managed-tools migrate --from ~/.local/state/managed-tools/workspaces/app-0123456789abcdef "
+        "--to postgresql://tools@db.internal/tools",
+        default_dir=False,
+    )
+    move.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH",
+                      help="the SQLite state: a data dir, or its state.db")  # fmt: skip
+    move.add_argument("--to", dest="target", metavar="URL", help="postgresql://... (default: $MANAGED_TOOLS_DATABASE)")
+    move.add_argument("--replace", action="store_true", help="empty a target that already holds state first")
+    move.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
 def _remote_flags(serve: argparse.ArgumentParser) -> None:
@@ -278,30 +344,37 @@ def _oauth_flags(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _secret_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], where: argparse.ArgumentParser
-) -> None:
+def _secret_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     """`secret set|list|delete`: a person managing an agent's vault from a terminal."""
-    secret = commands.add_parser("secret", help="set, list or delete the secrets in an agent's encrypted vault")
-    actions = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True)
-    owner = argparse.ArgumentParser(add_help=False)
-    owner.add_argument("--agent", type=_agent, default="default", help="whose vault (default: default)")
-    for action, text in (
-        ("set", "store NAME, read without echo (or from a pipe), encrypted"),
-        ("list", "list the names in the vault, never the values"),
-        ("delete", "delete NAME from the vault"),
-    ):
-        sub = actions.add_parser(action, parents=[where, owner], help=text)
+    secret = _command(
+        commands,
+        "secret",
+        "set, list or delete the secrets in an agent's encrypted vault",
+        "managed-tools secret set GITHUB_TOKEN",
+        default_dir=False,
+    )
+    actions = secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True, parser_class=Parser)
+    for action, text, example in (
+        ("set", "store NAME, read without echo (or from a pipe), encrypted", "printf %s \"$TOKEN\" | managed-tools "
+         "secret set GITHUB_TOKEN"),
+        ("list", "list the names in the vault, never the values", "managed-tools secret list --agent reviewer"),
+        ("delete", "delete NAME from the vault", "managed-tools secret delete GITHUB_TOKEN"),
+    ):  # fmt: skip
+        sub = _command(actions, action, text, example)
         if action != "list":
-            sub.add_argument("name", metavar="NAME")
-        sub.epilog = f"State lives by default in {state_root() / '<workspace name>-<hash of its path>'}."
+            sub.add_argument("name", metavar="NAME", help="the variable's name, as the tools declare it")
+        sub.add_argument("--agent", type=_agent, default="default", help="whose vault (default: default)")
+        _state_flags(sub)
 
 
-def _adopt_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _adopt_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     """`adopt`: the only way an old in-workspace data dir (`<workspace>/.managed-tools`) is ever used again."""
-    adopt = commands.add_parser(
+    adopt = _command(
+        commands,
         "adopt",
-        help="move your old <workspace>/.managed-tools to the data dir, after showing what it holds (serve ignores it)",
+        "move your old <workspace>/.managed-tools to the data dir, after showing what it holds (serve ignores it)",
+        "managed-tools adopt --workspace ~/projects/app",
+        default_dir=False,
     )
     adopt.add_argument("--workspace", type=Path, help="the workspace holding .managed-tools (default: .)")
     adopt.add_argument("--data-dir", type=Path, help="where to move it (default: the workspace's data dir, below)")
@@ -310,11 +383,11 @@ def _adopt_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     adopt.add_argument("--log-level", type=str.upper, default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     adopt.epilog = (
+        f"{adopt.epilog}\n\n"
         "A cloned repository can ship a .managed-tools whose config.json pre-approves tools and starts programs:\n"
         "adopt only a directory you made yourself. It must not already exist at the target (never merged).\n"
         f"The data dir defaults to {state_root() / '<workspace name>-<hash of its path>'}."
     )
-    adopt.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:

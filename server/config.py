@@ -1,22 +1,21 @@
 """The user's configuration of one server process. Only the user sets it; no tool can read or change it.
 
-Two sources: command-line flags, and an optional `config.json` in the data dir (outside every mount, so no
-tool can reach it; see server/data_dir.py). Flags win over the file.
+Three sources: command-line flags, an optional `config.json` in the data dir (outside every mount, so no tool can
+reach it; see server/data_dir.py) and the user-wide `config.json` under it (server/config_files.py). Flags win over
+the files.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import platformdirs
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -27,13 +26,31 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+from pydantic_core import ErrorDetails
 
 from managed_tools.sandbox.policy import Limits
-from managed_tools.server.data_dir import default_data_dir, legacy_notice, overlap, tell
+from managed_tools.server.config_files import (
+    CONFIG_FILE,
+    ConfigFiles,
+    did_you_mean,
+    read_config_files,
+    refuse_reachable,
+)
+from managed_tools.server.data_dir import (
+    BUSY_TIMEOUT_MS,
+    STATE_FILE,
+    ConfigError,
+    legacy_notice,
+    locate_data_dir,
+    refuse_overlap,
+    tell,
+    workspace_root,
+)
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.http_token import TOKEN_PATTERN, TokenFileError, kept_token
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
@@ -55,13 +72,9 @@ def _approval_wait(seconds: float) -> float:
 ApprovalWait = Annotated[float, AfterValidator(_approval_wait)]
 Policy = Literal["always_allow", "always_ask"]
 Approvals = Literal["form", "page"]
-STATE_FILE = "state.db"
-CONFIG_FILE = "config.json"
 DEFAULT_APPROVAL_WAIT_SECONDS = 120.0
-
-
-class ConfigError(Exception):
-    """The configuration is unusable; the message says which file or flag and why."""
+# Defined in the light modules (the approval commands load them alone), still imported from here by many.
+__all__ = ["CONFIG_FILE", "STATE_FILE", "ConfigError"]
 
 
 class SkillsConfig(BaseModel):
@@ -129,18 +142,10 @@ class SandboxConfig(BaseModel):
     read_paths: tuple[Path, ...] = Field(default=(), alias="readPaths", description="Read and execute (nvm, pyenv).")
     write_paths: tuple[Path, ...] = Field(default=(), alias="writePaths", description="Also write (caches).")
 
-    def under(self, workspace: SandboxConfig) -> SandboxConfig:
-        """This user-wide sandbox config with a workspace's over it: grants add up, the workspace's limits win."""
-        limits = workspace.limits if "limits" in workspace.model_fields_set else self.limits
-        return SandboxConfig(
-            limits=limits,
-            read_paths=(*self.read_paths, *workspace.read_paths),
-            write_paths=(*self.write_paths, *workspace.write_paths),
-        )
 
 
 class UserConfig(BaseModel):
-    """`<data-dir>/config.json` (this workspace's), or the user config directory's `config.json` (every workspace's)."""
+    """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -166,48 +171,61 @@ class UserConfig(BaseModel):
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
-    auto_sandboxed: bool | None = Field(default=None, alias="autoSandboxed")
+    auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
 
 
-USER_WIDE_KEYS = frozenset({"sandbox", "auto_sandboxed"})
-
-
-def user_wide_config_path() -> Path:
-    """The user config directory's `config.json`: what holds for every workspace, under each one's own."""
-    return Path(platformdirs.user_config_dir("managed-tools")) / CONFIG_FILE
-
-
-def load_user_wide_config() -> UserConfig:
-    """The user-wide config.json; it holds the keys every workspace shares (the sandbox's grants for now)."""
-    path = user_wide_config_path()
-    wide = _load_config(path)
-    if others := sorted(wide.model_fields_set - USER_WIDE_KEYS):
-        fields = UserConfig.model_fields
-        names = ", ".join(fields[name].alias or name for name in others)
-        raise ConfigError(
-            f"{path} may hold only `sandbox` and `autoSandboxed`; move {names} to the workspace's config.json "
-            "(`managed-tools serve --help` says where it is)."
-        )
-    return wide
-
-
-def load_user_config(data_dir: Path) -> UserConfig:
-    return _load_config(data_dir / CONFIG_FILE)
-
-
-def _load_config(path: Path) -> UserConfig:
-    if not path.exists():
-        return UserConfig()
+def load_user_config(files: ConfigFiles) -> UserConfig:
+    """The merged config files, validated; an error names the file, the key and, for an unknown key, a near one."""
     try:
-        return UserConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        return UserConfig.model_validate(files.merged)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path} is invalid at {where or 'the top level'}: {first['msg']}") from exc
-    except ValueError as exc:  # not JSON, or not UTF-8
-        raise ConfigError(f"{path} is not valid JSON in UTF-8: {exc}.") from exc
+        # A mistyped key first: the field it was meant for is then missing too, which says less.
+        first = min(exc.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+        location = tuple(first["loc"])
+        where = ".".join(str(p) for p in location) or "the top level"
+        raise ConfigError(f"{files.source(location)} is invalid at {where}: {_why(first)}") from exc
+
+
+def _why(error: ErrorDetails) -> str:
+    """Pydantic's message, or for a mistyped key (`comand`) the key and the nearest one the entry takes."""
+    location, given = tuple(error["loc"]), error["input"]
+    if error["type"] == "extra_forbidden" and location:
+        unknown, known = [str(location[-1])], _keys_at(location[:-1])
+    elif isinstance(given, dict) and (known := _keys_at(location)):
+        unknown = [str(key) for key in given if key not in known]
+    else:
+        unknown = []
+    if not unknown:
+        return error["msg"]
+    named = "; ".join(f"unknown key {key!r}{did_you_mean(key, known)}" for key in unknown)
+    return named if error["type"] == "extra_forbidden" else f"{named} ({error['msg']})"
+
+
+def _keys_at(location: tuple[str | int, ...]) -> list[str]:
+    """The keys config.json takes at `location` (from UserConfig's JSON schema; a union's branches together)."""
+    schema = UserConfig.model_json_schema()
+    definitions = schema.get("$defs", {})
+
+    def expanded(node: dict[str, Any]) -> list[dict[str, Any]]:
+        if "$ref" in node:
+            return expanded(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        branches = [b for key in ("anyOf", "oneOf", "allOf") for b in node.get(key, [])]
+        return [node] if not branches else [leaf for branch in branches for leaf in expanded(branch)]
+
+    here = expanded(schema)
+    for part in location:
+        deeper = [
+            child
+            for node in here
+            for child in (
+                [node["properties"][part]] if part in node.get("properties", {})
+                else [node["items"]] if isinstance(part, int) and isinstance(node.get("items"), dict)
+                else [node["additionalProperties"]] if isinstance(node.get("additionalProperties"), dict)
+                else list(node.get("patternProperties", {}).values())
+            )
+        ]  # fmt: skip
+        here = [leaf for child in deeper for leaf in expanded(child)] if deeper else here  # a union's tag: stay
+    return list(dict.fromkeys(key for node in here for key in node.get("properties", {})))
 
 
 class ServeConfig(BaseModel):
@@ -217,7 +235,7 @@ class ServeConfig(BaseModel):
     data_dir: Path
     agent: AgentName = "default"
     session: str | None = None
-    busy_timeout_ms: Annotated[int, Field(ge=0)] = 5_000
+    busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
@@ -226,7 +244,7 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
-    # config.json `sandbox`: the user-wide config's, with this workspace's over it (both outside every mount).
+    # config.json `sandbox` (the workspace's file replaces the user-wide one's whole; both outside every mount).
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
@@ -244,9 +262,7 @@ class ServeConfig(BaseModel):
     @classmethod
     def _database_url(cls, value: str | None) -> str | None:
         if value is not None and not is_database_url(value):
-            raise ConfigError(
-                "--database takes a PostgreSQL URL (postgresql://user@host:port/dbname); SQLite needs no option."
-            )
+            raise ConfigError(DATABASE_RULE)
         return value
 
     @classmethod
@@ -270,19 +286,19 @@ class ServeConfig(BaseModel):
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
         refuse a data dir that overlaps a mount, say that an old `<workspace>/.managed-tools` is ignored (never read),
-        merge the file."""
-        root = (workspace or Path.cwd()).expanduser().resolve()
-        data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
-        _refuse_overlap(data, {"the workspace": root})
+        merge the config files (the user's, then the workspace's)."""
+        root = workspace_root(workspace)
+        data = locate_data_dir(root, data_dir)
         if (ignored := legacy_notice(root)) is not None:  # never read: a workspace is anyone's input
             notify(ignored)
-        user = load_user_config(data)
-        wide = load_user_wide_config()
+        user = load_user_config(read_config_files(data, {"the workspace": root}))
         policy = dict(user.policy)
         policy.update(dict.fromkeys(allow, "always_allow"))
         policy.update(dict.fromkeys(ask, "always_ask"))
         vault_roots = {name: path.expanduser().resolve() for name, path in {**user.vaults, **(vaults or {})}.items()}
-        _refuse_overlap(data, {f"the vault {name!r}": path for name, path in vault_roots.items()})
+        in_vaults = {f"the vault {name!r}": path for name, path in vault_roots.items()}
+        refuse_overlap(data, in_vaults)
+        refuse_reachable(in_vaults)
         try:
             mounts = [root, *vault_roots.values()]
             keys = load_key_ring(user.request_state_keys, os.environ, data_dir=data, mounts=mounts)
@@ -312,20 +328,23 @@ class ServeConfig(BaseModel):
             database=database,
             request_state_keys=keys,
             vault_key=vault_key,
-            sandbox=wide.sandbox.under(user.sandbox),
-            auto_sandboxed=next(
-                (flag for flag in (auto_sandboxed, user.auto_sandboxed, wide.auto_sandboxed) if flag is not None), False
-            ),
+            sandbox=user.sandbox,
+            auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
         )
 
     @property
+    def place(self) -> StatePlace:
+        """Where the state is, as the approval commands know it without the rest."""
+        return StatePlace(self.workspace, self.data_dir, self.database, self.busy_timeout_ms)
+
+    @property
     def state_path(self) -> Path:
-        return self.data_dir / STATE_FILE
+        return self.place.state_path
 
     @property
     def state(self) -> Path | str:
         """Where the state is: the SQLite file, or the PostgreSQL URL."""
-        return self.database or self.state_path
+        return self.place.state
 
 
 class Selecting(BaseModel):
@@ -363,13 +382,8 @@ def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:
 
 def _skill_dirs(data: Path, found: tuple[Path, ...]) -> tuple[Path, ...]:
     """Skill directories never overlap the data dir, where the database lives."""
-    _refuse_overlap(data, {f"the skills directory {p}": p for p in found})
+    refuse_overlap(data, {f"the skills directory {p}": p for p in found})
     return found
-
-
-def _refuse_overlap(data_dir: Path, mounts: dict[str, Path]) -> None:
-    if (problem := overlap(data_dir, mounts)) is not None:
-        raise ConfigError(problem)
 
 
 DEFAULT_HOST = "127.0.0.1"

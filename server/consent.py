@@ -92,6 +92,9 @@ def _form_field(prop: dict[str, Any]) -> bool:
     return prop.get("type") == "array" and isinstance(items, dict) and ("enum" in items or "anyOf" in items)
 
 
+ALREADY_USED = "that answer was already used or is for another call"
+
+
 class CallConsent:
     """Consent for one `tools/call`. After a call, `input_required` holds the result to send back (2026-07-28)."""
 
@@ -189,9 +192,7 @@ class CallConsent:
             except NotFoundError:
                 return ApprovalDecision(status="denied", reason="the request state names no request")
         if not self._same_call(record, request, "input_required") or record.status != "pending":
-            return ApprovalDecision(
-                status="denied", request_id=request_id, reason="that answer was already used or is for another call"
-            )
+            return ApprovalDecision(status="denied", request_id=request_id, reason=ALREADY_USED)
         answer = (self._params.input_responses or {}).get(INPUT_KEY)
         reply = answer if isinstance(answer, types.ElicitResult) else None
         if schema is None:
@@ -335,6 +336,8 @@ class CallConsent:
         """Turn the client's answer into a decision, record it, and consume it if it is a yes."""
         approved, note, value, why = _judge(request, answer)
         async with self._runtime.db.write() as tx:
+            if (await approvals.get(tx, record.id)).status != "pending":  # a concurrent retry settled it first
+                return ApprovalDecision(status="denied", request_id=record.id, reason=ALREADY_USED)
             await approvals.decide(
                 tx,
                 record.id,

@@ -20,9 +20,11 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from platformdirs import user_state_dir
+from platformdirs import user_config_dir, user_state_dir
 
 APP_NAME = "managed-tools"
+STATE_FILE = "state.db"  # the SQLite state in the data dir
+BUSY_TIMEOUT_MS = 5_000  # how long a writer waits for another process's lock
 LEGACY_DIR = ".managed-tools"  # the default data dir before it moved out of the workspace
 NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -37,6 +39,67 @@ def default_data_dir(workspace: Path) -> Path:
     digest = hashlib.sha256(os.fsencode(workspace)).hexdigest()[:16]
     name = NAME_CHARS.sub("-", workspace.name).strip("-.")[:40] or "root"
     return state_root() / f"{name}-{digest}"
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; the message says which file or flag and why (and what to pass instead)."""
+
+
+def user_config_home() -> Path:
+    """`<user config dir>/managed-tools` (`~/.config/managed-tools` on Linux): the user-wide config.json, the user's
+    skills and the vault key files. Never a workspace's: a tool can write a workspace."""
+    return Path(user_config_dir(APP_NAME, appauthor=False))
+
+
+def user_skills_dir() -> Path:
+    return user_config_home() / "skills"
+
+
+def vault_key_file(data_dir: Path) -> Path:
+    """Where a data dir's vault key is kept when there is no OS keyring (its path names it)."""
+    return user_config_home() / "vault-keys" / f"{hashlib.sha256(os.fsencode(data_dir)).hexdigest()[:32]}.key"
+
+
+def skill_dirs(
+    workspace: Path, substrate: Path, configured: tuple[Path, ...] | None, extra: tuple[Path, ...]
+) -> list[tuple[str, Path, str, str]]:
+    """The skill directories, earliest first (a later one wins by name), as (kind, root, below it, uri name): the
+    workspace's `.agents/skills` and `.claude/skills`, the agent's substrate `skills/`, the user's own; or
+    config.json's instead; then `--skills-dir`."""
+    if configured is None:
+        found = [
+            ("workspace-agents", workspace, ".agents/skills", "/workspace/.agents/skills"),
+            ("workspace-claude", workspace, ".claude/skills", "/workspace/.claude/skills"),
+            ("agent-substrate", substrate, "skills", "/workspace/agent/skills"),
+            ("user", user_skills_dir(), "", "user-skills"),
+        ]
+    else:
+        found = [("config", p, "", f"config-skills-{i}") for i, p in enumerate(configured, 1)]
+    return found + [("skills-dir", p, "", f"skills-dir-{i}") for i, p in enumerate(extra, 1)]
+
+
+def workspace_root(workspace: Path | None) -> Path:
+    """The workspace as given (default: the current directory), resolved."""
+    return (workspace or Path.cwd()).expanduser().resolve()
+
+
+def locate_data_dir(root: Path, data_dir: Path | None) -> Path:
+    """The data dir for the workspace `root` (`--data-dir`, else the default), refused when it overlaps the
+    workspace. When the workspace holds the user's own state directory (a client started the server in `/` or in
+    the home directory with `--workspace .`), the workspace is the mistake and the message says so."""
+    data = data_dir.expanduser().resolve() if data_dir else default_data_dir(root)
+    if overlap(data, {"the workspace": root}) is not None and _within(state_root(), root):
+        raise ConfigError(
+            f"The workspace is {root}, which holds this user's own files and state (a client started the server "
+            "there, or gave --workspace . from there): pass --workspace DIR with the project's directory."
+        )
+    refuse_overlap(data, {"the workspace": root})
+    return data
+
+
+def refuse_overlap(data_dir: Path, mounts: Mapping[str, Path]) -> None:
+    if (problem := overlap(data_dir, mounts)) is not None:
+        raise ConfigError(problem)
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -7,20 +7,24 @@ running servers, and prints for a person. Errors (HumanError) go to stderr with 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from managed_tools.server.config import ServeConfig
 from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
-from managed_tools.tools.framework.registry import Registry
+from managed_tools.stores.sessions import Attendance
 from managed_tools.tools.framework.what_runs import visible_lines
+
+if TYPE_CHECKING:  # the catalogue loads only when a command needs it (server/commands.py, ServedTools)
+    from managed_tools.tools.framework.definition import ToolDefinition
 
 BY = "cli"
 
@@ -29,8 +33,30 @@ class HumanError(Exception):
     """A command that cannot be carried out; the message is for the person at the terminal."""
 
 
+class StateAt(Protocol):
+    """Where the state is (a ServeConfig, or the approval commands' lighter server/state_place.py StatePlace)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def database(self) -> str | None: ...
+    @property
+    def state_path(self) -> Path: ...
+    @property
+    def state(self) -> Path | str: ...
+    @property
+    def busy_timeout_ms(self) -> int: ...
+
+
+class Served(Protocol):
+    """The tools served here, as far as the approval commands ask (a Registry, or one built only when asked)."""
+
+    def hidden(self, name: str) -> bool: ...
+    def get(self, name: str) -> ToolDefinition | None: ...
+
+
 @asynccontextmanager
-async def state_database(config: ServeConfig, *, create: bool = False) -> AsyncIterator[Database]:
+async def state_database(config: StateAt, *, create: bool = False) -> AsyncIterator[Database]:
     """The state database, as a server process opens it; `create` makes the SQLite file (a secret may be set before
     a first run)."""
     if create:
@@ -56,7 +82,7 @@ def _age(requested_at: str) -> str:
     return f"{seconds}s"
 
 
-def _view(record: ApprovalRecord) -> dict[str, Any]:
+def _view(record: ApprovalRecord, attended: Attendance | None, attached: bool) -> dict[str, Any]:
     return {
         "id": record.id,
         "kind": record.kind,
@@ -65,9 +91,30 @@ def _view(record: ApprovalRecord) -> dict[str, Any]:
         "session": record.session_id,
         "requestedAt": record.requested_at,
         "age": _age(record.requested_at),
+        "clientAttached": attached,
+        "lastActivityAt": attended.last_activity_at if attended else None,
         "arguments": record.arguments,
         "question": _question(record),
     }
+
+
+def _attached(attended: Attendance | None, *, local: bool) -> bool:
+    """Is a client attached to the session now: an open wake whose server process lives (on this machine, where an
+    SQLite state's servers run; a PostgreSQL state's replicas run elsewhere, so an open wake is taken at its word)?
+    A wake a killed server left open does not count."""
+    if attended is None:
+        return False
+    return any(_alive(pid) for pid in attended.open_wake_pids) if local else bool(attended.open_wake_pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
 
 
 def _question(record: ApprovalRecord) -> str:
@@ -83,12 +130,19 @@ def _indented(text: str) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-async def pending(config: ServeConfig, served: Registry, *, as_json: bool) -> None:
+async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
+    """The open requests, those a client is attached to (someone may be waiting on it now) first; then the ones
+    whose client and server are gone, marked with when their session last did anything."""
     async with state_database(config) as db, db.read() as tx:
         records = [r for r in await approvals.list_open(tx) if not served.hidden(r.tool_name)]
+        attendance = await sessions.attendance(tx, {r.session_id for r in records})
+    local = config.database is None
+    attached = {r.id: _attached(attendance.get(r.session_id), local=local) for r in records}
+    records.sort(key=lambda r: not attached[r.id])  # stable: oldest first within each group
     if as_json:
         # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
-        print(json.dumps({"requests": [_view(r) for r in records]}, indent=2, ensure_ascii=True))
+        views = [_view(r, attendance.get(r.session_id), attached[r.id]) for r in records]
+        print(json.dumps({"requests": views}, indent=2, ensure_ascii=True))
         return
     if not records:
         print("No permission requests are waiting.")
@@ -98,12 +152,16 @@ async def pending(config: ServeConfig, served: Registry, *, as_json: bool) -> No
         waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
         what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
         print(f"\n{r.id}  {r.tool_name}  ({what}, {_age(r.requested_at)} old)\n  session {r.session_id}")
+        if not attached[r.id]:
+            seen = attendance.get(r.session_id)
+            since = f" for {_age(seen.last_activity_at)}" if seen else ""
+            print(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
         print(_indented(_question(r)))
 
 
 async def decide(
-    config: ServeConfig,
-    served: Registry,
+    config: StateAt,
+    served: Served,
     request_id: str,
     *,
     approve: bool,
@@ -124,7 +182,7 @@ async def decide(
         print("It runs when the model calls it again with the same arguments.")
 
 
-async def respond(config: ServeConfig, served: Registry, request_id: str, answer: str) -> None:
+async def respond(config: StateAt, served: Served, request_id: str, answer: str) -> None:
     try:
         value = json.loads(answer)
     except json.JSONDecodeError as exc:
@@ -146,7 +204,7 @@ async def respond(config: ServeConfig, served: Registry, request_id: str, answer
     print(f"Answered {record.tool_name} (request {request_id}). The model gets it when it calls again.")
 
 
-async def interrupt(config: ServeConfig, session_id: str | None, *, note: str | None) -> None:
+async def interrupt(config: StateAt, session_id: str | None, *, note: str | None) -> None:
     async with state_database(config) as db, db.write() as tx:
         if session_id is None:
             waiting = sorted({r.session_id for r in await approvals.list_open(tx)})
@@ -164,7 +222,7 @@ async def interrupt(config: ServeConfig, session_id: str | None, *, note: str | 
     print(f"Interrupted session {session_id}: {cleared} open request(s) cleared; the session is idle.")
 
 
-async def _get(tx: Tx, served: Registry, request_id: str) -> ApprovalRecord:
+async def _get(tx: Tx, served: Served, request_id: str) -> ApprovalRecord:
     """The request, unless it is for a tool this server does not serve: then it does not exist here either."""
     try:
         record = await approvals.get(tx, request_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from managed_tools.tools.catalogue import PURPOSES
 from managed_tools.tools.framework.registry import Registry
 
@@ -10,8 +12,11 @@ MAX_INSTRUCTIONS_BYTES = 2048  # clients cut or drop longer instructions
 FIRST_TOOLS = ("environment_describe", "session_get_snapshot", "read")
 
 
-def instructions(registry: Registry) -> str:
-    """Only what this server serves: a hidden toolset or tool is never named."""
+ENGINES = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def instructions(registry: Registry, engine: Literal["sqlite", "postgresql"]) -> str:
+    """Only what this server serves (a hidden toolset or tool is never named), and the engine state is kept in."""
     served = registry.toolsets()
     families = "; ".join(f"{name} ({PURPOSES[name]})" for name in PURPOSES if served.get(name))
     first = [name for name in FIRST_TOOLS if name in registry][:2]
@@ -20,6 +25,7 @@ def instructions(registry: Registry) -> str:
         d.permission_policy == "always_ask" for d in registry
     ) else ""  # fmt: skip
     return (
-        "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in SQLite "
+        "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in "
+        f"{ENGINES[engine]} "
         f"and every call is recorded.{asks} Toolsets served: {families or 'none'}.{start}"
     )

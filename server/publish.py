@@ -23,20 +23,43 @@ ERROR_META_KEY = "managed-tools/error"
 ACTION_META_KEY = "managed-tools/requiresAction"
 
 
+# What a client of `_meta` reads when the key is absent (docs/performance.md): only values that differ go out.
+META_DEFAULTS: dict[str, Any] = {
+    "ownership": "managed",
+    "permissionPolicy": "always_allow",
+    "interruptBehavior": "block",
+}
+
+
 def tool_meta(definition: ToolDefinition) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+    """What a client may act on beyond the annotations: who owns the tool, whether a call waits for a person,
+    what it touches, whether cancelling stops it, worked examples. Defaults and empty lists are left out; read-only
+    and destructive are the annotations' hints, not repeated here."""
+    given: dict[str, Any] = {
         "ownership": definition.ownership,
         "permissionPolicy": definition.permission_policy,
         "effects": list(definition.effects),
-        "readOnly": definition.read_only,
-        "destructive": definition.destructive,
         "interruptBehavior": definition.interrupt_behavior,
         "examples": [example.model_dump(exclude_none=True) for example in definition.examples],
     }
+    meta = {key: value for key, value in given.items() if value != META_DEFAULTS.get(key, [])}
     if definition.ownership == "latent":
         # A model fulfils it: the client's, sampled, where offered; otherwise the caller, through latent_submit.
         meta["latent"] = {"fulfilledBy": "model", "submitWith": SUBMIT_TOOL}
     return meta
+
+
+def tool_annotations(definition: ToolDefinition) -> types.ToolAnnotations:
+    """The hints, written out (a client that reads a missing hint as false would take a shell for a closed,
+    harmless tool), except where the protocol says they mean nothing: destructiveHint and idempotentHint for a
+    read-only tool. The title is the tool's own `title`, not repeated here."""
+    writes = not definition.read_only
+    return types.ToolAnnotations(
+        read_only_hint=definition.read_only,
+        destructive_hint=definition.destructive if writes else None,
+        idempotent_hint=definition.idempotent if writes else None,
+        open_world_hint=definition.open_world,
+    )
 
 
 def to_mcp_tool(definition: ToolDefinition) -> types.Tool:
@@ -46,13 +69,7 @@ def to_mcp_tool(definition: ToolDefinition) -> types.Tool:
         description=definition.description,
         input_schema=definition.input_schema(),
         output_schema=definition.output_schema(),
-        annotations=types.ToolAnnotations(
-            title=definition.title,
-            read_only_hint=definition.read_only,
-            destructive_hint=definition.destructive,
-            idempotent_hint=definition.idempotent,
-            open_world_hint=definition.open_world,
-        ),
+        annotations=tool_annotations(definition),
         _meta={TOOL_META_KEY: tool_meta(definition)},
     )
 

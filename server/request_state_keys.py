@@ -25,10 +25,10 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretBytes, model_validator
 
+from managed_tools.server.rules import VAULT_KEY_ENV
 from managed_tools.tools.framework.variable_sources import ENV_NAME
 
 KEY_ENV = "MANAGED_TOOLS_REQUEST_STATE_KEY"
-VAULT_KEY_ENV = "MANAGED_TOOLS_VAULT_KEY"
 VAULT_KEY_BYTES = 32  # AES-256 (stores/vault.py)
 MIN_KEY_BYTES = 32
 # 32 random bytes hold about 30 distinct values; fewer than this is a pattern ("aaaa...", a repeated word).

@@ -7,6 +7,7 @@ import re
 
 TOKEN_ENV = "MANAGED_TOOLS_TOKEN"
 DATABASE_ENV = "MANAGED_TOOLS_DATABASE"  # the PostgreSQL URL when --database is not given
+VAULT_KEY_ENV = "MANAGED_TOOLS_VAULT_KEY"  # the vault key replicas share (server/request_state_keys.py)
 # An agent or vault name: safe as a path component and in a log line.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"

@@ -5,10 +5,8 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
-import platformdirs
 
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
@@ -18,7 +16,7 @@ from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR, state_root
+from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs, state_root, user_config_home
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
@@ -118,7 +116,7 @@ def shell_grants(config: ServeConfig) -> Grants:
     protected = {
         "the data dir": config.data_dir,
         "the state directory of every workspace": state_root(),
-        "the user config directory (vault keys, config.json)": Path(platformdirs.user_config_dir("managed-tools")),
+        "the user config directory (vault keys, config.json)": user_config_home(),
         **{f"the vault {name!r}": path for name, path in config.vaults.items()},
     }
     try:
@@ -132,26 +130,11 @@ def shell_grants(config: ServeConfig) -> Grants:
         raise StartupError(str(exc)) from exc
 
 
-def user_skills_dir() -> Path:
-    return Path(platformdirs.user_config_dir("managed-tools")) / "skills"
-
-
 def skill_set(config: ServeConfig) -> SkillSet:
-    """The skill directories, earliest first (a later one wins by name): the workspace's `.agents/skills` and
-    `.claude/skills`, the agent's substrate `skills/`, the user's own; or config.json's instead; then `--skills-dir`."""
-    if config.skills.directories is None:
-        workspace, substrate = config.workspace, substrate_dir(config.data_dir, config.agent)
-        directories = [
-            SkillDir("workspace-agents", workspace, ".agents/skills", "/workspace/.agents/skills"),
-            SkillDir("workspace-claude", workspace, ".claude/skills", "/workspace/.claude/skills"),
-            SkillDir("agent-substrate", substrate, "skills", "/workspace/agent/skills"),
-            SkillDir("user", user_skills_dir(), "", "user-skills"),
-        ]
-    else:
-        directories = [SkillDir("config", p, "", f"config-skills-{i}")
-                       for i, p in enumerate(config.skills.directories, 1)]  # fmt: skip
-    directories += [SkillDir("skills-dir", p, "", f"skills-dir-{i}") for i, p in enumerate(config.skills_dirs, 1)]
-    return SkillSet(directories, SkillFilter(config.skills.enabled, config.skills.include))
+    """The skill directories (server/data_dir.py says which, in which order) and the configured filter."""
+    substrate = substrate_dir(config.data_dir, config.agent)
+    found = skill_dirs(config.workspace, substrate, config.skills.directories, config.skills_dirs)
+    return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
 @asynccontextmanager

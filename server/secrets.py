@@ -14,28 +14,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import platformdirs
 from pydantic import SecretStr
 
 from managed_tools.server.config import ServeConfig
+from managed_tools.server.data_dir import vault_key_file
 from managed_tools.server.human import HumanError, state_database
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import vault
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.vault import Vault
 from managed_tools.stores.vault_key import ConfiguredKey, KeyStore, VaultKeyError
 from managed_tools.tools.framework import variables
 from managed_tools.tools.framework.definition import Variable
 from managed_tools.tools.framework.variable_sources import VariableSources
 
-KEYS_DIR = "vault-keys"
-
 
 def key_store(config: ServeConfig) -> KeyStore:
     """The key of this data dir (its path names it): refused when the key file would sit inside a mount."""
     data_dir = str(config.data_dir)
-    path = Path(platformdirs.user_config_dir("managed-tools")) / KEYS_DIR / f"{sha256_hex(data_dir)[:32]}.key"
+    path = vault_key_file(config.data_dir)
     mounts = [config.workspace, config.data_dir, *config.vaults.values(), *config.skills_dirs]
     mounts += list(config.skills.directories or ())
     for root in mounts:

@@ -176,3 +176,28 @@ async def list_children(tx: Tx, agent_id: str, parent_id: str, *, owner: str) ->
 async def open_wakes(tx: Tx, session_id: str) -> int:
     """How many connections are attached to the session now (wakes not yet closed)."""
     return int(await tx.scalar("SELECT COUNT(*) FROM wakes WHERE session_id = ? AND ended_at IS NULL", (session_id,)))
+
+
+class Attendance(BaseModel):
+    """Who may be waiting on a session now: the processes of its open wakes, and when it last did anything."""
+
+    open_wake_pids: tuple[int, ...]
+    last_activity_at: str
+
+
+async def attendance(tx: Tx, session_ids: Collection[str]) -> dict[str, Attendance]:
+    """Each named session's open wakes (their server processes) and last activity (`pending` sorts by it)."""
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    rows = await tx.fetchall(
+        f"SELECT s.id, s.last_activity_at, w.pid FROM sessions s LEFT JOIN wakes w ON w.session_id = s.id "
+        f"AND w.ended_at IS NULL WHERE s.id IN ({marks})",
+        list(session_ids),
+    )
+    found: dict[str, Attendance] = {}
+    for row in rows:
+        seen = found.get(row["id"])
+        pids = (*(seen.open_wake_pids if seen else ()), *([row["pid"]] if row["pid"] is not None else []))
+        found[row["id"]] = Attendance(open_wake_pids=pids, last_activity_at=row["last_activity_at"])
+    return found

@@ -11,11 +11,8 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol
-
-import keyring
-import keyring.errors
-from keyring.backends import fail
 
 from managed_tools.stores.errors import StoreError
 
@@ -67,7 +64,8 @@ class KeyStore:
         return self._from_file()  # another process may have made it first: theirs is the key
 
     def _from_keyring(self) -> bytes | None:
-        if not _keyring_usable():
+        keyring = _usable_keyring()
+        if keyring is None:
             return None
         try:
             text = keyring.get_password(KEYRING_SERVICE, self.keyring_user)
@@ -76,7 +74,8 @@ class KeyStore:
         return None if text is None else _decode(text, "the OS keyring entry", None)
 
     def _to_keyring(self, key: bytes) -> bool:
-        if not _keyring_usable():
+        keyring = _usable_keyring()
+        if keyring is None:
             return False
         try:
             keyring.set_password(KEYRING_SERVICE, self.keyring_user, base64.b64encode(key).decode())
@@ -119,13 +118,18 @@ class KeyStore:
             os.fsync(file.fileno())
 
 
-def _keyring_usable() -> bool:
-    """A real backend: headless Linux without a Secret Service has only the `fail` one."""
+def _usable_keyring() -> ModuleType | None:
+    """The keyring module when it has a real backend: headless Linux without a Secret Service has only the `fail`
+    one. Imported here, not at start-up: it costs ~80 ms, and only a secret read or written needs it."""
+    import keyring
+    import keyring.errors
+    from keyring.backends import fail
+
     try:
         backend = keyring.get_keyring()
     except Exception:  # a misconfigured keyring is no keyring
-        return False
-    return not isinstance(backend, fail.Keyring) and getattr(backend, "priority", 0) > 0
+        return None
+    return keyring if not isinstance(backend, fail.Keyring) and getattr(backend, "priority", 0) > 0 else None
 
 
 def _decode(text: str, what: str, where: Path | None) -> bytes:

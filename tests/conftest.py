@@ -149,13 +149,18 @@ async def runtime_with(config: ServeConfig, *tools: ToolDefinition) -> AsyncIter
 
 
 def data(result: CallToolResult) -> dict[str, Any]:
-    """The structured result of a successful call, checked against its text twin."""
+    """The structured result of a successful call, checked against its text twin: the same JSON, or for `read`
+    the file's text under a line saying what is shown (tools/files/tools.py `shown_text`)."""
     assert not result.is_error, result.content
     assert result.structured_content is not None
     text = result.content[0]
     assert text.type == "text"
     structured: dict[str, Any] = result.structured_content
-    assert json.loads(text.text) == structured
+    if {"showing", "content", "mountPath"} <= set(structured):
+        assert text.text.startswith(f"{structured['path']}: {structured['showing']}")
+        assert text.text.endswith(structured["content"])
+    else:
+        assert json.loads(text.text) == structured
     return structured
 
 

@@ -5,14 +5,17 @@ part once, and the instructions stay under 2 KB."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from snapshot_tools import difference, full_catalogue
+from jsonschema import Draft202012Validator
+from snapshot_tools import difference, full_catalogue, listing
 
 from managed_tools.server.instructions import MAX_INSTRUCTIONS_BYTES, instructions
+from managed_tools.server.publish import META_DEFAULTS, TOOL_META_KEY, to_mcp_tool
 from managed_tools.tools.catalogue import PURPOSES, build_registry
 from managed_tools.tools.environment.setup import estimated_tokens
 from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definition import ToolDefinition, repeated_parts
+from managed_tools.tools.framework.definition import ToolDefinition, lean_output, repeated_parts
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
@@ -63,7 +66,92 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
     upstream = base.model_copy(update={"name": "upstream__describe", "ownership": "mcp"})
     extension = base.model_copy(update={"name": "my_describe"})
     everything = build_registry([custom_tool(CustomToolSpec.model_validate(spec)), upstream], extensions=[extension])
-    text = instructions(everything)
+    text = instructions(everything, "sqlite")
     assert len(text.encode()) < MAX_INSTRUCTIONS_BYTES, len(text.encode())
     assert all(f"{name} (" in text for name in PURPOSES)
     assert "Start with environment_describe then session_get_snapshot" in text
+
+
+# The whole tools/list answer as sent (compact JSON, every tool of the full catalogue with all its parts): 169,553
+# bytes before output schemas, annotations and _meta were made lean, 142,264 after (docs/decisions/lean-catalogue.md).
+# Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why.
+MAX_TOOLS_LIST_BYTES = 145_000
+
+
+def tools_list_bytes() -> int:
+    return len(json.dumps({"tools": listing(full_catalogue())}, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def test_tools_list_fits_its_byte_budget() -> None:
+    size = tools_list_bytes()
+    assert size <= MAX_TOOLS_LIST_BYTES, f"tools/list is {size:,} bytes"
+
+
+def properties_and_required(node: Any, found: set[tuple[str, bool]] | None = None) -> set[tuple[str, bool]]:
+    """Every property named anywhere in a schema, and whether it is required where it is named."""
+    found = set() if found is None else found
+    if isinstance(node, list):
+        for item in node:
+            properties_and_required(item, found)
+    elif isinstance(node, dict):
+        required = set(node.get("required", []))
+        for name, sub in (node.get("properties") or {}).items():
+            found.add((name, name in required))
+            properties_and_required(sub, found)
+        for key, value in node.items():
+            if key != "properties" and key not in ("enum", "const", "default", "examples"):
+                properties_and_required(value, found)
+    return found
+
+
+def keywords(node: Any) -> set[str]:
+    """The schema keywords used anywhere in a schema (not the names of its properties or definitions)."""
+    if isinstance(node, list):
+        return set().union(*(keywords(item) for item in node))
+    if not isinstance(node, dict):
+        return set()
+    found = set(node)
+    for key, value in node.items():
+        if key in ("properties", "$defs"):
+            found |= set().union(*(keywords(sub) for sub in value.values()))
+        elif key not in ("enum", "const", "default", "examples"):
+            found |= keywords(value)
+    return found
+
+
+def test_lean_output_schemas_keep_every_field_and_drop_the_noise() -> None:
+    """Each published output schema names every field pydantic does, required where pydantic says so; it carries
+    no description and no `additionalProperties: false`; a nullable primitive is `type: [T, "null"]`."""
+    for d in full_catalogue():
+        if d.ownership != "managed":
+            continue
+        full = d.output_model.model_json_schema(by_alias=True, mode="serialization")
+        lean = d.output_schema()
+        assert properties_and_required(lean) == properties_and_required(full), d.name
+        assert "description" not in keywords(lean), d.name
+        text = json.dumps(lean)
+        assert '"additionalProperties": false' not in text and '{"type": "string"}, {"type": "null"}' not in text
+
+
+def test_a_nullable_primitive_validates_the_same() -> None:
+    """`type: [T, "null"]` accepts what `anyOf` of T and null did, and refuses what it refused. (What the tools
+    return is checked against the published schemas by every test that calls them: the SDK client validates.)"""
+    schema = {"type": "object", "properties": {"x": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
+    lean = lean_output(schema)
+    assert lean == {"type": "object", "properties": {"x": {"type": ["integer", "null"]}}}
+    for instance, valid in (({"x": None}, True), ({"x": 3}, True), ({"x": "3"}, False)):
+        assert Draft202012Validator(lean).is_valid(instance) is valid is Draft202012Validator(schema).is_valid(instance)
+
+
+def test_annotations_and_meta_say_each_thing_once() -> None:
+    """No title in annotations (the tool's own), no hint the protocol calls meaningless, no default in _meta."""
+    tools = listing(full_catalogue())
+    assert all("title" not in t["annotations"] for t in tools)
+    read_only = [t for t in tools if t["annotations"]["readOnlyHint"]]
+    assert read_only and all(set(t["annotations"]) == {"readOnlyHint", "openWorldHint"} for t in read_only)
+    shell = next(t for t in tools if t["name"] == "shell_run")["annotations"]
+    assert shell == {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+    metas = [to_mcp_tool(d).meta or {} for d in full_catalogue()]
+    for meta in (m[TOOL_META_KEY] for m in metas):
+        assert all(meta.get(key) != value for key, value in META_DEFAULTS.items())
+        assert meta.get("examples") != [] and "readOnly" not in meta and "destructive" not in meta

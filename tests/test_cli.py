@@ -46,7 +46,7 @@ def test_tools_as_json() -> None:
     tool = next(t for t in listing if t["name"] == "environment_describe")
     assert tool["inputSchema"]["type"] == "object"
     assert tool["annotations"]["readOnlyHint"] is True
-    assert tool["_meta"]["managed-tools/tool"]["permissionPolicy"] == "always_allow"
+    assert "permissionPolicy" not in tool["_meta"]["managed-tools/tool"]  # the default, always_allow, is not sent
 
 
 def test_invalid_agent_name_is_refused() -> None:
@@ -69,7 +69,7 @@ def test_approval_wait_from_config_json_is_checked_too(tmp_path: Path) -> None:
     data.mkdir()
     for value in ("-5", "NaN", "Infinity", "0", "3601"):
         (data / "config.json").write_text(f'{{"approvalWaitSeconds": {value}}}')
-        out = run("pending", "--workspace", str(tmp_path / "ws"), "--data-dir", str(data))
+        out = run("tools", "--workspace", str(tmp_path / "ws"), "--data-dir", str(data))
         assert out.returncode == 2 and "Traceback" not in out.stderr, value
         assert "config.json is invalid at approvalWaitSeconds" in out.stderr, value
         assert "takes a number of seconds above 0 and at most 3600" in out.stderr, value

@@ -75,6 +75,18 @@ async def test_read_windows_and_caps(rt: Runtime, connect: Connect, mode: str) -
     assert "tailLines cannot be combined" in error_text(clash)
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_read_shows_the_text_itself_once(rt: Runtime, connect: Connect, mode: str) -> None:
+    """The model reads the file as text under one line saying what it is; the fields travel once, structured."""
+    async with connect(rt, mode) as client:
+        result = await call(client, "read", {"path": "src/app.py", "startLine": 10, "lineCount": 2})
+    assert [block.type for block in result.content] == ["text"]
+    text = result.content[0].text if isinstance(result.content[0], types.TextContent) else ""
+    assert text == "/workspace/src/app.py: showing lines 10-11 of 100\nline 10\nline 11\n"
+    assert result.structured_content is not None and result.structured_content["content"] == "line 10\nline 11\n"
+    assert '"content"' not in text  # not the JSON again
+
+
 async def test_odd_files(rt: Runtime, connect: Connect) -> None:
     async with connect(rt) as client:
         binary = await call(client, "read", {"path": "blob.bin"})

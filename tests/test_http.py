@@ -269,6 +269,41 @@ async def rows(runtime: Runtime) -> int:
         return int(await tx.scalar("SELECT COUNT(*) FROM probe")) if exists else 0
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"), [("probe_danger", {"label": "raced"}), ("shell_run", {"command": "echo raced >> ran.txt"})]
+)
+async def test_concurrent_retries_of_one_approved_call_are_each_answered_over_http(
+    config: ServeConfig, tool: str, arguments: dict[str, Any]
+) -> None:
+    """Six retries of one approved call, sent at once over stateless HTTP with the same sealed requestState: the
+    call runs once and every retry is answered at once."""
+    yes: types.InputResponses = {"consent": types.ElicitResult(action="accept", content={"approve": True})}
+    approve = answer("accept", {"approve": True})
+    async with serving(config) as served, client(served, "auto", elicitation_callback=approve) as mcp_client:
+        first = await mcp_client.session.call_tool(tool, arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        results: list[types.CallToolResult] = []
+
+        async def retry() -> None:
+            results.append(
+                await mcp_client.session.call_tool(
+                    tool, arguments, input_responses=yes, request_state=first.request_state
+                )
+            )
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+                    tg.start_soon(retry)
+        count = (
+            await rows(served.runtime)
+            if tool == "probe_danger"
+            else len((config.workspace / "ran.txt").read_text().split())
+        )
+    assert len(results) == 6 and sum(not r.is_error for r in results) == 1 and count == 1
+    assert all("already used" in error_text(r) for r in results if r.is_error)
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_permission_pause_over_http(config: ServeConfig, mode: str) -> None:
     # Handshake era: elicitation/create on the call's own SSE stream; 2026-07-28: an input-required round.

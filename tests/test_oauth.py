@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from test_http import INITIALIZE, POST_HEADERS
 from test_permissions import YES, answer, rows
 
-from managed_tools.server import oauth
+from managed_tools.server import oauth_tokens
 from managed_tools.server.cli import main
 from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
@@ -318,7 +318,7 @@ async def test_a_valid_token_works_with_each_algorithm(config: ServeConfig, issu
 async def test_keys_are_fetched_again_for_an_unknown_kid_at_a_bounded_rate(
     config: ServeConfig, issuer: Issuer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(oauth, "REFETCH_SECONDS", 2.0)
+    monkeypatch.setattr(oauth_tokens, "REFETCH_SECONDS", 2.0)
     async with serving(config, issuer) as served:
         assert (await post(served, issuer.token(served.resource))).status_code == 200
         assert issuer.jwks_fetches == 1

@@ -514,3 +514,15 @@ async def test_a_secret_nobody_picked_up_is_dropped_at_expiry() -> None:
     assert board.find("secret", "s", "t/API_KEY") is page  # a 2026 retry would pick it up now
     await anyio.sleep(0.3)
     assert board.find("secret", "s", "t/API_KEY") is None and page.answer is None
+
+
+async def test_no_log_line_carries_a_page_url_token(pages: Pages, caplog: pytest.LogCaptureFixture) -> None:
+    """A page's URL answers its question: at DEBUG every library logs (httpx2 logs each request's URL), and none
+    of those lines may carry the token."""
+    caplog.set_level(logging.DEBUG)
+    page = pages.open_approval(session_id="s", request_id="r", tool_name="probe", message="May it run?")
+    async with httpx2.AsyncClient() as http:
+        seen = await http.get(pages.url(page))
+    logging.getLogger("managed_tools.probe").warning("opened %s", pages.url(page))
+    assert seen.status_code == 200
+    assert "/p/" in caplog.text and page.token not in caplog.text

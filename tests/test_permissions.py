@@ -349,3 +349,29 @@ async def test_policy_overrides_come_only_from_the_user(config: ServeConfig) -> 
     assert typo.returncode == 0
     bad = await run("serve", "--workspace", str(config.workspace), "--allow", "no_such_tool")
     assert bad.returncode == 2 and "policy names tools that do not exist: no_such_tool" in bad.stderr
+
+
+async def test_concurrent_retries_of_one_approved_call_are_each_answered(rt: Runtime) -> None:
+    """Six retries of one approved 2026-07-28 call sent at once: the call runs once, and every retry is answered
+    (the one that ran with its result, the others with a clear refusal), none left waiting."""
+    async with client_for(rt, elicitation_callback=answer("accept", {"approve": True})) as client:
+        first = await _first_round(client, {"label": "raced"})
+        results: list[types.CallToolResult] = []
+
+        async def retry() -> None:
+            results.append(
+                await client.session.call_tool(
+                    "probe_danger", {"label": "raced"}, input_responses=YES, request_state=first.request_state
+                )
+            )
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for _ in range(6):
+                    tg.start_soon(retry)
+    ran = [r for r in results if not r.is_error]
+    assert len(results) == 6 and len(ran) == 1 and data(ran[0]) == {"rows": 1}
+    assert all("already used" in error_text(r) for r in results if r.is_error), [
+        error_text(r) for r in results if r.is_error
+    ]
+    assert await rows(rt) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,7 @@ async def test_migrate_copies_an_sqlite_state_into_postgresql(
     copied = _run("migrate", "--from", str(sqlite_config.data_dir), "--to", empty_url)
     assert copied.returncode == 0, copied.stderr
     assert "verified by counts" in copied.stdout and "memory_versions" in copied.stdout
+    assert re.search(r"^sessions +1 row$", copied.stdout, re.M) and " 1 rows" not in copied.stdout  # one session
 
     again = _run("migrate", "--from", str(sqlite_config.data_dir), "--to", empty_url)
     assert again.returncode == 1 and "already holds state" in again.stderr and "--replace" in again.stderr

@@ -23,16 +23,15 @@ async def test_tools_list_publishes_schemas_annotations_and_meta(runtime: Runtim
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.annotations is not None
         meta = (tool.meta or {})["managed-tools/tool"]
-        assert tool.annotations.read_only_hint is meta["readOnly"]
-        assert tool.annotations.destructive_hint is meta["destructive"] is (tool.name in ("shell_run", "shell_exec"))
-        assert tool.annotations.open_world_hint is (tool.name in ("shell_run", "shell_exec"))  # a shell reaches out
-        assert set(meta) == {
-            "ownership", "permissionPolicy", "effects", "readOnly", "destructive", "interruptBehavior", "examples"
-        }  # fmt: skip
-        assert meta["ownership"] == "managed"
+        shell = tool.name in ("shell_run", "shell_exec")
+        assert tool.annotations.title is None  # the tool's own title, not repeated
+        assert tool.annotations.destructive_hint is (shell if tool.annotations.read_only_hint is False else None)
+        assert tool.annotations.open_world_hint is shell  # a shell reaches out
+        # only what differs from the defaults (managed, always_allow, block); read-only is the annotation's
+        assert set(meta) <= {"permissionPolicy", "effects", "interruptBehavior", "examples"} and meta["effects"]
         asks = tool.name in ("memory_promote_note", "resources_promote_to_substrate", "resources_restore_version",
                              "shell_run", "shell_exec")  # fmt: skip
-        assert meta["permissionPolicy"] == ("always_ask" if asks else "always_allow")
+        assert meta.get("permissionPolicy", "always_allow") == ("always_ask" if asks else "always_allow")
     # the executor refuses an extra field by name; publishing that costs every model's context (the catalogue budget)
     assert "additionalProperties" not in tools["session_get_events"].input_schema
     events_meta = tools["session_get_events"].meta or {}

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from managed_tools.server.config import ConfigError, ServeConfig
-from managed_tools.server.request_state_keys import VAULT_KEY_ENV
+from managed_tools.server.rules import VAULT_KEY_ENV
 from managed_tools.server.runtime import open_runtime
 from managed_tools.server.secrets import open_vault
 from managed_tools.stores.vault import get_secret

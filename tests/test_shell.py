@@ -308,7 +308,7 @@ async def test_busy_shell_refuses_a_second_command_before_asking(rt: Runtime, wo
         check = await call(client, "permissions_check", {"toolName": "shell_exec", "toolArgs": {"command": "ls"}})
         described = await call(client, "shell_describe", {})
         (workspace / "go").touch()
-        waited = await call(client, "shell_wait", {"timeoutMs": 30000})
+        waited = await call(client, "shell_wait", {"commandId": running["commandId"], "timeoutMs": 30000})
     assert running["status"] == "running"
     assert "busy" in busy and "shell_wait" in busy and len(seen) == 1  # nobody was asked about the refused call
     assert described["busyPlan"]["tool"] == "shell_wait" and "shell_exec" in described["busyPlan"]["avoidTools"]
@@ -409,16 +409,16 @@ async def test_shell_close_refuses_while_a_command_runs_and_restart_records_it_k
 
 
 async def test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running(
-    runtime: Runtime, connect: Connect
+    runtime: Runtime, connect: Connect, workspace: Path
 ) -> None:
     short: RequestParamsMeta = {"managed-tools/timeoutMs": 1500}  # type: ignore[typeddict-unknown-key]
+    command = "while [ ! -e go ]; do sleep 0.05; done; echo done"  # runs until the test lets it end
     async with connect(runtime, "legacy", elicitation_callback=YES) as client:
-        started = data(
-            await client.call_tool("shell_exec", {"command": "sleep 3; echo done", "waitMs": 30_000}, meta=short)
-        )
+        started = data(await client.call_tool("shell_exec", {"command": command, "waitMs": 30_000}, meta=short))
         waited = await client.call_tool(
             "shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}, meta=short
         )
+        (workspace / "go").touch()
         finished = data(await client.call_tool("shell_wait", {"commandId": started["commandId"], "timeoutMs": 10_000}))
     answer_ = data(waited)
     assert started["status"] == "running" and started["nextStep"]["tool"] == "shell_wait"  # a handle, not a kill

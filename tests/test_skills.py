@@ -15,7 +15,8 @@ from mcp import MCPError
 
 from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import CONFIG_FILE, ServeConfig
-from managed_tools.server.runtime import open_runtime, user_skills_dir
+from managed_tools.server.data_dir import user_skills_dir
+from managed_tools.server.runtime import open_runtime
 
 pytestmark = pytest.mark.anyio
 

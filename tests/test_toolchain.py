@@ -25,7 +25,8 @@ from managed_tools.sandbox.grants import (
     shell_path,
     venv_interpreters,
 )
-from managed_tools.server.config import ConfigError, ServeConfig, user_wide_config_path
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.config_files import user_config_file
 from managed_tools.server.runtime import StartupError, open_runtime
 from managed_tools.tools.shell.diagnose import _needs
 
@@ -131,7 +132,7 @@ async def test_start_up_refuses_a_grant_inside_the_data_dir(workspace: Path, tmp
 
 
 async def test_start_up_refuses_a_grant_of_the_vault_keys(workspace: Path, tmp_path: Path) -> None:
-    keys = user_wide_config_path().parent / "vault-keys"
+    keys = user_config_file().parent / "vault-keys"
     keys.mkdir(parents=True)
     _write_config(tmp_path / "data", {"sandbox": {"readPaths": [str(keys)]}})
     config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
@@ -140,20 +141,14 @@ async def test_start_up_refuses_a_grant_of_the_vault_keys(workspace: Path, tmp_p
             pass
 
 
-def test_user_wide_and_workspace_grants_add_up(workspace: Path, tmp_path: Path) -> None:
-    user_wide_config_path().parent.mkdir(parents=True, exist_ok=True)
-    user_wide_config_path().write_text(json.dumps({"sandbox": {"readPaths": ["/opt/a"]}, "autoSandboxed": True}))
+def test_the_user_wide_sandbox_holds_until_a_workspace_gives_its_own(workspace: Path, tmp_path: Path) -> None:
+    user_config_file().parent.mkdir(parents=True, exist_ok=True)
+    user_config_file().write_text(json.dumps({"sandbox": {"readPaths": ["/opt/a"]}, "autoSandboxed": True}))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    assert config.sandbox.read_paths == (Path("/opt/a"),) and config.auto_sandboxed
     _write_config(tmp_path / "data", {"sandbox": {"readPaths": ["/opt/b"], "writePaths": ["/opt/c"]}})
     config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
-    assert config.sandbox.read_paths == (Path("/opt/a"), Path("/opt/b"))
-    assert config.sandbox.write_paths == (Path("/opt/c"),) and config.auto_sandboxed
-
-
-def test_the_user_wide_config_holds_only_what_every_workspace_shares(workspace: Path, tmp_path: Path) -> None:
-    user_wide_config_path().parent.mkdir(parents=True, exist_ok=True)
-    user_wide_config_path().write_text(json.dumps({"policy": {"shell_run": "always_allow"}}))
-    with pytest.raises(ConfigError, match=r"may hold only `sandbox` and `autoSandboxed`; move policy"):
-        ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    assert config.sandbox.read_paths == (Path("/opt/b"),) and config.sandbox.write_paths == (Path("/opt/c"),)
 
 
 # ---- the kernel ------------------------------------------------------------------------------------------------

@@ -87,7 +87,8 @@ def test_the_users_toolsets() -> None:
     ("selection", "message"),
     [
         ({"toolsets": ("memory", "nope")}, "Unknown toolset 'nope'; the toolsets are: environment, sessions,"),
-        ({"tools": ("bassh",)}, "Unknown tool 'bassh'; the tools are: environment_describe,"),
+        ({"tools": ("bassh",)}, r"Unknown tool 'bassh' \(did you mean 'bash'\?\); the tools are: environment_"),
+        ({"toolsets": ("fles",)}, r"Unknown toolset 'fles' \(did you mean 'files'\?\); the toolsets are:"),
         ({"exclude_tools": ("nope",)}, "Unknown tool 'nope'"),
     ],
 )
@@ -133,7 +134,7 @@ def test_the_tools_command_shows_toolsets_and_what_flags_publish(
     assert sets["planning"]["hidden"] == ["planning_add_step"] and sets["shell"]["served"] == ["bash"]
     assert main(["tools", "--workspace", str(workspace), "--read-only"]) == 0
     text = capsys.readouterr().out
-    assert "planning       1/4  served  the session's plan and steps" in text
+    assert "planning      1 of 4          the session's plan and steps" in text
     assert "\nbash " not in text and "\nread " in text
 
 

@@ -105,7 +105,7 @@ async def test_tools_are_published_with_prefix_ownership_schema_and_policy(
     assert write.annotations is not None and write.annotations.read_only_hint is False
     meta = {name: (tool.meta or {})["managed-tools/tool"] for name, tool in tools.items() if "__" in name}
     assert {m["ownership"] for m in meta.values()} == {"mcp"}
-    assert meta["probe__echo"]["permissionPolicy"] == "always_allow"
+    assert "permissionPolicy" not in meta["probe__echo"]  # always_allow, the default
     assert meta["probe__write_file"]["permissionPolicy"] == "always_ask"
     assert meta["probe__grow"]["permissionPolicy"] == "always_ask"  # no readOnlyHint: it asks
 

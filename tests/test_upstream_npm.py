@@ -35,7 +35,10 @@ async def test_the_reference_filesystem_server_reads_freely_and_writes_with_a_ye
     async with serving(workspace, tmp_path, {"fs": fs}) as rt:
         async with client_for(rt, mode, elicitation_callback=answering("decline", seen=seen)) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            policies = {n: (t.meta or {})["managed-tools/tool"]["permissionPolicy"] for n, t in tools.items()}
+            policies = {
+                n: (t.meta or {})["managed-tools/tool"].get("permissionPolicy", "always_allow")
+                for n, t in tools.items()
+            }
             read = await client.call_tool("fs__read_text_file", {"path": str(workspace / "hello.txt")})
             denied = await client.call_tool("fs__write_file", {"path": str(target), "content": "no"})
         assert policies["fs__read_text_file"] == "always_allow" and policies["fs__write_file"] == "always_ask"

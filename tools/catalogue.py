@@ -9,7 +9,7 @@ from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.toolsets import USER_TOOLSETS, ToolSelection, select
+from managed_tools.tools.framework.toolsets import USER_TOOLSETS, ToolSelection, did_you_mean, select
 from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search
 from managed_tools.tools.memory import tools as memory_tools
@@ -97,9 +97,11 @@ def build_registry(
     """
     groups = toolsets(extra, extensions)
     overrides = dict(policy or {})
-    unknown = sorted(set(overrides) - {d.name for group in groups.values() for d in group})
+    names = [d.name for group in groups.values() for d in group]
+    unknown = sorted(set(overrides) - set(names))
     if unknown:
-        raise RegistryError(f"The permission policy names tools that do not exist: {', '.join(unknown)}.")
+        named = ", ".join(f"{name}{did_you_mean(name, names)}" for name in unknown)
+        raise RegistryError(f"The permission policy names tools that do not exist: {named}.")
     registry = Registry()
     ours = {d.name for d in latent_calls.DEFINITIONS}
     for name, group in groups.items():

@@ -3,6 +3,7 @@ forgotten some time after it expires. Everything is in memory: a page outlives n
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -11,11 +12,16 @@ from typing import Literal
 import anyio
 from pydantic import SecretStr
 
+from managed_tools.tools.framework.redaction import KNOWN
+
 Kind = Literal["approval", "secret"]
 State = Literal["open", "answered", "closed"]
 PAGE_TTL_SECONDS = 600.0  # a page not answered within ten minutes is dead
 FORGET_AFTER_SECONDS = 600.0  # then, for as long again, a visit says it expired rather than "not found"
 MAX_PAGES = 1024  # open and remembered pages; beyond this the oldest are forgotten first
+
+# A page's URL is a capability (whoever opens it answers): no log line carries one, whichever library logs it.
+PAGE_URL_TOKEN = re.compile(r"(?<=/p/)[A-Za-z0-9_-]{43}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Pages:
         self._ttl = ttl_seconds
         self._pages: dict[str, Page] = {}
         self.authority = ""  # "127.0.0.1:PORT": the only Host the site answers
+        KNOWN.hide_in_logs(PAGE_URL_TOKEN)
 
     @property
     def origin(self) -> str:

@@ -24,6 +24,7 @@ from managed_tools.sandbox.fsaccess import kind_name
 from managed_tools.sandbox.paths import Resolved, attachment_parts
 from managed_tools.stores import images
 from managed_tools.tools.framework.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
+from managed_tools.tools.framework.content import Block, TextBlock
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
@@ -200,6 +201,14 @@ async def read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
     if output.image is not None and picture is not None:
         ctx.attachments.append(ResultFile(image=image_block(picture, output.image.mime_type)))
     return output
+
+
+def shown_text(output: ReadOutput) -> list[Block]:
+    """What a model reads of a `read`: the file's text itself under one line saying what it is, not the same text
+    again as an escaped JSON string (the fields travel once, as structuredContent; docs/decisions/lean-results.md)."""
+    notes = [output.showing] + (["invalid UTF-8 replaced"] if output.invalid_utf8_replaced else [])
+    header = f"{output.path}: {'; '.join(notes)}"
+    return [TextBlock(text=f"{header}\n{output.content}" if output.content else header)]
 
 
 # ---- write and edit -------------------------------------------------------------------------------------
@@ -470,6 +479,7 @@ DEFINITIONS = (
         input_model=ReadArgs,
         output_model=ReadOutput,
         handler=read,
+        render=shown_text,
         effects=("resource_read",),
         examples=(
             ToolExample(description="Lines 10-29", input={"path": "src/app.py", "startLine": 10, "lineCount": 20}),

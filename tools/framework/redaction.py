@@ -9,6 +9,7 @@ its traceback), whichever logger wrote it: ours, the SDK's, httpx's.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +24,8 @@ class Secrets:
         self._lock = threading.Lock()
         self._values: frozenset[str] = frozenset()
         self.ordered: tuple[str, ...] = ()
+        # Shapes of short-lived capabilities (a page's URL token) that no log line may carry, whoever logs it.
+        self.log_patterns: tuple[re.Pattern[str], ...] = ()
 
     def add(self, values: Iterable[str]) -> None:
         with self._lock:
@@ -33,8 +36,21 @@ class Secrets:
             self.ordered = tuple(sorted(self._values, key=len, reverse=True))
         redact_log_records()
 
+    def hide_in_logs(self, pattern: re.Pattern[str]) -> None:
+        with self._lock:
+            if pattern not in self.log_patterns:
+                self.log_patterns += (pattern,)
+        redact_log_records()
+
 
 KNOWN = Secrets()
+
+
+def scrub_log_text(text: str) -> str:
+    """A log line's text with every known secret and every capability shape removed."""
+    for pattern in KNOWN.log_patterns:
+        text = pattern.sub(REDACTED, text)
+    return _scrub(text, KNOWN.ordered) if KNOWN.ordered else text
 
 
 def scrub(value: Any, hidden: Iterable[str] | None = None) -> Any:
@@ -68,19 +84,19 @@ def redact_log_records() -> None:
 
     def redacted(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = made(*args, **kwargs)
-        if not KNOWN.ordered:
+        if not KNOWN.ordered and not KNOWN.log_patterns:
             return record
         try:
             message = record.getMessage()
         except Exception:  # arguments that do not fit the message: logging reports it when it is emitted
             return record
-        cleaned = scrub(message)
+        cleaned = scrub_log_text(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info:
-            record.exc_text = scrub(_EXCEPTIONS.formatException(record.exc_info))
+            record.exc_text = scrub_log_text(_EXCEPTIONS.formatException(record.exc_info))
         if record.stack_info:
-            record.stack_info = scrub(record.stack_info)
+            record.stack_info = scrub_log_text(record.stack_info)
         return record
 
     redacted.redacts_secrets = True  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ upstream MCP servers, ownership `mcp`), `custom` (config.json's custom and laten
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +64,11 @@ def keeps(selection: ToolSelection, toolset: str, definition: ToolDefinition) ->
 def _refuse_unknown(kind: str, given: Sequence[str], valid: Sequence[str]) -> None:
     unknown = [name for name in dict.fromkeys(given) if name not in valid]
     if unknown:
-        raise RegistryError(
-            f"Unknown {kind} {', '.join(repr(n) for n in unknown)}; the {kind}s are: {', '.join(valid)}."
-        )
+        named = ", ".join(f"{name!r}{did_you_mean(name, valid)}" for name in unknown)
+        raise RegistryError(f"Unknown {kind} {named}; the {kind}s are: {', '.join(valid)}.")
+
+
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    """` (did you mean 'x'?)` for the closest valid name, or nothing when none is close."""
+    near = get_close_matches(name, valid, n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""

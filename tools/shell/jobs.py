@@ -15,7 +15,7 @@ from pydantic import Field
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
-from managed_tools.stores.db import Tx
+from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.ids import utc_now
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.errors import ToolError
@@ -190,6 +190,10 @@ async def follow(ctx: ToolContext, job: Job, wait_seconds: float, *, kill_on_can
 
 
 async def shell_state(ctx: ToolContext) -> store.ShellState:
+    """Read through the call's own transaction where it has one: a second read from the pool while the call holds
+    one deadlocks once as many calls as there are pooled readers do it at once (six retries of one approval)."""
+    if not isinstance(ctx.tx, NoTransaction):
+        return await store.get_state(ctx.tx, ctx.session_id)
     async with ctx.runtime.db.read() as tx:
         return await store.get_state(tx, ctx.session_id)
 

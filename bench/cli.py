@@ -1,0 +1,123 @@
+"""How fast the approval CLI answers: `managed-tools pending` (and `approve` of an unknown id, `where`, `--version`)
+against a bare `python -c "import pydantic, sqlite3"`, measured in the same run.
+
+A person approving a paused call is on the agent's critical path; the target is each command within 5x of the
+bare import (median). Every run is a fresh process, as a person's would be. The series are interleaved round by
+round, so a burst of load on a shared machine touches them all alike. The state is a real SQLite state made by the
+stores, with three waiting requests (one of a session whose client is attached). It is a benchmark, not a test:
+the exit status is 0 whatever the figures are.
+
+    python bench/cli.py [--rounds 30] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from managed_tools.stores import approvals, sessions
+from managed_tools.stores.db import Database
+
+TARGET_RATIO = 5.0
+BASELINE = "python -c 'import pydantic, sqlite3'"
+
+
+def command() -> list[str]:
+    """The installed `managed-tools` script beside this interpreter (what a person runs), else `-m`."""
+    script = Path(sys.executable).with_name("managed-tools")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "managed_tools.server"]
+
+
+async def seed(data_dir: Path) -> None:
+    """A state with three open requests, as paused calls leave them."""
+    db = await Database.open(data_dir / "state.db", local_dir=data_dir)
+    try:
+        async with db.write() as tx:
+            for n in range(3):
+                session = await sessions.create_session(tx, "default", owner=sessions.LOCAL_OWNER)
+                wake = await sessions.open_wake(tx, session.id, transport="stdio", setup_fingerprint="bench")
+                if n:  # the first stays attached (this process is alive while the bench runs)
+                    await sessions.close_wake(tx, wake.id)
+                await approvals.create(
+                    tx, session_id=session.id, wake_id=wake.id, kind="tool_confirmation", tool_name="bash",
+                    arguments={"command": f"make test-{n}"}, args_digest=f"{n:064x}", channel="out_of_band",
+                    question=f"Run this command?\n\nmake test-{n}",
+                )  # fmt: skip
+    finally:
+        await db.close()
+
+
+def series(workspace: Path, data_dir: Path) -> dict[str, list[str]]:
+    cli, place = command(), ["--workspace", str(workspace), "--data-dir", str(data_dir)]
+    return {
+        "baseline": [sys.executable, "-c", "import pydantic, sqlite3"],
+        "pending": [*cli, "pending", *place],
+        "approve (unknown id)": [*cli, "approve", "0193f2c1-7d4e-7b55-9f3e-2a1c9d8e4b10", *place],
+        "where": [*cli, "where", *place],
+        "--version": [*cli, "--version"],
+    }
+
+
+def measure(argvs: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in argvs}
+    for number in range(rounds + 1):
+        for name, argv in argvs.items():
+            start = time.perf_counter()
+            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False, timeout=120)
+            if number:  # round 0 warms the file cache and writes the bytecode caches
+                times[name].append(time.perf_counter() - start)
+        print(f"round {number}/{rounds}", end="\r", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return times
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=30, help="timed runs of each command (default: 30)")
+    parser.add_argument("--json", action="store_true", help="the figures as one JSON document on stdout")
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="managed-tools-bench-cli-"))
+    try:
+        workspace, data_dir = tmp / "workspace", tmp / "data"
+        workspace.mkdir()
+        data_dir.mkdir()
+        os.environ["XDG_CONFIG_HOME"] = str(tmp / "config")  # no person's user config or skills
+        anyio.run(seed, data_dir)
+        times = measure(series(workspace, data_dir), args.rounds)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = statistics.median(times["baseline"])
+    rows = [
+        {"command": name, "median_ms": statistics.median(v) * 1000, "p95_ms": p95(v) * 1000,
+         "ratio_median": statistics.median(v) / base, "ratio_p95": p95(v) / p95(times["baseline"])}
+        for name, v in times.items()
+    ]  # fmt: skip
+    if args.json:
+        print(json.dumps({"baseline": BASELINE, "rounds": args.rounds, "target_ratio": TARGET_RATIO, "rows": rows}))
+        return 0
+    print(f"{args.rounds} runs each, interleaved; ratio against {BASELINE} (target: median <= {TARGET_RATIO:g}x)\n")
+    print(f"{'command':<22} {'median':>9} {'p95':>9} {'x median':>9} {'x p95':>7}")
+    for row in rows:
+        print(
+            f"{row['command']:<22} {row['median_ms']:>7.1f}ms {row['p95_ms']:>7.1f}ms "
+            f"{row['ratio_median']:>8.2f}x {row['ratio_p95']:>6.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Start-up, tools/list bytes and idle memory: managed-tools against the bare low-level `echo` server, in one run.
+
+Each repetition starts both servers as stdio subprocesses, interleaved (managed, bare, managed, bare, ...), and
+speaks raw JSON-RPC lines to them, so no client library's own cost is in the figures:
+
+* start-up: from spawning the process until the answer to the first `tools/list` arrives (after the handshake:
+  `initialize`, `notifications/initialized`, `tools/list`);
+* tools/list bytes: the length of that answer's line, as sent (the whole catalogue, no preset);
+* idle RSS: the process's resident memory (VmRSS, /proc) one second after that answer, nothing else asked.
+
+Median and p95 over the repetitions, and managed/bare at the median. Goals (issue 24): start-up <= 1.2x,
+idle RSS <= 1.2x, tools/list <= 60,000 bytes. With `--before DIR` (a checkout of an earlier commit, e.g. from
+`git archive <commit> | tar -x -C DIR`) a third server, that checkout's, runs interleaved with the other two, for a
+before/after table measured under the same load. A benchmark, not a test: it always exits 0.
+
+    python bench/startup.py [--repeat 7] [--before DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BARE_SERVER = Path(__file__).resolve().parent / "bare_echo_server.py"
+GOALS = {"startup": 1.2, "rss": 1.2}
+MAX_LIST_BYTES = 60_000
+HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench-startup", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
+
+
+@dataclass(frozen=True)
+class Sample:
+    server: str
+    startup_ms: float
+    list_bytes: int
+    tools: int
+    rss_kb: int
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def one(server: str, command: list[str], idle_seconds: float, cwd: Path = REPO_ROOT) -> Sample:
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in HANDSHAKE))
+        process.stdin.flush()
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{server} closed its output before answering tools/list")
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == 2:
+                break
+        startup_ms = (time.perf_counter() - started) * 1000
+        if "result" not in message:
+            raise RuntimeError(f"{server}: tools/list failed: {message.get('error')}")
+        time.sleep(idle_seconds)
+        memory = rss_kb(process.pid)
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    tools = len(message["result"]["tools"])
+    return Sample(server, round(startup_ms, 1), len(line.rstrip(b"\n")), tools, memory)
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[94] if len(values) > 1 else values[0]
+
+
+def summary(samples: list[Sample]) -> dict[str, Any]:
+    by: dict[str, list[Sample]] = {}
+    for s in samples:
+        by.setdefault(s.server, []).append(s)
+    out: dict[str, Any] = {}
+    for server, rows in by.items():
+        startups = [r.startup_ms for r in rows]
+        rss = [float(r.rss_kb) for r in rows]
+        out[server] = {
+            "startup_p50_ms": round(statistics.median(startups), 1),
+            "startup_p95_ms": round(p95(startups), 1),
+            "rss_p50_kb": round(statistics.median(rss)),
+            "rss_p95_kb": round(p95(rss)),
+            "list_bytes": rows[-1].list_bytes,
+            "tools": rows[-1].tools,
+        }
+    bare = out["bare"]
+    out["ratios"] = {
+        server: {
+            "startup": round(out[server]["startup_p50_ms"] / bare["startup_p50_ms"], 2),
+            "rss": round(out[server]["rss_p50_kb"] / bare["rss_p50_kb"], 2),
+        }
+        for server in by
+        if server != "bare"
+    }
+    return out
+
+
+def print_table(figures: dict[str, Any], repeat: int) -> None:
+    print(f"start-up to the first tools/list answer, idle RSS, tools/list bytes ({repeat} interleaved runs)\n")
+    print(f"{'server':<8} {'start p50 ms':>12} {'p95 ms':>8} {'RSS p50 MB':>11} {'p95 MB':>7} {'list bytes':>11} tools")
+    for server in [name for name in ("before", "managed", "bare") if name in figures]:
+        f = figures[server]
+        print(
+            f"{server:<8} {f['startup_p50_ms']:>12.1f} {f['startup_p95_ms']:>8.1f} {f['rss_p50_kb'] / 1024:>11.1f} "
+            f"{f['rss_p95_kb'] / 1024:>7.1f} {f['list_bytes']:>11,} {f['tools']:>5}"
+        )
+    print()
+    for server, ratios in figures["ratios"].items():
+        for what, goal in GOALS.items():
+            verdict = "met" if ratios[what] <= goal else "NOT met"
+            print(f"{server + '/bare':<14} {what:<8} {ratios[what]:.2f}x  (goal <= {goal}x: {verdict})")
+    size = figures["managed"]["list_bytes"]
+    verdict = "met" if size <= MAX_LIST_BYTES else "NOT met"
+    print(f"tools/list     {size:,} bytes (goal <= {MAX_LIST_BYTES:,}: {verdict})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=7, help="interleaved runs of each server (default: 7)")
+    parser.add_argument("--idle", type=float, default=1.0, help="seconds to wait before reading RSS (default: 1)")
+    parser.add_argument("--before", type=Path, help="an earlier checkout to run beside this one, as `before`")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    args = parser.parse_args(argv)
+    samples: list[Sample] = []
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        for n in range(args.repeat):
+            workspace = Path(tmp) / f"w{n}"
+            workspace.mkdir()
+            serve = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
+            if args.before is not None:
+                state = f"{workspace}.before"
+                samples.append(one("before", [*serve, "--data-dir", state], args.idle, args.before.resolve()))
+            samples.append(one("managed", [*serve, "--data-dir", f"{workspace}.state"], args.idle))
+            samples.append(one("bare", [sys.executable, str(BARE_SERVER)], args.idle))
+            latest = samples[-3:] if args.before is not None else samples[-2:]
+            timings = ", ".join(f"{s.server} {s.startup_ms} ms" for s in latest)
+            print(f"run {n + 1}/{args.repeat}: {timings}", file=sys.stderr)
+    figures = summary(samples)
+    if args.json:
+        print(json.dumps({"repeat": args.repeat, "figures": figures, "samples": [asdict(s) for s in samples]}))
+    else:
+        print_table(figures, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

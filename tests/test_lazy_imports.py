@@ -1,0 +1,46 @@
+"""What a stdio server does not import (docs/decisions/lazy-start-up.md): a real `serve` over stdio answers the
+handshake and tools/list, and on its way out names which of the modules only OAuth, a PostgreSQL database, the
+vault's keyring or a custom tool need it loaded. None, since they are imported where they are used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ONLY_WHEN_NEEDED = ("jwt", "keyring", "jsonschema", "asyncpg", "managed_tools.server.oauth_tokens")
+# Runs the real CLI in this interpreter and reports, at exit, which of those modules it loaded.
+PROBE = f"""
+import atexit, runpy, sys
+atexit.register(lambda: print("LOADED", [m for m in {ONLY_WHEN_NEEDED!r} if m in sys.modules], file=sys.stderr))
+sys.argv = ["managed-tools", *sys.argv[1:]]
+runpy.run_module("managed_tools.server", run_name="__main__")
+"""
+HANDSHAKE = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
+
+
+def test_stdio_serve_loads_no_oauth_postgres_keyring_or_jsonschema(workspace: Path, tmp_path: Path) -> None:
+    where = ["serve", "--workspace", str(workspace), "--data-dir", str(tmp_path / "state")]
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *where],
+        input="".join(json.dumps(message) + "\n" for message in HANDSHAKE),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert out.returncode == 0, out.stderr
+    assert any(a.get("id") == 2 and len(a["result"]["tools"]) > 60 for a in answers), out.stdout[:500]
+    assert "LOADED []" in out.stderr, out.stderr[-2000:]
