@@ -46,6 +46,7 @@ class Group:
     """One spawn's cgroup (a directory in each hierarchy) and the cgroup.procs descriptors to hand the child."""
 
     dirs: list[tuple[Hierarchy, Path]]
+    leftover: list[Path]  # the runtime's: groups still being emptied, removed at a later spawn or at close
     fds: list[int] = field(default_factory=list)
     ended: bool = False
 
@@ -69,13 +70,13 @@ class Group:
         return counts
 
     def end(self) -> None:
-        """Kill whatever is left running in the group and remove it."""
+        """Kill whatever is left running in the group, and remove it; one the kernel is still emptying (a process
+        being torn down) is removed later, so the caller never waits here."""
         if self.ended:
             return
         self.ended = True
         self.close_fds()
-        for _, path in self.dirs:
-            _empty(path)
+        self.leftover.extend(path for _, path in self.dirs if not _ended(path))
 
 
 def _count(path: Path, key: str) -> int:
@@ -88,21 +89,37 @@ def _count(path: Path, key: str) -> int:
     return 0
 
 
+def _kill(path: Path) -> None:
+    """SIGKILL every process in the group at `path`."""
+    with contextlib.suppress(OSError):
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def _removed(path: Path) -> bool:
+    """Whether the group at `path` is gone (removed now, or before); False while processes are still in it."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _ended(path: Path) -> bool:
+    """One round: kill what is in the group at `path`, then whether it could be removed."""
+    _kill(path)
+    return _removed(path)
+
+
 def _empty(path: Path) -> None:
-    """Kill every process in the group at `path` and remove it; a group that will not empty stays (its parent's
-    removal at close tries again)."""
+    """Kill every process in the group at `path` and remove it, waiting a little for the kernel (at close only);
+    a group that will not empty stays."""
     for _ in range(KILL_ROUNDS):
-        try:
-            os.rmdir(path)
+        if _ended(path):
             return
-        except FileNotFoundError:
-            return
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            for pid in (path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(pid), signal.SIGKILL)
         time.sleep(0.002)
 
 
@@ -166,6 +183,7 @@ class Cgroups:
     def __init__(self, hierarchies: list[Hierarchy]) -> None:
         self.hierarchies = hierarchies
         self.controllers = frozenset(c for h in hierarchies for c in h.controllers)
+        self.leftover: list[Path] = []
 
     @classmethod
     def open(cls) -> Cgroups:
@@ -208,7 +226,8 @@ class Cgroups:
 
     def create(self, limits: Limits) -> Group:
         """A group for one spawn with `limits` set, and its cgroup.procs open for the child to join."""
-        group = Group([])
+        self.leftover[:] = [path for path in self.leftover if not _ended(path)]  # a fork that raced the kill too
+        group = Group([], self.leftover)
         try:
             for hierarchy in self.hierarchies:
                 path = hierarchy.parent / f"g{secrets.token_hex(6)}"
