@@ -90,6 +90,14 @@ def spawn(workspace: Path, confine: Domain | None) -> Callable[[], Awaitable[Non
     return run
 
 
+def table(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Each level's series, one line each: p50, p95 and mean."""
+    for level, out in results.items():
+        print(f"\n{level}:")
+        for name, f in out.items():
+            print(f"  {name:<22} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
+
+
 def compare(out: dict[str, dict[str, float]], base: str, other: str) -> str:
     a, b = out[base], out[other]
     return (
@@ -149,10 +157,7 @@ async def main() -> None:
         print(json.dumps({**meta, **results}, indent=2))
         return
     print(f"Landlock ABI {abi}, {opts.calls} calls per series after {opts.warmup} warm-up, interleaved")
-    for level, out in results.items():
-        print(f"\n{level}:")
-        for name, f in out.items():
-            print(f"  {name:<22} p50 {f['p50_ms']:7.3f} ms   p95 {f['p95_ms']:7.3f} ms   mean {f['mean_ms']:7.3f} ms")
+    table(results)
     print("\nadded by confinement:")
     print(compare(results["tool"], "argv-only", "launcher"))
     print(compare(results["tool"], "argv-only", "preexec"))

@@ -11,7 +11,7 @@ answers each question (approve once, or approve for the session) and counts them
 | once (before) | `serve` | approve, once: what every call needed before remember and auto-sandboxed existed |
 | session | `serve` | approve, remember: session |
 | auto-sandboxed | `serve --auto-sandboxed --shell-network off` | (never asked) |
-| auto, network on | `serve --auto-sandboxed` | approve, once: unrestricted network is more than the sandbox gives |
+| auto, allowlist | `serve --auto-sandboxed` (network through the egress proxy) | approve, once, if ever asked |
 
 It is a benchmark, not a test: the exit status is 0 whatever the figures are.
 
@@ -43,7 +43,7 @@ SERIES: dict[str, tuple[list[str], dict[str, Any] | None]] = {
     "once (before)": ([], {"approve": True}),
     "session": ([], {"approve": True, "remember": "session"}),
     "auto-sandboxed": (["--auto-sandboxed", "--shell-network", "off"], None),
-    "auto, network on": (["--auto-sandboxed"], {"approve": True}),
+    "auto, allowlist": (["--auto-sandboxed"], {"approve": True}),
 }
 
 

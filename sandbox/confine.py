@@ -32,6 +32,7 @@ from typing import Literal
 
 from managed_tools.sandbox import bwrap, landlock
 from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
+from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, bridge
 from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
@@ -159,6 +160,8 @@ class Confinement:
     cgroups: Cgroups | None = None
     cgroups_reason: str = ""  # why processes and memory are not limited by a cgroup
     mode_reason: str = ""  # why argv-only
+    egress: Egress | None = None  # the proxy the shell's commands go out through (None: network off, or direct)
+    egress_reason: str = ""  # why commands with network reach it directly, unfiltered
     notices: list[str] = field(default_factory=list)
     _fds: list[int] = field(default_factory=list)
 
@@ -198,6 +201,8 @@ class Confinement:
         return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env)
 
     def close(self) -> None:
+        if self.egress is not None:
+            self.egress.close()
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
@@ -234,6 +239,7 @@ def open_confinement(
     binaries: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
     grants: Grants = NO_GRANTS,
+    allowed: NetworkConfig | None = None,
 ) -> Confinement:
     """Create the private dirs and, where the kernel can, every layer and both standing domains; the writable
     shell also gets `grants`."""
@@ -254,6 +260,13 @@ def open_confinement(
     confinement.launcher, confinement.spawn_reason = _launcher(policies)
     confinement.spawn = "preexec" if confinement.launcher is None else "launcher"
     _outer_layers(confinement)
+    if network:
+        confinement.egress, confinement.egress_reason = _egress(confinement, allowed or NetworkConfig())
+    if confinement.egress is not None:
+        policies = (policies[0], confinement.egress.confine(policies[1]))
+    elif network:
+        confinement.notices.append(f"network: commands with network reach it directly, not filtered by "
+                                   f"{CONFIG_KEY} ({confinement.egress_reason}).")  # fmt: skip
     try:
         confinement.read_only, confinement.shell = (confinement.domain(p) for p in policies)
     except ConfinementError:
@@ -267,6 +280,16 @@ def open_confinement(
             "cannot exclude a subdirectory); keep the data dir outside the workspace."
         )
     return confinement
+
+
+def _egress(confinement: Confinement, allowed: NetworkConfig) -> tuple[Egress | None, str]:
+    """The proxy the shell's commands reach the network through, or None and why they reach it directly."""
+    if confinement.bwrap is None:
+        return None, f"no network namespace: {confinement.bwrap_reason}"
+    try:
+        return Egress(allowed, bridge=bridge()), ""
+    except (OSError, LauncherError) as exc:
+        return None, f"no network bridge: {exc}"
 
 
 def _outer_layers(confinement: Confinement) -> None:

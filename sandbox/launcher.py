@@ -7,6 +7,7 @@ It is compiled on first use with the system C compiler, found on a fixed PATH (n
 `<user cache dir>/managed-tools/` (0700), named by the SHA-256 of the source, compiler and flags, and moved
 into place atomically under a lock, so concurrent servers neither race nor run a half-written file. Where no
 compiler works, `LauncherError` says why and the caller keeps the `preexec_fn` path (as confined, slower).
+The egress bridge (netbridge.c, sandbox/egress.py) is built the same way, by `compiled`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -68,25 +70,33 @@ def _usable(path: Path) -> bool:
 
 def launcher(root: Path | None = None) -> Path:
     """The path of a working launcher under `root` (default: the user cache dir), building it when missing."""
+    return compiled(SOURCE, "the launcher", _fails_closed, root)
+
+
+def compiled(source_file: Path, what: str, works: Callable[[Path], bool], root: Path | None = None) -> Path:
+    """The path of a working build of `source_file` (one of our C helpers, `what` in messages) under `root`
+    (default: the user cache dir), building it when missing; `works` checks a fresh build before it is used."""
     directory = _private_dir((root or cache_root()).resolve())
-    source = SOURCE.read_bytes()
+    source = source_file.read_bytes()
     compiler = _compiler(COMPILER_PATH)
     key = hashlib.sha256(b"\0".join([source, compiler.encode(), repr(FLAG_SETS).encode()])).hexdigest()[:32]
-    target = directory / f"launcher-{key}"
+    target = directory / f"{source_file.stem}-{key}"
     if _usable(target):
         return target
     with open(directory / "launcher.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another server may be building the same file: wait, then reuse it
         if not _usable(target):
-            _build(compiler, source, directory, target)
+            _build(compiler, source, source_file.name, directory, target, what=what, works=works)
     return target
 
 
-def _build(compiler: str, source: bytes, directory: Path, target: Path) -> None:
+def _build(
+    compiler: str, source: bytes, name: str, directory: Path, target: Path, *, what: str, works: Callable[[Path], bool]
+) -> None:
     env = {"PATH": COMPILER_PATH, "LC_ALL": "C"}
     errors: list[str] = []
     with tempfile.TemporaryDirectory(dir=directory, prefix="build-") as work:
-        built, copy = Path(work) / "mt-confine", Path(work) / "launcher.c"
+        built, copy = Path(work) / "built", Path(work) / name
         copy.write_bytes(source)  # exactly the bytes the name was hashed from
         for flags in FLAG_SETS:
             argv = [compiler, *flags, "-o", str(built), str(copy)]
@@ -96,12 +106,12 @@ def _build(compiler: str, source: bytes, directory: Path, target: Path) -> None:
             except (OSError, subprocess.TimeoutExpired) as exc:
                 errors.append(str(exc))
                 continue
-            if done.returncode == 0 and _fails_closed(built):
+            if done.returncode == 0 and works(built):
                 built.chmod(0o755)
                 os.replace(built, target)
                 return
             errors.append((done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1])
-    raise LauncherError(f"{os.path.basename(compiler)} could not build the launcher: {'; '.join(errors)[:300]}")
+    raise LauncherError(f"{os.path.basename(compiler)} could not build {what}: {'; '.join(errors)[:300]}")
 
 
 def _fails_closed(built: Path) -> bool:

@@ -53,9 +53,12 @@ def _layers(c: Confinement) -> list[Layer]:
     cg = c.cgroups
     cg_what = ", ".join(sorted(cg.controllers)) if cg is not None else ""
     memory_by = "a memory cgroup" if cg is not None and "memory" in cg.controllers else "the address space"
-    network = "off for the read-only hand" + ("; the shell's network is on (--shell-network on): shell commands "
-                                              "and upstreams share the host's network" if c.shell_network else
-                                              " and the shell")  # fmt: skip
+    network = "off for the read-only hand" + (
+        " and the shell" if not c.shell_network else
+        "; the shell's commands and the upstreams go out only through the egress proxy, to "
+        "sandbox.network.allowedDomains" if c.egress is not None else
+        f"; the shell's network is on and direct ({c.egress_reason}): shell commands and upstreams share the host's "
+        "network")  # fmt: skip
     return [
         Layer(
             "files",
@@ -117,17 +120,19 @@ def summary(layers: list[Layer]) -> str:
 
 
 def shortfall(c: Confinement) -> str | None:
-    """Why the writable shell is not the full sandbox, or None when it is: every layer in force and no unrestricted
-    network. The one check `--auto-sandboxed` relies on (tools/shell/jobs.py `contained`)."""
+    """Why the writable shell is not the full sandbox, or None when it is: every layer in force, and the network off
+    or only through the egress allowlist. The one check `--auto-sandboxed` relies on (tools/shell/jobs.py
+    `contained`)."""
     lacking = missing(_layers(c))
     if lacking:
         return "; ".join(f"the {layer.name} layer is missing here ({layer.detail})" for layer in lacking)
-    if c.shell_network:
-        return "the shell's network is unrestricted (--shell-network on)"
+    if c.shell_network and c.egress is None:
+        return f"the shell's network is unrestricted, not filtered by the egress allowlist ({c.egress_reason})"
     return None
 
 
 def in_force(c: Confinement) -> str:
     """The sandbox a command ran in, as the audit record of an unasked run names it."""
     held = ", ".join(layer.name for layer in _layers(c) if layer.in_force) or "none"
-    return f"layers: {held}; network {'on' if c.shell_network else 'off'}; {len(c.grants.grants)} toolchain grant(s)"
+    network = "off" if not c.shell_network else "through the egress allowlist" if c.egress else "unrestricted"
+    return f"layers: {held}; network {network}; {len(c.grants.grants)} toolchain grant(s)"

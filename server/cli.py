@@ -205,7 +205,8 @@ def _confinement_flags(serve: argparse.ArgumentParser) -> None:
         "--shell-network",
         choices=["on", "off"],
         default="on",
-        help="whether shell_run and the persistent shell may open TCP connections (default: on)",
+        help="whether shell_run and the persistent shell have network (default: on): only through the egress proxy, "
+        "to config sandbox.network.allowedDomains (empty by default)",
     )
 
 

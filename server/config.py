@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from managed_tools.sandbox.egress import NetworkConfig
 from managed_tools.sandbox.policy import Limits
 from managed_tools.server.config_files import (
     CONFIG_FILE,
@@ -141,7 +142,7 @@ class SandboxConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     read_paths: tuple[Path, ...] = Field(default=(), alias="readPaths", description="Read and execute (nvm, pyenv).")
     write_paths: tuple[Path, ...] = Field(default=(), alias="writePaths", description="Also write (caches).")
-
+    network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
 class UserConfig(BaseModel):

@@ -97,8 +97,13 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         return
     mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
     try:
-        confinement = open_confinement(mounts, data_dir=config.data_dir, network=config.shell_network,
-                                       limits=config.sandbox.limits.limits())  # fmt: skip
+        confinement = open_confinement(
+            mounts,
+            data_dir=config.data_dir,
+            network=config.shell_network,
+            limits=config.sandbox.limits.limits(),
+            allowed=config.sandbox.network,
+        )
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
@@ -186,6 +191,7 @@ async def open_runtime(
                 binaries=[rg_binary()],
                 limits=config.sandbox.limits.limits(),
                 grants=shell_grants(config),
+                allowed=config.sandbox.network,
             )
         except (ConfinementError, StoreError) as exc:
             raise StartupError(str(exc)) from exc

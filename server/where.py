@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,6 @@ from managed_tools.server.config_files import ConfigFiles, user_config_file
 from managed_tools.server.data_dir import ConfigError, skill_dirs, state_root, vault_key_file
 from managed_tools.server.rules import VAULT_KEY_ENV
 from managed_tools.server.state_place import StatePlace
-
-# Each reporter adds lines to the "sandbox" section: which confinement layers this machine provides. Empty until
-# the sandbox package reports its layers; `where` never claims a layer that nothing checked.
-SANDBOX_REPORTERS: list[Callable[[StatePlace], list[str]]] = []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +53,19 @@ def where(place: StatePlace, *, agent: str) -> dict[str, Any]:
         "caches": _caches(),
         "vaultKey": _vault_key(place, config),
         "skills": [{"kind": kind, **_path(root / below if below else root)} for kind, root, below, _ in skills],
-        "sandbox": [line for report in SANDBOX_REPORTERS for line in report(place)],
+        "sandbox": _sandbox(),
     }
+
+
+def _sandbox() -> list[dict[str, Any]]:
+    """Each layer a spawned program would run under on this system, probed (sandbox/layers.py), and why one is
+    missing; never a layer that nothing checked."""
+    from managed_tools.sandbox import layers
+
+    return [
+        {"layer": layer.name, "inForce": layer.in_force, "blocks": layer.blocks, "detail": layer.detail}
+        for layer in layers.describe()
+    ]
 
 
 def _path(path: Path) -> dict[str, Any]:
@@ -137,6 +143,10 @@ def _text(report: dict[str, Any]) -> str:
             f"{s['path']}{'' if s['exists'] else '  (none)'}" for s in report["skills"]
         ),
     ]  # fmt: skip
-    if report["sandbox"]:
-        lines += ["sandbox", *(f"  {entry}" for entry in report["sandbox"])]
+    lines += ["sandbox layers", *(_layer_line(layer) for layer in report["sandbox"])]
     return "\n".join(lines)
+
+
+def _layer_line(layer: dict[str, Any]) -> str:
+    held = "in force" if layer["inForce"] else "MISSING"
+    return f"  {layer['layer']}: {held} ({layer['detail']}); blocks {layer['blocks']}"

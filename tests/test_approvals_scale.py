@@ -164,8 +164,9 @@ async def test_the_cli_approves_for_the_session(rt: Runtime, project: Path, tmp_
 
 @needs_every_layer
 @pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("network", [False, True])  # off, or only through the egress allowlist (empty here)
 async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
-    project: Path, tmp_path: Path, mode: str, listener: int
+    project: Path, tmp_path: Path, mode: str, network: bool, listener: int
 ) -> None:
     seen: list[str] = []
     outside = tmp_path / "outside"
@@ -173,7 +174,7 @@ async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
     escape = f"echo x > {outside}/planted"
     connect = f".venv/bin/python -c 'import socket; socket.create_connection((\"127.0.0.1\", {listener}), 2)'"
     async with (
-        open_runtime(serve_config(project, tmp_path, auto=True, network=False)) as rt,
+        open_runtime(serve_config(project, tmp_path, auto=True, network=network)) as rt,
         client_for(rt, mode, elicitation_callback=answer("accept", ONCE, seen)) as client,
     ):
         results = await loop(client, LOOP)
@@ -188,15 +189,15 @@ async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
     assert connected["exitCode"] != 0 and "Error" in connected["stderr"]  # refused, or no route: never connected
     assert persistent["stdout"] == "in the persistent shell\n"
     assert len(audited) == 11 and {a["why"] for a in audited} == {"auto_sandboxed"}
-    assert "network off" in audited[0]["sandbox"]
+    assert ("network through the egress allowlist" if network else "network off") in audited[0]["sandbox"]
 
 
 @needs_landlock
 @pytest.mark.parametrize(
     ("network", "forced", "why"),
     [
-        (True, "", "the shell's network is unrestricted (--shell-network on)"),
         (False, "landlock-only", "the view layer is missing here (forced off by"),  # no bubblewrap, no cgroups
+        (True, "landlock-only", "the view layer is missing here (forced off by"),  # nor a namespace for the proxy
     ],
 )
 async def test_auto_sandboxed_asks_when_the_sandbox_falls_short(  # noqa: PLR0917 (fixtures and parameters)

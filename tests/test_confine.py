@@ -21,7 +21,7 @@ from mcp import Client
 from test_permissions import answer, client_for
 
 from managed_tools.sandbox import landlock, launcher
-from managed_tools.sandbox.confine import FORCE_ENV
+from managed_tools.sandbox.confine import FORCE_ENV, shell_policy
 from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.config import ServeConfig
@@ -130,7 +130,9 @@ async def test_read_only_hand_writes_nowhere(rt: Runtime) -> None:
 @needs_landlock
 async def test_read_only_hand_opens_no_tcp_connection(rt: Runtime, listener: int) -> None:
     connect = f"import socket; socket.create_connection(('127.0.0.1', {listener}), timeout=5); print('connected')"
-    assert (await run(rt, ["python3", "-c", connect], rt.confinement.shell))[1] == "connected\n"  # control
+    # The control: a domain with the host's network (the shell's own goes out only through the egress proxy).
+    host = rt.confinement.domain(shell_policy(list(rt.guard.mounts), rt.confinement.private / "shell", network=True))
+    assert (await run(rt, ["python3", "-c", connect], host))[1] == "connected\n"
     code, out, err = await run(rt, ["python3", "-c", connect], rt.confinement.read_only)
     assert code != 0 and out == "" and "PermissionError" in err
 

@@ -147,7 +147,7 @@ def test_adopt_with_yes_moves_it_and_serving_then_uses_it(workspace: Path, hosti
     listed = cli("tools", "--workspace", str(workspace), "--toolsets", "shell", "--json")
     assert listed.returncode == 0 and "ignoring" not in listed.stderr, listed.stderr
     tools = {tool["name"]: tool for tool in json.loads(listed.stdout)["tools"]}
-    assert tools["shell_run"]["_meta"]["managed-tools/tool"]["permissionPolicy"] == "always_allow"  # now the user's
+    assert "permissionPolicy" not in tools["shell_run"]["_meta"]["managed-tools/tool"]  # always_allow: the user's now
 
 
 def test_adopt_with_nothing_to_adopt_says_so(workspace: Path) -> None:

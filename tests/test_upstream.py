@@ -445,9 +445,10 @@ def test_upstream_tools_keep_long_descriptions_and_skip_names_no_client_accepts(
     [
         ({"toolsets": ["files"], "tools": ["probe__echo"]}, {"probe__echo"}),
         ({"readOnly": True, "excludeTools": ["probe__env", "probe__env_refused"]},
-         {"probe__echo", "probe__pid", "probe__image"}),
+         {"probe__echo", "probe__pid", "probe__image", "probe__fetch"}),
         ({"toolsets": ["mcp"], "excludeTools": ["probe__crash", "probe__grow"]},
-         {"probe__echo", "probe__env", "probe__env_refused", "probe__pid", "probe__image", "probe__write_file"}),
+         {"probe__echo", "probe__env", "probe__env_refused", "probe__pid", "probe__image", "probe__write_file",
+          "probe__fetch"}),
     ],
 )  # fmt: skip
 async def test_toolset_flags_apply_to_upstream_tools(

@@ -26,7 +26,7 @@ def write(path: Path, document: dict[str, Any]) -> None:
 async def policies(config: ServeConfig, connect: Connect, mode: str = "auto") -> dict[str, str]:
     async with open_runtime(config) as runtime, connect(runtime, mode=mode) as client:
         listing = await client.list_tools()
-    return {tool.name: (tool.meta or {})[META]["permissionPolicy"] for tool in listing.tools}
+    return {tool.name: (tool.meta or {})[META].get("permissionPolicy", "always_allow") for tool in listing.tools}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

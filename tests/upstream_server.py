@@ -2,7 +2,7 @@
 
 `python upstream_server.py stdio` or `python upstream_server.py http PORT`. Tools: a read-only echo and env
 reader (and one that fails quoting a variable), a writing tool, an image, one that adds a tool and says the list
-changed, and one that crashes.
+changed, an HTTP fetch, and one that crashes.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import urllib.request
 from pathlib import Path
 
 from mcp.server import MCPServer
@@ -79,6 +80,13 @@ async def grow(ctx: Context) -> str:
     mcp.add_tool(extra, annotations=READ_ONLY)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@mcp.tool(annotations=READ_ONLY)
+def fetch(url: str) -> str:
+    """GET `url` (through HTTP_PROXY where one is set) and return the body."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 @mcp.tool()

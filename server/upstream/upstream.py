@@ -6,6 +6,7 @@ an upstream that never started publishes nothing, and a call to one of its names
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -22,6 +23,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
 from managed_tools.sandbox.confine import Confinement, upstream_policy
+from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.upstream import process
@@ -30,6 +32,7 @@ from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.framework.definition import PermissionPolicy
 from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
 
 log = logging.getLogger("managed_tools.upstream")
@@ -153,19 +156,21 @@ class Upstream:
         assert isinstance(spec, StdioUpstream)
         env, secrets = await resolve(self.name, spec.env, self._secrets)
         home = self._confinement.upstream_home(self.name)
-        if self._domain is None and self._confinement.mode == "landlock":
-            c = self._confinement
+        c = self._confinement
+        if self._domain is None and c.mode == "landlock":
             policy = upstream_policy(self.name, self._mounts, home, self._programs, network=c.shell_network,
                                      limits=c.limits)  # fmt: skip
-            self._domain = self._confinement.domain(policy)
-        async with process.started(
-            self.name,
-            [spec.command, *spec.args],
-            domain=self._domain,
-            env={**process.base_env(home), **env},
-            cwd=self._workspace,
-            secrets=secrets,
-        ) as started:
+            # With the network on, it goes out as the shell's commands do: only through the egress proxy.
+            self._domain = c.domain(policy if c.egress is None else c.egress.confine(policy))
+        async with AsyncExitStack() as stack:
+            if c.egress is not None and self._domain is not None:
+                channel = await c.egress.open_channel()
+                stack.push_async_callback(channel.close)
+                channel.notify = functools.partial(_refused, self.name, secrets)
+                env = {**env, SOCKET_ENV: str(channel.path)}
+            started = await stack.enter_async_context(process.started(
+                self.name, [spec.command, *spec.args], domain=self._domain, env={**process.base_env(home), **env},
+                cwd=self._workspace, secrets=secrets))  # fmt: skip
             yield started
 
     async def _watch_exit(self, started: process.UpstreamProcess) -> None:
@@ -237,3 +242,9 @@ def _why(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _refused(name: str, secrets: set[str], refusal: Refusal) -> None:
+    """An upstream's refused connection goes to our log (it has no result of ours to carry it), scrubbed of its
+    secrets: a host name is the upstream's to choose, and may spell one."""
+    log.warning("upstream %s: network blocked: %s", name, scrub(str(refusal), secrets))

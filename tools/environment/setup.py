@@ -10,6 +10,7 @@ from weakref import WeakKeyDictionary
 
 from pydantic import Field, ValidationError
 
+from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.layers import describe
 from managed_tools.sandbox.mounts import default_mounts
 from managed_tools.stores import sessions, setups
@@ -258,6 +259,19 @@ def _build(runtime: Runtime) -> AgentSetup:
     return AgentSetup(fingerprint=overall, **sections)
 
 
+class NetworkView(WireModel):
+    mode: Literal["off", "proxied", "direct"] = Field(
+        description="off: no network; proxied: commands run in a network namespace of their own and reach only "
+        "the allowed domains, over HTTP(S) through the egress proxy (HTTP_PROXY is set for them); direct: TCP "
+        "as the host has it, unfiltered (`reason` says why)."
+    )
+    allowed_domains: list[str] = Field(
+        description="config sandbox.network.allowedDomains: names and *.wildcards (subdomains only) the proxy "
+        "connects to; loopback and link-local addresses never, private ones only for a name listed exactly."
+    )
+    reason: str | None = None
+
+
 class LayerView(WireModel):
     name: str
     in_force: bool
@@ -274,12 +288,21 @@ class ConfinementView(WireModel):
         description="How a program enters its confinement: launcher (a small compiled helper, the fast way), "
         "preexec (a step in the forked child: as confined, slower to start) or none (argv-only)."
     )
-    shell_network: bool = Field(description="Whether shell_run and the persistent shell may open TCP connections.")
+    shell_network: bool = Field(description="Whether shell_run and the persistent shell have network (see `network`).")
+    network: NetworkView = Field(description="What shell commands and stdio upstream servers reach of the network.")
     read_only_hand: str
     writable_shell: str
     layers: list[LayerView] = Field(
         description="The sandbox's layers: what each blocks, whether it is in force here, and if not why."
     )
+
+
+def network_view(c: Confinement) -> NetworkView:
+    if not c.shell_network:
+        return NetworkView(mode="off", allowed_domains=[])
+    if c.egress is None:
+        return NetworkView(mode="direct", allowed_domains=[], reason=c.egress_reason or f"confinement is {c.mode}")
+    return NetworkView(mode="proxied", allowed_domains=list(c.egress.allowed))
 
 
 def confinement_view(runtime: Runtime) -> ConfinementView:
@@ -290,6 +313,7 @@ def confinement_view(runtime: Runtime) -> ConfinementView:
         landlock_abi=c.abi,
         spawn=c.spawn or "none",
         shell_network=c.shell_network,
+        network=network_view(c),
         read_only_hand="bash programs and grep/glob read the mounts (vaults: names only) and system files; they "
         + ("write nowhere and open no network (kernel-enforced)." if kernel else "are limited by argument checks."),
         layers=[LayerView(name=x.name, in_force=x.in_force, blocks=x.blocks, detail=x.detail) for x in describe(c)],

@@ -47,6 +47,11 @@ class CommandResult(WireModel):
     stderr: str
     text: str
     truncated: bool
+    network_blocked: list[str] = Field(
+        default_factory=list,
+        description="Connections the sandbox's egress proxy refused this command, each `host:port (why)`; a "
+        "host is let through only if config sandbox.network.allowedDomains lists it.",
+    )
     next_step: NextTool | None
     limit: str | None = Field(
         default=None,
@@ -82,6 +87,7 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         stderr=err,
         text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
+        network_blocked=job.network_blocked,
         next_step=step,
         limit=job.limit,
     )

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from managed_tools.sandbox.egress import Egress
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
@@ -86,10 +87,12 @@ async def _launch(
     env: dict[str, str],
     timeout_ms: int,
     confine: Domain | None,
+    egress: Egress | None = None,
 ) -> None:
     record = recorder(ctx.runtime)
     try:
-        await start_process(job, argv, cwd=cwd, env=env, limit_s=timeout_ms / 1000, on_done=record, confine=confine)
+        await start_process(job, argv, cwd=cwd, env=env, limit_s=timeout_ms / 1000, on_done=record, confine=confine,
+                            egress=egress)  # fmt: skip
     except (OSError, SubprocessError) as exc:  # SubprocessError: the child could not confine itself; no exec
         job.stderr.feed(f"could not start: {getattr(exc, 'strerror', None) or exc}".encode())
         job.finish("completed", 127)
@@ -123,8 +126,9 @@ async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, what.env)
     job = await new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
     argv = [*shell_argv(), "-c", map_virtual_paths(ctx.runtime.guard, args.command)]
+    confinement = ctx.runtime.confinement
     await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
-                  confine=ctx.runtime.confinement.shell)  # fmt: skip
+                  confine=confinement.shell, egress=confinement.egress)  # fmt: skip
     await follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
     return command_result(ctx.runtime, job)
 

@@ -63,7 +63,8 @@ async def _open(ctx: ToolContext, cwd: str | None, *, restart: bool) -> Persiste
     state = await shell_state(ctx)
     where = writable_dir(ctx, cwd or state.cwd)
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, state.env)
-    shell = await PersistentShell.spawn(str(where.host), env, ctx.runtime.confinement.shell)
+    confinement = ctx.runtime.confinement
+    shell = await PersistentShell.spawn(str(where.host), env, confinement.shell, confinement.egress)
     started = utc_now()
     meta = _meta(shell, ctx.session_id, where, started)
     meta["envKeys"] = sorted(env)

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from managed_tools.sandbox.egress import SOCKET_ENV, Channel, Egress
 from managed_tools.sandbox.spawn import Child, Domain, limit_message, spawn
 from managed_tools.stores.shell import CommandKind, CommandStatus
 
@@ -88,6 +89,8 @@ class Job:
     duration_ms: float | None = None
     cancelled: bool = False
     limit: str | None = None  # the sandbox limit that stopped it (a sandbox.limits key), if one did
+    network: Channel | None = None  # its way out through the egress proxy, while it runs
+    network_blocked: list[str] = field(default_factory=list)  # what the proxy refused it, once it has ended
 
     def kill(self) -> None:
         """Stop it now (a cancelled call, a closing shell): the pump records it as killed."""
@@ -133,26 +136,61 @@ async def start_process(
     limit_s: float,
     on_done: OnDone,
     confine: Domain | None,
+    egress: Egress | None = None,
 ) -> None:
     """Start a one-shot process for `job`, confined to `confine` before the program runs (None: argv-only); its
-    pump enforces the timeout and calls `on_done` at the end.
+    pump enforces the timeout and calls `on_done` at the end. With `egress` (whose domain `confine` is), its one
+    way out of its network namespace is a proxy channel of its own, closed when it ends.
 
     Shielded: a call cancelled mid-spawn (a stop, a client's cancel) would leave a process that has already
     started but that no one knows the pid of, so no one kills its group; once spawned, a job always has its
     pid and its pump, and a kill reaches it."""
     with anyio.CancelScope(shield=True):
-        child = await spawn(
-            argv,
-            domain=confine,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            new_session=True,
+        child, job.network = await _spawn_behind_proxy(
+            argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL
         )
         job.pid = child.process.pid
         _spawn_task(_pump_process(job, child, limit_s, on_done, confine))
+
+
+async def _spawn_behind_proxy(
+    argv: list[str],
+    egress: Egress | None,
+    *,
+    domain: Domain | None,
+    cwd: str,
+    env: dict[str, str],
+    stdin: int,
+) -> tuple[Child, Channel | None]:
+    """Spawn `argv` in its own session with piped output; with `egress`, with a proxy channel of its own (the
+    domain's bridge reads its socket from the environment), returned, and closed here if the spawn fails."""
+    network: Channel | None = None
+    if egress is not None:
+        network = await egress.open_channel()
+        env = {**env, SOCKET_ENV: str(network.path)}
+    try:
+        child = await spawn(argv, domain=domain, cwd=cwd, env=env, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+                            stderr=asyncio.subprocess.PIPE, new_session=True)  # fmt: skip
+    except BaseException:
+        if network is not None:
+            await network.close()
+        raise
+    return child, network
+
+
+async def _close_network(job: Job) -> None:
+    """Close the job's proxy channel, and say what it refused."""
+    if job.network is not None:
+        await job.network.close()
+        _tell_blocked(job, job.network.blocked())
+
+
+def _tell_blocked(job: Job, blocked: list[str]) -> None:
+    """What the proxy refused `job` goes into its result, and a line into its stderr (which is recorded, so a
+    later shell_wait from another process reads it too)."""
+    job.network_blocked = blocked
+    if blocked:
+        job.stderr.feed(f"\n[managed-tools] network blocked: {'; '.join(blocked)}\n".encode())
 
 
 def note_limit(job: Job, limit: str | None, domain: Domain | None) -> None:
@@ -173,6 +211,7 @@ async def _pump_process(job: Job, child: Child, limit_s: float, on_done: OnDone,
     # A grandchild that left the group may still hold the pipe; what was read by then is kept.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(readers, DRAIN_AFTER_EXIT)
+    await _close_network(job)
     code = proc.returncode
     note_limit(job, child.end(), domain)
     job.finish(status, None if status == "timed_out" or code is None or code < 0 else code)
@@ -290,8 +329,9 @@ def _parse_trailer(raw: bytes) -> Trailer:
 class PersistentShell:
     """One session's long-lived shell. Commands run one at a time; `current` is the one running."""
 
-    def __init__(self, child: Child, argv: list[str], domain: Domain | None) -> None:
+    def __init__(self, child: Child, argv: list[str], domain: Domain | None, network: Channel | None = None) -> None:
         self.child = child
+        self.network = network  # the shell's way out through the egress proxy, for its whole life
         self.proc = child.process
         self.domain = domain
         self.argv = argv
@@ -301,19 +341,15 @@ class PersistentShell:
         self.killed = False
 
     @classmethod
-    async def spawn(cls, cwd: str, env: dict[str, str], confine: Domain | None) -> PersistentShell:
+    async def spawn(
+        cls, cwd: str, env: dict[str, str], confine: Domain | None, egress: Egress | None = None
+    ) -> PersistentShell:
+        """Start the shell; with `egress`, with a proxy channel of its own for its whole life."""
         argv = shell_argv()
-        child = await spawn(
-            argv,
-            domain=confine,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            new_session=True,
+        child, network = await _spawn_behind_proxy(
+            argv, egress, domain=confine, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE
         )
-        shell = cls(child, argv, confine)
+        shell = cls(child, argv, confine, network)
         shell.host_pwd = cwd
         return shell
 
@@ -362,10 +398,13 @@ class PersistentShell:
             )
         except TimeoutError:
             status = "timed_out"
+        if self.network is not None:
+            _tell_blocked(job, self.network.take_blocked())
         if trailer is None:
             # Timed out, killed, or the command ended the shell (`exit`): the shell and its group are gone.
             self.kill()
             code = await self.proc.wait()
+            await self._close_network()
             note_limit(job, self.child.end(), self.domain)
             job.finish(status, None if status == "timed_out" or code < 0 else code)
         else:
@@ -383,3 +422,9 @@ class PersistentShell:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
         self.child.end()
+        await self._close_network()
+
+    async def _close_network(self) -> None:
+        if self.network is not None:
+            await self.network.close()
+            self.network = None
