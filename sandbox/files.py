@@ -6,17 +6,24 @@ block or misbehave), then read in blocking mode. Writes go to a temporary file c
 O_NOFOLLOW) under the parent directory's descriptor, are flushed and fsynced, then renamed over the target within
 that same directory: a reader sees the old file or the new one, never half of it, and a symlink standing where
 the file goes is replaced, never followed.
+
+A write killed before its rename leaves its temporary file behind. Ours are named `.<name>.<nonce><mac>.tmp`, the
+mac an HMAC of the nonce and the name under this data dir's key (`use_temp_key`), and are locked (flock) while
+written: `remove_stale_temps` removes only files with that name whose mac verifies (never a file of another program
+that looks alike) and that no live writer holds.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import os
 import posixpath
 import re
 import secrets
 import stat
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import BinaryIO
@@ -26,7 +33,41 @@ from managed_tools.sandbox.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessErro
 from managed_tools.sandbox.paths import Resolved, inside
 
 BINARY_SNIFF_BYTES = 8192
-TEMP_TOKEN_BYTES = 6  # a write's temporary file: `.<name>.<12 hex digits>.tmp`
+TEMP_NONCE_BYTES = 6
+TEMP_MAC_BYTES = 8  # a write's temporary file: `.<name>.<12 + 16 hex digits>.tmp`
+# The key that marks this server's temporary files as its own: per process until the runtime sets the data dir's
+# (server/runtime.py), so that a later start recognises what a killed one left. Process-wide, as the writes are.
+_temp_key = [secrets.token_bytes(32)]
+
+
+def use_temp_key(key: bytes) -> None:
+    _temp_key[0] = key
+
+
+def _mac(nonce: str, name: str) -> str:
+    digest = hmac.new(_temp_key[0], f"{nonce}/{name}".encode(), hashlib.sha256).hexdigest()
+    return digest[: 2 * TEMP_MAC_BYTES]
+
+
+def temp_name(name: str) -> str:
+    """A fresh temporary name for a write of `name`, marked as ours."""
+    nonce = secrets.token_hex(TEMP_NONCE_BYTES)
+    return f".{name}.{nonce}{_mac(nonce, name)}.tmp"
+
+
+def _ours(entry: str) -> str | None:
+    """The target name of one of our temporary files, or None for any other entry."""
+    if not (entry.startswith(".") and entry.endswith(".tmp")):
+        return None
+    name, _, token = entry[1:-4].rpartition(".")
+    nonce, mac = token[: 2 * TEMP_NONCE_BYTES], token[2 * TEMP_NONCE_BYTES :]
+    if not name or len(token) != 2 * (TEMP_NONCE_BYTES + TEMP_MAC_BYTES) or not _HEX.fullmatch(token):
+        return None
+    return name if hmac.compare_digest(mac, _mac(nonce, name)) else None
+
+
+_HEX = re.compile(r"[0-9a-f]+")
+FRESH_SECONDS = 2.0
 CHUNK = 1 << 20
 
 
@@ -206,19 +247,39 @@ def put_back(resolved: Resolved, previous: bytes | None, created: list[str]) -> 
         _remove_empty(resolved.root, created)
 
 
-def remove_stale_temps(resolved: Resolved) -> None:
-    """Remove the temporary files that writes killed before their rename left beside `resolved`."""
-    parent, name = posixpath.split(resolved.real)
-    temp = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}\.tmp")
+def remove_stale_temps(resolved: Resolved) -> int:
+    """Remove the temporary files that our writes, killed before their rename, left in `resolved`'s directory
+    (every target's there, so one listing serves a directory); how many. A file is ours if its name's mac
+    verifies, and stale if no writer holds its lock."""
+    parent = posixpath.dirname(resolved.real)
+    removed = 0
     with refusing(resolved):
         try:
             with opened(open_beneath(resolved.root, parent, LIST_FLAGS)) as fd:
                 for entry in os.listdir(fd):
-                    if temp.fullmatch(entry):
+                    if _ours(entry) is not None and _unlocked(fd, entry):
                         with suppress(FileNotFoundError):
                             os.unlink(entry, dir_fd=fd)
+                            removed += 1
         except FileNotFoundError:
-            return
+            pass
+    return removed
+
+
+def _unlocked(dir_fd: int, entry: str) -> bool:
+    """No live writer holds this temporary file (its lock went with the process that died)."""
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Between its exclusive create and its lock a write's file is unlocked for an instant: spare the fresh.
+        return time.time() - os.fstat(fd).st_mtime > FRESH_SECONDS
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # releases the lock just taken
 
 
 def _remove_empty(root: str, directories: list[str]) -> None:
@@ -244,6 +305,8 @@ def atomic_write(resolved: Resolved, data: bytes) -> list[str]:
                 _write_in(fd, name, data, resolved.virtual)
         except BaseException:
             _remove_empty(resolved.root, created)
+            with suppress(OSError, FileAccessError):
+                remove_stale_temps(resolved)  # a failed write: what earlier killed ones left here goes too
             raise
     return created
 
@@ -257,15 +320,16 @@ def _write_in(dir_fd: int, name: str, data: bytes, virtual: str) -> None:
         if stat.S_ISDIR(info.st_mode):
             raise FileAccessError(f"{virtual} is a directory; a file cannot be written there.")
         mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else 0o644
-    temp = f".{name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}.tmp"
+    temp = temp_name(name)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temp, flags, mode & 0o777, dir_fd=dir_fd)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # ours alone to create, so never waits; held until the rename
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # still locked: no sweep takes it first
         # The rename itself survives a power cut, as the commit that follows it does.
         with opened(os.open(".", LIST_FLAGS, dir_fd=dir_fd)) as listing:
             os.fsync(listing)

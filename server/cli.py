@@ -85,6 +85,7 @@ def _selection_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
         help="load your own tools, resources and prompts from MODULE, a module name or a .py file path "
         "(its TOOLS, RESOURCES, PROMPTS)",
     )  # fmt: skip
+    _add_preset(chosen)
     chosen.add_argument(
         "--toolsets", metavar="A,B", type=_names, action="append",
         help="serve only these toolsets: families of tools, custom, extensions, mcp; all (default)",
@@ -96,6 +97,16 @@ def _selection_flags(parser: argparse.ArgumentParser, purpose: str) -> None:
     chosen.add_argument(
         "--read-only", action=argparse.BooleanOptionalAction, default=None,
         help="serve only tools that neither write nor run anything (wins over everything)",
+    )  # fmt: skip
+
+
+def _add_preset(chosen: argparse._ArgumentGroup) -> None:
+    """--preset: the base selection the other selection flags refine (tools/framework/toolsets.py checks the name: a
+    typo gets the same did-you-mean here as in config.json)."""
+    chosen.add_argument(
+        "--preset", metavar="NAME",
+        help="start from a preset, then --toolsets/--tools add and --exclude-tools removes: coding (for clients "
+        "with their own file and shell tools), memory, full (default); see docs/presets.md",
     )  # fmt: skip
 
 

@@ -124,6 +124,9 @@ class ServedTools:
             chosen("tools", "tools"),
             chosen("exclude_tools", "excludeTools"),
         )
+        preset = getattr(self._args, "preset", None)
+        if (merged.get("preset") if preset is None else preset) not in (None, "full"):
+            return False  # a preset that hides tools (or a name to refuse): the catalogue decides
         read_only = getattr(self._args, "read_only", None)
         read_only = merged.get("readOnly") if read_only is None else read_only
         every = "all" in toolsets if isinstance(toolsets, list) else toolsets is None and not tools
@@ -200,6 +203,7 @@ def _selecting(args: argparse.Namespace) -> Selecting:
         return None if given is None else tuple(n for names in given for n in names)
 
     return Selecting(
+        preset=getattr(args, "preset", None),
         toolsets=flattened("toolsets"),
         tools=flattened("tools"),
         exclude_tools=flattened("exclude_tools"),

@@ -161,7 +161,9 @@ class UserConfig(BaseModel):
     # Values for the tools' variables: text literals, or {"env": "VAR"} (the only way to give a secret here).
     variables: dict[VariableName, ConfigValue] = Field(default_factory=dict)
     mcp_servers: UpstreamSpecs = Field(default_factory=dict, alias="mcpServers")
-    # Which tools are served (tools/framework/toolsets.py); `serve --toolsets/--tools/--exclude-tools/--read-only` win.
+    # Which tools are served (tools/framework/toolsets.py); `serve --preset/--toolsets/--tools/--exclude-tools/
+    # --read-only` win, key by key. The preset's name is checked with the toolsets' (with a did-you-mean).
+    preset: str | None = None
     toolsets: list[str] | None = None
     tools: list[str] | None = None
     exclude_tools: list[str] | None = Field(default=None, alias="excludeTools")
@@ -353,6 +355,7 @@ class Selecting(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    preset: str | None = None
     toolsets: tuple[str, ...] | None = None
     tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] | None = None
@@ -366,6 +369,7 @@ def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
         return flag if flag is not None else None if key is None else tuple(key)
 
     return ToolSelection(
+        preset=flags.preset if flags.preset is not None else file.preset,
         toolsets=either(flags.toolsets, file.toolsets),
         tools=either(flags.tools, file.tools) or (),
         exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),

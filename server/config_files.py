@@ -27,8 +27,8 @@ MERGED_BY_NAME = ("mcpServers", "policy", "variables", "vaults")
 # Every key config.json takes (server/config.py's UserConfig, by alias; a test keeps the two equal).
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
-    "variables", "mcpServers", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys", "vaultKey",
-    "sandbox", "autoSandboxed",
+    "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
+    "vaultKey", "sandbox", "autoSandboxed",
 )  # fmt: skip
 
 

@@ -27,5 +27,6 @@ def instructions(registry: Registry, engine: Literal["sqlite", "postgresql"]) ->
     return (
         "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in "
         f"{ENGINES[engine]} "
-        f"and every call is recorded.{asks} Toolsets served: {families or 'none'}.{start}"
+        f'and every call is recorded.{asks} Numbers and booleans may be given as strings ("3", "true"). '
+        f"Toolsets served: {families or 'none'}.{start}"
     )

@@ -14,12 +14,13 @@ from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
-from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs, state_root, user_config_home
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
-from managed_tools.server.upstream.fleet import running_upstreams, upstream_policy
+from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
+from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
 from managed_tools.stores.attachments import directory
@@ -109,7 +110,8 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
     try:
         specs, policy = config.mcp_servers, config.policy
         async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
-                                     workspace=config.workspace, secrets=secrets):  # fmt: skip
+                                     workspace=config.workspace, secrets=secrets, wait_seconds=LISTING_WAIT_SECONDS,
+                                     cache_dir=upstream_cache(config.data_dir)):  # fmt: skip
             pass
     finally:
         confinement.close()
@@ -158,6 +160,10 @@ async def open_runtime(
     except DatabaseOpenError as exc:
         raise StartupError(str(exc)) from exc
     try:
+        try:
+            leftovers.mark_ours(config.data_dir)  # before healing, which sweeps a killed promotion's temporary file
+        except (OSError, StoreError) as exc:
+            raise StartupError(f"Cannot prepare the data dir {config.data_dir}: {exc}") from exc
         await substrate.heal_interrupted(db)
         if config.session is not None:
             async with db.read() as tx:
@@ -183,6 +189,7 @@ async def open_runtime(
         guard = PathGuard(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
+        await leftovers.sweep(db, guard, config.data_dir)
         try:
             confinement = open_confinement(
                 mounts,
@@ -227,6 +234,7 @@ async def open_runtime(
                     mounts=mounts,
                     workspace=config.workspace,
                     secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
+                    cache_dir=upstream_cache(config.data_dir),
                 ):
                     yield runtime
             finally:

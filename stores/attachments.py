@@ -19,7 +19,7 @@ import anyio
 from pydantic import BaseModel
 
 from managed_tools.sandbox import fsaccess
-from managed_tools.sandbox.fsaccess import DIR_FLAGS, open_beneath, opened
+from managed_tools.sandbox.fsaccess import DIR_FLAGS, LIST_FLAGS, open_beneath, opened
 from managed_tools.sandbox.paths import valid_id
 from managed_tools.stores import images
 from managed_tools.stores.db import Tx, as_dict
@@ -166,3 +166,42 @@ async def of_session(tx: Tx, session_id: str) -> list[AttachmentRecord]:
         f"SELECT {_COLUMNS} FROM attachments a WHERE a.session_id = ? ORDER BY a.id LIMIT 1000", (session_id,)
     )
     return [AttachmentRecord(**as_dict(row)) for row in rows]
+
+
+async def remove_orphans(tx: Tx, data_dir: Path) -> int:
+    """Remove the attachment files that a process killed between writing one and committing its row left behind;
+    how many. Run inside a write transaction: every attachment is written under that lock before its row is
+    inserted, so while it is held no other process is between the two."""
+    if not tx.writing:
+        raise RuntimeError("remove_orphans needs the write transaction (Database.write).")
+    on_disk = await anyio.to_thread.run_sync(_stored_files, data_dir)
+    orphans: list[tuple[str, str]] = []
+    for session_id, ids in on_disk.items():
+        rows = await tx.fetchall("SELECT id FROM attachments WHERE session_id = ?", (session_id,))
+        orphans += [(session_id, orphan) for orphan in ids - {str(row["id"]) for row in rows}]
+    if orphans:
+        await anyio.to_thread.run_sync(_unlink, data_dir, orphans)
+    return len(orphans)
+
+
+def _stored_files(data_dir: Path) -> dict[str, set[str]]:
+    root = os.path.realpath(data_dir)
+    found: dict[str, set[str]] = {}
+    try:
+        with opened(open_beneath(root, DIRECTORY, LIST_FLAGS)) as top:
+            sessions = [entry for entry in os.listdir(top) if valid_id(entry)]
+    except FileNotFoundError:
+        return found
+    for session_id in sessions:
+        with opened(open_beneath(root, f"{DIRECTORY}/{session_id}", LIST_FLAGS)) as folder:
+            if ids := {entry for entry in os.listdir(folder) if valid_id(entry)}:
+                found[session_id] = ids
+    return found
+
+
+def _unlink(data_dir: Path, files: list[tuple[str, str]]) -> None:
+    root = os.path.realpath(data_dir)
+    for session_id, attachment_id in files:
+        folder = open_beneath(root, f"{DIRECTORY}/{session_id}", DIR_FLAGS)
+        with opened(folder), suppress(FileNotFoundError):
+            os.unlink(attachment_id, dir_fd=folder)

@@ -2,6 +2,10 @@
 
 from typing import Literal
 
+# Why a write was refused, as a result's error kind: another writer held the lock, the state file was replaced,
+# PostgreSQL cannot be reached, the disk is full, the file system turned read-only.
+UnwritableKind = Literal["busy", "state_gone", "state_unavailable", "disk_full", "state_read_only"]
+
 
 class StoreError(Exception):
     """A store refused an operation for a reason the caller can act on."""
@@ -18,7 +22,7 @@ class AccessDeniedError(StoreError):
 class DatabaseUnwritableError(StoreError):
     """The state database cannot take a write now; nothing was written. `kind` names why, for a result's error kind."""
 
-    kind: Literal["busy", "state_gone"] = "busy"
+    kind: UnwritableKind = "busy"
 
 
 class DatabaseBusyError(DatabaseUnwritableError):
@@ -29,7 +33,27 @@ class DatabaseGoneError(DatabaseUnwritableError):
     """The state file was deleted or replaced under the running server: a write would land in a file no later
     start opens, so none is taken until a restart."""
 
-    kind: Literal["busy", "state_gone"] = "state_gone"
+    kind: UnwritableKind = "state_gone"
+
+
+class DatabaseUnavailableError(DatabaseUnwritableError):
+    """PostgreSQL cannot be reached (restarting, failing over, the network down): the call did not run or was
+    rolled back; the store reconnects on its own, with backoff."""
+
+    kind: UnwritableKind = "state_unavailable"
+
+
+class DiskFullError(DatabaseUnwritableError):
+    """The disk that holds the state is full; nothing was written."""
+
+    kind: UnwritableKind = "disk_full"
+
+
+class DatabaseReadOnlyError(DatabaseUnwritableError):
+    """The file system that holds the state turned read-only while the server ran (a remount); nothing was
+    written."""
+
+    kind: UnwritableKind = "state_read_only"
 
 
 class DatabaseOpenError(StoreError):

@@ -8,12 +8,14 @@ import socket
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -56,6 +58,103 @@ def workspace(tmp_path: Path) -> Path:
 
 
 BACKENDS = ["sqlite", "postgresql"]
+# The slow tier, which `pytest -m "not slow"` (the fast tier) leaves out; CI runs every test. Every test that runs on
+# PostgreSQL is in it (it needs a cluster, and SQLite covers the same contract in the fast tier), and these whole
+# modules, for the reason given. A single slow test in another module carries `@pytest.mark.slow` itself.
+SLOW_MODULES = {
+    "test_postgresql": "a PostgreSQL cluster, or a CLI process per bad database URL",
+    "test_replicas": "PostgreSQL, nginx and several server processes",
+    "test_pages": "Chromium",
+    "test_crash": "server processes killed mid-write, then recovered",
+    "test_fuzz_tools": "hypothesis over every tool",
+    "test_fuzz_frames": "hypothesis over raw protocol frames",
+    "test_upstream_npm": "a Node.js upstream server from npm",
+    "test_startup": "a CLI process per start-up failure",
+    "test_stdio": "a server process per test, over stdio",
+    "test_shutdown": "signals to server processes",
+    "test_installed": "the installed command in fresh processes",
+    "test_secret_by_page": "a server process and Chromium",
+    "test_upstream": "an upstream MCP server process per test",
+    "test_hostile_workspace": "a CLI process per case (serve, adopt)",
+    "test_http_token": "a server process per test, over HTTP",
+    "test_approval_cli": "a CLI process per case",
+}
+# Single tests in the slow tier: each starts `managed-tools` processes (a server over stdio or HTTP, the approval
+# CLI, racing writers) or waits out a real timeout, and took 2 s or more on a loaded machine (`--durations`). CI runs
+# them; `module::function` covers every parametrization.
+SLOW_TESTS = frozenset({
+    "test_approval_question::test_bidi_and_zero_width_characters_are_escaped",
+    "test_approval_question::test_f6_an_env_change_after_the_approval_needs_a_new_yes",
+    "test_approval_question::test_f7_a_payload_behind_spaces_is_visible",
+    "test_cli::test_a_reader_that_stops_early_ends_the_printout_quietly",
+    "test_cli::test_approval_wait_from_config_json_is_checked_too",
+    "test_cli::test_approval_wait_must_be_a_positive_finite_number_of_seconds",
+    "test_cli::test_tools_as_json",
+    "test_cli::test_tools_for_a_person",
+    "test_cli::test_tools_lists_the_catalogue_as_served",
+    "test_cli::test_tools_piped_into_head",
+    "test_cli::test_tools_says_what_is_wrong_with_a_tools_module",
+    "test_confine::test_require_confinement_refuses_to_start_without_it",
+    "test_confine::test_require_confinement_starts_where_the_kernel_confines",
+    "test_confine::test_the_start_up_log_says_how_programs_enter_confinement",
+    "test_custom_tools::test_out_of_band_respond",
+    "test_delegation::test_the_hand_off_over_http_with_the_session_header",
+    "test_delegation::test_the_hand_off_over_stdio_with_serve_session_child",
+    "test_executor::test_database_locked_by_another_process_gives_a_clear_error",
+    "test_extensions::test_the_cli_serves_an_extensions_resources_over_stdio",
+    "test_file_races::test_a_local_process_swapping_a_directory_never_leads_out",
+    "test_http::test_a_remote_client_resumes_a_named_session",
+    "test_http::test_every_request_needs_the_token_when_one_is_set",
+    "test_http::test_requests_without_an_mcp_session_share_one_durable_session",
+    "test_http::test_stateless_http_fails_closed_and_a_person_approves_out_of_band",
+    "test_http::test_the_cli_serves_http_and_shuts_down_gracefully",
+    "test_http::test_the_session_limit_refuses_more_and_recovers",
+    "test_http_hostile::test_sse_streams_need_the_token_and_leave_no_session_until_used",
+    "test_layers::test_our_code_is_imported_only_by_its_installed_name",
+    "test_lazy_imports::test_stdio_serve_loads_no_oauth_postgres_keyring_or_jsonschema",
+    "test_memory::test_racing_processes_on_one_version_exactly_one_wins",
+    "test_memory::test_retrying_writers_lose_nothing",
+    "test_oauth::test_a_valid_token_works_with_each_algorithm",
+    "test_oauth::test_another_principal_cannot_reach_a_principals_sessions_or_events",
+    "test_oauth::test_keys_are_fetched_again_for_an_unknown_kid_at_a_bounded_rate",
+    "test_oauth::test_refusals_carry_the_challenge_and_never_the_token",
+    "test_permission_tools::test_check_follows_a_request_from_none_to_approved",
+    "test_permissions::test_deny_and_cli_errors",
+    "test_permissions::test_interrupt_clears_pending_and_the_session_goes_idle",
+    "test_permissions::test_out_of_band_approval_runs_exactly_once",
+    "test_permissions::test_over_stdio_elicitation_and_out_of_band",
+    "test_permissions::test_policy_overrides_come_only_from_the_user",
+    "test_presets::test_an_unknown_preset_is_a_one_line_startup_error",
+    "test_presets::test_coding_over_stdio",
+    "test_presets::test_the_approval_commands_take_a_preset",
+    "test_recall::test_a_marker_from_another_process_is_found_by_each_search",
+    "test_recall::test_never_another_agents_events",
+    "test_relay::test_a_write_in_one_process_reaches_a_subscriber_of_another_once",
+    "test_sandbox_layers::test_a_fork_bomb_is_bounded_and_reported",
+    "test_sandbox_layers::test_require_confinement_names_the_missing_layers",
+    "test_sandbox_routes::test_an_approval_of_one_action_is_not_one_of_another",
+    "test_setup_context::test_a_policy_change_between_sessions_shows_as_drift",
+    "test_shell::test_a_new_process_reports_the_shell_closed_and_reads_its_history",
+    "test_shell::test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running",
+    "test_shell::test_long_command_returns_a_handle_and_shell_wait_follows_it",
+    "test_shell_argv::test_no_argv_carries_an_unchecked_argument",
+    "test_state_dir::test_adopt_never_merges_into_an_existing_data_dir",
+    "test_state_dir::test_data_dir_inside_a_vault_is_refused",
+    "test_state_dir::test_data_dir_inside_the_workspace_is_refused",
+    "test_state_dir::test_data_dir_reaching_the_workspace_through_a_symlink_is_refused",
+    "test_state_dir::test_the_data_dir_is_shown_at_info_level_on_stderr",
+    "test_state_dir::test_the_old_data_dir_moves_only_by_adopt_with_its_rows",
+    "test_state_dir::test_workspace_inside_the_data_dir_is_refused",
+    "test_stores::test_migrations_apply_once_when_processes_start_together",
+    "test_substrate::test_out_of_band_approval_with_the_cli",
+    "test_substrate::test_racing_processes_one_wins_and_disk_matches_history",
+    "test_toolsets::test_a_hidden_tools_request_is_never_shown_or_approved",
+    "test_toolsets::test_an_unknown_toolset_is_a_one_line_startup_error",
+    "test_toolsets::test_flags_over_stdio",
+    "test_vault::test_a_secret_appears_nowhere_after_a_run_that_used_it",
+    "test_vault::test_a_wrong_key_refuses_with_a_clear_error",
+    "test_vault::test_secret_set_from_a_terminal_then_the_call_runs",
+})  # fmt: skip
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -64,6 +163,46 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = metafunc.definition.get_closest_marker
     if "backend" in metafunc.fixturenames and marked("both_backends") and not marked("sqlite_only"):
         metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+FAST_SHARE = (0.5, 0.95)  # of the whole suite's tests, what the fast tier may hold
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tier; when the whole suite is collected (before `-m` deselects), check the split."""
+    for item in items:
+        if item.path.stem in SLOW_MODULES or _test_name(item) in SLOW_TESTS or _on_postgresql(item):
+            item.add_marker(pytest.mark.slow)
+    if not config.option.file_or_dir:
+        problems = tier_problems(items)
+        if problems:
+            raise pytest.UsageError("The test tiers are off: " + "; ".join(problems))
+
+
+def tier_problems(items: list[pytest.Item]) -> list[str]:
+    """What is wrong with the slow/fast split of these (all) tests: a slow module or test renamed away, a fast tier
+    too small to be worth running or too big to be fast."""
+    modules = {item.path.stem for item in items}
+    problems = [f"SLOW_MODULES names {name}, which holds no test" for name in SLOW_MODULES if name not in modules]
+    names = {_test_name(item) for item in items}
+    problems += [f"SLOW_TESTS names {name}, which is no test" for name in sorted(SLOW_TESTS - names)]
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    share = len(fast) / max(len(items), 1)
+    if not FAST_SHARE[0] <= share <= FAST_SHARE[1]:
+        problems.append(f"the fast tier holds {share:.0%} of the tests, not {FAST_SHARE[0]:.0%}-{FAST_SHARE[1]:.0%}")
+    return problems
+
+
+def _test_name(item: pytest.Item) -> str:
+    """`module::function`, the same for every parametrization."""
+    return f"{item.path.stem}::{getattr(item, 'originalname', item.name)}"
+
+
+def _on_postgresql(item: pytest.Item) -> bool:
+    """Parametrized onto PostgreSQL (both_backends, or a PostgreSQL-only test), or asking for the cluster itself."""
+    callspec = getattr(item, "callspec", None)
+    on_backend = callspec is not None and callspec.params.get("backend") == "postgresql"
+    return on_backend or "postgres_server" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture
@@ -148,6 +287,32 @@ async def runtime_with(config: ServeConfig, *tools: ToolDefinition) -> AsyncIter
         yield rt
 
 
+class Updates:
+    """A client's `message_handler` that keeps the resources/updated notifications it hears."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.arrived = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+            self.arrived.set()
+
+    def expect_more(self) -> None:
+        self.arrived = anyio.Event()
+
+
+async def subscribe_to_session_state(client: Client) -> tuple[str, str]:
+    """Subscribe `client` to its own session's session_state store; (the session id, the store's URI)."""
+    session_id = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+    uri = f"managed-tools://sessions/{session_id}/memory/session_state"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
+        await client.subscribe_resource(uri)
+    return session_id, uri
+
+
 def data(result: CallToolResult) -> dict[str, Any]:
     """The structured result of a successful call, checked against its text twin: the same JSON, or for `read`
     the file's text under a line saying what is shown (tools/files/tools.py `shown_text`)."""
@@ -162,6 +327,15 @@ def data(result: CallToolResult) -> dict[str, Any]:
     else:
         assert json.loads(text.text) == structured
     return structured
+
+
+async def upstreams_started(rt: Runtime, *names: str, seconds: float = 30.0) -> None:
+    """Until each named upstream's first start has ended: start-up waits for it only a moment, and a test that
+    calls its tools at once needs it up (or failed)."""
+    with anyio.fail_after(seconds):
+        starting = [f"{name}__tool" for name in names]
+        while any("is starting" in (rt.registry.absent_reason(n) or "") for n in starting):  # noqa: ASYNC110
+            await anyio.sleep(0.05)  # its start is another task's, with nothing of ours to wait on
 
 
 def error_text(result: CallToolResult) -> str:

@@ -7,19 +7,38 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
+from managed_tools.sandbox import files
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.models import Arguments, WireModel
 from managed_tools.tools.substrate import access
 from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate
 
 KILLED = 137
 
 
+class WriteArgs(Arguments):
+    path: str
+    content: str
+
+
+class WriteOutput(WireModel):
+    path: str
+
+
+async def write_then_die(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
+    """The real atomic write, killed between writing its temporary file and renaming it into place."""
+    resolved = ctx.runtime.guard.resolve(args.path, "write")
+    files.os.replace = _die  # type: ignore[attr-defined]  # (the process ends at it: no one else sees the patch)
+    files.atomic_write(resolved, args.content.encode())
+    raise AssertionError
+
+
 class DieArgs(PromoteArgs):
     die: Literal["after_rename", "before_rename"]
 
 
-def _die(*_: Any) -> Any:
+def _die(*_: Any, **__: Any) -> Any:
     os._exit(KILLED)
 
 
@@ -32,6 +51,16 @@ async def promote_then_die(ctx: ToolContext, args: DieArgs) -> PromoteOutput:
 
 
 TOOLS = (
+    ToolDefinition(
+        name="probe_write_then_die",
+        title="Write, then die",
+        description="Test tool: the real atomic file write with the process killed before its rename.",
+        input_model=WriteArgs,
+        output_model=WriteOutput,
+        handler=write_then_die,
+        read_only=False,
+        effects=("resource_write",),
+    ),
     ToolDefinition(
         name="probe_promote_then_die",
         title="Promote, then die",

@@ -39,32 +39,52 @@ def _as_owner() -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
 
+class Cluster:
+    """A throwaway cluster that a test may stop and start again (a restart under connected servers)."""
+
+    def __init__(self, bin_dir: Path, root: Path) -> None:
+        self.root, self.data, self.port = root, root / "data", _free_port()
+        self._pg_ctl = [*_as_owner(), str(bin_dir / "pg_ctl"), "-D", str(self.data)]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        subprocess.run(
+            [*self._pg_ctl, "-o", options, "-l", str(self.root / "log"), "-w", "start"],
+            check=True, capture_output=True, cwd=self.root,
+        )  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        subprocess.run([*self._pg_ctl, "-m", mode, "-w", "stop"], check=False, capture_output=True, cwd=self.root)
+
+
 @contextmanager
-def running_server() -> Iterator[str]:
-    """Start a cluster; yields the URL of its `postgres` database (trust auth on loopback only)."""
+def cluster() -> Iterator[Cluster]:
+    """Start a cluster of its own (trust auth on loopback only); stopped and removed afterwards."""
     bin_dir = binaries()
     assert bin_dir is not None, SKIP_REASON
     root = Path(tempfile.mkdtemp(prefix="managed-tools-pg-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
-    data, port = root / "data", _free_port()
-    run = [*_as_owner()]
+    server = Cluster(bin_dir, root)
     subprocess.run(
-        [*run, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
-         "--locale=C.UTF-8", "--no-sync"],
+        [*_as_owner(), str(bin_dir / "initdb"), "-D", str(server.data), "-U", "postgres", "--auth=trust",
+         "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"],
         check=True, capture_output=True, cwd=root,
     )  # fmt: skip
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run(
-        [*run, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"],
-        check=True, capture_output=True, cwd=root,
-    )  # fmt: skip
+    server.start()
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield server
     finally:
-        stop = [*run, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
-        subprocess.run(stop, check=False, capture_output=True, cwd=root)
+        server.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def running_server() -> Iterator[str]:
+    """Start a cluster; yields the URL of its `postgres` database."""
+    with cluster() as server:
+        yield server.url
 
 
 def database_url(server: str, name: str) -> str:

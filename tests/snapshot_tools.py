@@ -1,7 +1,8 @@
 """The model-visible tools/list, kept in tests/snapshots/tools_list.json so that every change to a name, title,
-description, schema or annotation is deliberate (tests/test_catalogue_budget.py diffs it).
+description, schema or annotation is deliberate (tests/test_catalogue_budget.py diffs it); and each preset's
+served tool count and tools/list size, in docs/presets.md's table (checked by the same test).
 
-Regenerate after a deliberate change, and commit the file with it:
+Regenerate both after a deliberate change, and commit the files with it:
 
     PYTHONPATH=. python -m tests.snapshot_tools --update
 """
@@ -14,12 +15,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+
 from managed_tools.server.publish import to_mcp_tool
-from managed_tools.tools.catalogue import FAMILIES
+from managed_tools.tools.catalogue import FAMILIES, build_registry
 from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.latent_calls import tools as latent_calls
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools_list.json"
+PRESETS_PAGE = Path(__file__).parent.parent / "docs" / "presets.md"
+TABLE_START, TABLE_END = "<!-- preset figures: start -->", "<!-- preset figures: end -->"
 UPDATE = "PYTHONPATH=. python -m tests.snapshot_tools --update"
 MODEL_VISIBLE = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
@@ -54,14 +60,53 @@ def difference(limit: int = 80) -> str:
     )
 
 
+def tools_list_bytes(definitions: list[ToolDefinition]) -> int:
+    """The size of the tools a client receives in tools/list, as compact JSON (`{"tools": [...]}`; the era's
+    cache hint and result type around it are a few dozen bytes more)."""
+    result = types.ListToolsResult(tools=[to_mcp_tool(d) for d in definitions])
+    return len(result.model_dump_json(by_alias=True, exclude_none=True, include={"tools"}).encode())
+
+
+def visible_chars(definition: ToolDefinition) -> int:
+    """What a model reads of a tool: its name, its description and its input schema as compact JSON."""
+    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
+    return len(definition.name) + len(definition.description) + len(schema)
+
+
+def preset_figures() -> dict[str, tuple[int, int, int]]:
+    """Each preset's (served tools, tools/list bytes, model-visible characters), no tools of the user's configured."""
+    figures = {}
+    for name in PRESETS:
+        served = list(build_registry(selection=ToolSelection(preset=name)))
+        figures[name] = (len(served), tools_list_bytes(served), sum(visible_chars(d) for d in served))
+    return figures
+
+
+def preset_table() -> str:
+    head = "| preset | tools served | `tools/list` size | name + description + input schema |"
+    rows = [f"| `{name}` | {count} | {size:,} bytes ({size / 1024:.0f} KB) | {chars:,} characters |"
+            for name, (count, size, chars) in preset_figures().items()]  # fmt: skip
+    return "\n".join([TABLE_START, head, "|---|---|---|---|", *rows, TABLE_END])
+
+
+def page_with_current_table() -> tuple[str, str]:
+    """docs/presets.md as it is, and as it would be with the current figures."""
+    page = PRESETS_PAGE.read_text(encoding="utf-8")
+    start, end = page.index(TABLE_START), page.index(TABLE_END) + len(TABLE_END)
+    return page, page[:start] + preset_table() + page[end:]
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--update"]:
         SNAPSHOT.write_text(current(), encoding="utf-8")
-        print(f"wrote {SNAPSHOT}")
+        PRESETS_PAGE.write_text(page_with_current_table()[1], encoding="utf-8")
+        print(f"wrote {SNAPSHOT} and the figures in {PRESETS_PAGE}")
         return 0
     found = difference()
-    print(found or "tools/list matches the snapshot.")
-    return 1 if found else 0
+    page, updated = page_with_current_table()
+    stale = "" if page == updated else f"\ndocs/presets.md's figures are stale: run `{UPDATE}`."
+    print((found + stale).strip() or "tools/list matches the snapshot and docs/presets.md's figures.")
+    return 1 if found or stale else 0
 
 
 if __name__ == "__main__":

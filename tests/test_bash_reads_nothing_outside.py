@@ -124,9 +124,7 @@ async def test_session_env_cannot_change_parsing(rt: Runtime, workspace: Path, m
     assert "-x (in '-x/../../SECRET.txt') is not an allowed flag" in message and "./-name" in message
     assert "outside" in named
     assert inside["stdout"] == "hello\nhello\n"
-    assert (
-        dict(line.split("=", 1) for line in env["stdout"].splitlines()) == FIXED_ENV
-    )  # the session env never reaches `bash`
+    assert dict(line.split("=", 1) for line in env["stdout"].splitlines()) == FIXED_ENV  # not the session env
     assert "hidden-value-77" not in json.dumps(calls.texts)
     calls.assert_clean()
 

@@ -8,29 +8,29 @@ import json
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from snapshot_tools import difference, full_catalogue, listing
+from snapshot_tools import UPDATE, difference, full_catalogue, listing, page_with_current_table, visible_chars
 
 from managed_tools.server.instructions import MAX_INSTRUCTIONS_BYTES, instructions
 from managed_tools.server.publish import META_DEFAULTS, TOOL_META_KEY, to_mcp_tool
 from managed_tools.tools.catalogue import PURPOSES, build_registry
 from managed_tools.tools.environment.setup import estimated_tokens
 from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definition import ToolDefinition, lean_output, repeated_parts
+from managed_tools.tools.framework.definition import lean_output, repeated_parts
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
 MAX_CATALOGUE_CHARS = 30_000  # names + descriptions + input schemas of the full catalogue
 
 
-def visible_chars(definition: ToolDefinition) -> int:
-    """What a model reads of a tool: its name, its description and its input schema as compact JSON."""
-    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
-    return len(definition.name) + len(definition.description) + len(schema)
-
-
 def test_tools_list_matches_the_snapshot() -> None:
     found = difference()
     assert not found, found
+
+
+def test_the_presets_figures_in_the_docs_are_current() -> None:
+    """docs/presets.md states each preset's served tool count and tools/list size: measured here, not typed."""
+    page, updated = page_with_current_table()
+    assert page == updated, f"docs/presets.md's figures are stale; run `{UPDATE}` and commit the page"
 
 
 def test_each_tool_fits_its_budget() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -22,9 +23,10 @@ from conftest import data
 from crash_workload import Crashes, dump
 from mcp import Client, StdioServerParameters
 
-from managed_tools.sandbox.files import atomic_write
+from managed_tools.sandbox.files import atomic_write, temp_name, use_temp_key
 from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import ServeConfig
+from managed_tools.server.leftovers import temp_key
 from managed_tools.stores import substrate as store
 from managed_tools.tools.framework.context import Runtime
 
@@ -94,11 +96,16 @@ async def test_killed_before_the_rename_the_file_is_untouched_and_its_temporary_
     soul.parent.mkdir(parents=True)
     soul.write_text(SOUL)
     await die_during_promotion(workspace, "before_rename", "SOUL.md")
-    half_written = soul.with_name(".SOUL.md.0123456789ab.tmp")  # as a kill inside the write itself leaves
+    use_temp_key(temp_key(config.data_dir))
+    half_written = soul.with_name(temp_name("SOUL.md"))  # as a kill inside the write itself leaves
     half_written.write_text(EDITED[:5])
+    os.utime(half_written, (time.time() - 60,) * 2)  # a minute ago, not a write just beginning
+    look_alike = soul.with_name(".SOUL.md.0123456789ab.tmp")  # another program's, in the form we once used
+    look_alike.write_text("not ours\n")
     assert len(pending(config)) == 1
     assert await history(workspace, "SOUL.md") == []
     assert soul.read_text() == SOUL and not half_written.exists() and pending(config) == []
+    assert look_alike.exists()
 
 
 async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runtime: Runtime) -> None:

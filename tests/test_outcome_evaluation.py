@@ -94,3 +94,20 @@ async def test_outcome_define_takes_a_session_of_the_same_agent(runtime: Runtime
     assert "not available" in error_text(refused)
     async with runtime.db.read() as tx:
         assert await outcomes.active(tx, stranger.id) is None
+
+
+async def test_grading_matches_what_the_session_recorded_not_the_world(
+    runtime: Runtime, connect: Connect, workspace: Path
+) -> None:
+    """outcome_grade says so in its description: a file on disk meeting a criterion counts for nothing until the
+    session records it in its memory."""
+    async with connect(runtime) as client:
+        described = {t.name: t.description or "" for t in (await client.list_tools()).tools}["outcome_grade"]
+        await client.call_tool("outcome_define", {"title": "Docs", "successCriteria": ["changelog updated"]})
+        (workspace / "CHANGELOG.md").write_text("changelog updated\n")
+        in_the_world = data(await client.call_tool("outcome_grade", {}))["grade"]
+        await client.call_tool("memory_write", {"target": "working_buffer", "content": "changelog updated"})
+        recorded = data(await client.call_tool("outcome_grade", {}))["grade"]
+    assert "recorded in memory" in described and "not against the world" in described
+    assert in_the_world["status"] == "in_progress" and in_the_world["matchedCriteria"] == 0
+    assert recorded["status"] == "done_candidate" and recorded["matchedCriteria"] == 1

@@ -4,13 +4,12 @@ and LISTEN/NOTIFY on PostgreSQL."""
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from conftest import data
+from conftest import data, subscribe_to_session_state
 from mcp import Client
 
 from managed_tools.server.app import build_server
@@ -34,11 +33,7 @@ async def test_a_write_in_one_process_reaches_a_subscriber_of_another_once(confi
     async with open_runtime(config) as one, open_runtime(config) as other:
         listening = Client(build_server(one, transport="memory", relay=True), mode="legacy", message_handler=on_message)
         async with listening as listener:
-            session_id = data(await listener.call_tool("session_get_snapshot", {}))["sessionId"]
-            uri = f"managed-tools://sessions/{session_id}/memory/session_state"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated for 2026-07-28
-                await listener.subscribe_resource(uri)
+            session_id, uri = await subscribe_to_session_state(listener)
             async with Client(build_server(other, transport="memory", session_id=session_id, relay=True)) as writer:
                 data(await writer.call_tool("memory_write", {"target": "session_state", "content": "elsewhere"}))
                 with anyio.fail_after(5):

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import alive, data, gone
+from conftest import alive, data, gone, upstreams_started
 from mcp import Client
 from test_permissions import answer, client_for
 
@@ -98,6 +98,7 @@ async def test_an_upstream_takes_what_it_started_with_it(tmp_path: Path) -> None
     script = f"setsid -f sleep 1003.25; exec {sys.executable} {TESTS / 'upstream_server.py'}"
     spec = {**UPSTREAM, "command": "/bin/sh", "args": ["-c", script]}
     async with open_runtime(configured(tmp_path, mcpServers={"probe": spec})) as rt:
+        await upstreams_started(rt, "probe")
         async with client_for(rt, "legacy") as client:
             assert "echo: hi" in json.dumps((await client.call_tool("probe__echo", {"text": "hi"})).model_dump())
         assert alive("1003.25")
@@ -185,6 +186,7 @@ async def test_proc_shows_only_the_commands_own_processes(tmp_path: Path) -> Non
 @needs("files")
 async def test_the_shell_cannot_see_or_write_an_upstreams_home(tmp_path: Path) -> None:
     async with open_runtime(configured(tmp_path, mcpServers={"probe": UPSTREAM})) as rt:
+        await upstreams_started(rt, "probe")
         async with client_for(rt, "legacy", elicitation_callback=YES) as client:
             home = data(await client.call_tool("probe__env", {"name": "HOME"}))["result"]
             assert await anyio.Path(home).is_dir()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conftest import ERAS, alive, data, error_text, gone
+from conftest import ERAS, alive, data, error_text, gone, upstreams_started
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.session import IncomingMessage
@@ -29,7 +30,10 @@ from pydantic import SecretStr
 from managed_tools.server.app import build_server
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.runtime import open_runtime
+from managed_tools.server.upstream.log_repeats import RepeatFilter
+from managed_tools.server.upstream.remembered import spec_hash
 from managed_tools.server.upstream.secrets import SecretLookup
+from managed_tools.server.upstream.spec import StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.stores import vault
 from managed_tools.tools.framework.context import Runtime
@@ -57,6 +61,7 @@ async def serving(
     workspace: Path, tmp_path: Path, servers: dict[str, Any], secrets: SecretLookup | None = None, **extra: Any
 ) -> AsyncIterator[Runtime]:
     async with open_runtime(configured(workspace, tmp_path / "data", servers, **extra), secrets=secrets) as rt:
+        await upstreams_started(rt, *servers)
         yield rt
 
 
@@ -462,3 +467,129 @@ async def test_toolset_flags_apply_to_upstream_tools(
     assert {name for name in listed if name.startswith("probe__")} == served
     assert hidden.startswith("Unknown tool 'probe__crash'")
     assert ("read" in listed) == (selection.get("toolsets") != ["mcp"])
+
+
+# ---- F7 (issue 25): start-up waits on no slow upstream; remembered tools; a garbage writer cannot flood the log ----
+
+HANGS = {**PROBE, "env": {"PROBE_MODE": "hang", "PROBE_TOKEN": "rotated-value"}}
+SERVES = {**PROBE, "env": {"PROBE_MODE": "serve", "PROBE_TOKEN": "value-never-kept-4711"}}
+FIRST_LIST_SECONDS = 3.5  # start-up (database, confinement) plus the 2 s it may wait for upstreams
+
+
+async def _first_list(data_dir: Path, workspace: Path, servers: dict[str, Any]) -> tuple[float, set[str], str]:
+    """How long the first tools/list took from the start, what it held, and what a call to `<first>__echo`
+    answered (with how long that took)."""
+    began = time.monotonic()
+    async with open_runtime(configured(workspace, data_dir, servers)) as rt, client_for(rt, "legacy") as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        took = time.monotonic() - began
+        with anyio.fail_after(1):  # at once, not after the upstream's handshake timeout
+            answer = error_text(await client.call_tool(f"{next(iter(servers))}__echo", {"text": "x"}))
+    return took, listed, answer
+
+
+async def test_an_upstream_that_hangs_at_initialize_does_not_hold_start_up(workspace: Path, tmp_path: Path) -> None:
+    took, listed, answer = await _first_list(tmp_path / "data", workspace, {"stuck": HANGS})
+    assert took < FIRST_LIST_SECONDS  # it was 20 s: start-up waited for every upstream's first start
+    assert "read" in listed and not [name for name in listed if name.startswith("stuck__")]  # nothing remembered
+    assert answer.startswith("upstream 'stuck' is starting (") and answer.endswith(" s so far); try again shortly.")
+
+
+@pytest.mark.slow
+async def test_remembered_tools_are_listed_at_once_and_answer_starting(workspace: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    async with open_runtime(configured(workspace, data_dir, {"probe": SERVES})) as rt:
+        await upstreams_started(rt, "probe")
+    kept = data_dir / "upstreams" / "probe.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+    text = kept.read_text()
+    assert "probe_echo" not in text and '"echo"' in text and "value-never-kept" not in text  # names, not values
+    # The same upstream (env values changed, names the same), now hanging at initialize: its tools are there.
+    took, listed, answer = await _first_list(data_dir, workspace, {"probe": HANGS})
+    assert took < FIRST_LIST_SECONDS
+    assert {"probe__echo", "probe__write_file", "probe__crash"} <= listed
+    assert answer.startswith("upstream 'probe' is starting (") and answer.endswith(" s so far); try again shortly.")
+    # Another command is another upstream: nothing of the first is listed for it.
+    other = {**HANGS, "args": [str(SERVER), "stdio", "--other"]}
+    _, listed, _ = await _first_list(data_dir, workspace, {"probe": other})
+    assert not [name for name in listed if name.startswith("probe__")]
+
+
+@pytest.mark.slow
+async def test_its_own_list_replaces_the_remembered_one(workspace: Path, tmp_path: Path) -> None:
+    """A remembered tool the upstream no longer lists goes when it lists its own, and clients are told."""
+    data_dir = tmp_path / "data"
+    async with open_runtime(configured(workspace, data_dir, {"probe": SERVES})) as rt:
+        await upstreams_started(rt, "probe")
+        async with client_for(rt, "legacy", elicitation_callback=answering("accept", YES)) as client:
+            text_of(await client.call_tool("probe__grow", {}))  # lists `extra` from now on; remembered
+            with anyio.fail_after(10):
+                while "probe__extra" not in rt.registry.names():  # noqa: ASYNC110 (the re-list is the upstream's)
+                    await anyio.sleep(0.05)
+    changed = anyio.Event()
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    config = configured(workspace, data_dir, {"probe": SERVES})
+    async with open_runtime(config) as rt, client_for(rt, "legacy", message_handler=on_message) as client:
+        assert "probe__extra" in {tool.name for tool in (await client.list_tools()).tools}
+        with anyio.fail_after(30):
+            await changed.wait()
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert "probe__extra" not in listed and "probe__echo" in listed
+        assert "echo: ok" in text_of(await client.call_tool("probe__echo", {"text": "ok"}))
+
+
+@pytest.mark.slow
+async def test_a_garbage_writing_upstream_logs_a_bounded_number_of_lines(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="managed_tools.upstream")
+    noisy = {**PROBE, "env": {"PROBE_MODE": "garbage"}}
+    async with open_runtime(configured(workspace, tmp_path / "data", {"noisy": noisy})):
+        await anyio.sleep(3)
+    said = [r.getMessage() for r in caplog.records if r.name == "managed_tools.upstream"]
+    garbage = [line for line in said if "noisy wrote a line that is not JSON-RPC" in line]
+    stderr = [line for line in said if "garbage on stderr" in line]
+    # Thousands were written; at most a burst and what refills in 3 s of each shape reach the log.
+    assert 1 <= len(garbage) <= 12 and len(stderr) <= 12, said[:20]
+    assert len(said) <= 40
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", "{}", json.dumps({"spec": spec_hash(StdioUpstream.model_validate(HANGS)),
+                                   "tools": [{"name": "echo", "inputSchema": {"type": "object"}}] * 2})],
+    ids=["garbage", "shape", "twice"],
+)  # fmt: skip
+async def test_a_damaged_memory_is_ignored_with_one_line(
+    workspace: Path, tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = tmp_path / "data" / "upstreams" / "probe.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(content)
+    took, listed, answer = await _first_list(tmp_path / "data", workspace, {"probe": HANGS})
+    assert took < FIRST_LIST_SECONDS and not [name for name in listed if name.startswith("probe__")]
+    assert answer.startswith("upstream 'probe' is starting (")
+    said = [r.getMessage() for r in caplog.records if r.name == "managed_tools.upstream"]
+    assert [line for line in said if "not used" in line or "not published" in line], said
+
+
+def test_repeated_lines_are_dropped_and_counted() -> None:
+    now = [0.0]
+    limit = RepeatFilter(burst=2, interval=10.0, max_shapes=2, clock=lambda: now[0])
+
+    def passes(msg: str, *args: object) -> str | None:
+        record = logging.LogRecord("managed_tools.upstream", logging.WARNING, __file__, 1, msg, args, None)
+        return record.getMessage() if limit.filter(record) else None
+
+    assert [passes("upstream %s wrote %s", "a", n) for n in range(4)] == ["upstream a wrote 0", "upstream a wrote 1",
+                                                                          None, None]  # fmt: skip
+    assert passes("upstream %s wrote %s", "b", 9) == "upstream b wrote 9"  # another upstream: its own bucket
+    now[0] = 5.0  # one line's worth refilled
+    assert passes("upstream %s wrote %s", "a", 5) == "upstream a wrote 5 (... repeated 2 more times)"
+    assert passes("upstream %s wrote %s", "a", 6) is None
+    passes("upstream %s said %s", "c", 1)  # a third shape: the least recently seen ("b") is forgotten
+    assert len(limit._buckets) == 2 and ("managed_tools.upstream", "upstream %s wrote %s", "b") not in limit._buckets

@@ -3,6 +3,9 @@
 `python upstream_server.py stdio` or `python upstream_server.py http PORT`. Tools: a read-only echo and env
 reader (and one that fails quoting a variable), a writing tool, an image, one that adds a tool and says the list
 changed, an HTTP fetch, and one that crashes.
+
+`PROBE_MODE` in its environment makes it misbehave instead of serving: `hang` never answers (not even
+initialize), `garbage` writes lines that are not JSON-RPC to stdout and stderr as fast as it can.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -95,7 +99,17 @@ def crash() -> str:
     os._exit(3)
 
 
+def misbehave(mode: str) -> None:
+    if mode == "hang":
+        time.sleep(3600)
+    while mode == "garbage":
+        print(f"not json-rpc {time.monotonic()}", flush=True)
+        print(f"garbage on stderr {time.monotonic()}", file=sys.stderr, flush=True)
+        time.sleep(0.0005)
+
+
 if __name__ == "__main__":
+    misbehave(os.environ.get("PROBE_MODE", "serve"))
     if sys.argv[1:2] == ["http"]:
         mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -9,7 +9,7 @@ from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.toolsets import USER_TOOLSETS, ToolSelection, did_you_mean, select
+from managed_tools.tools.framework.toolsets import ALL, PRESETS, USER_TOOLSETS, ToolSelection, did_you_mean, select
 from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search
 from managed_tools.tools.memory import tools as memory_tools
@@ -57,6 +57,8 @@ PURPOSES: dict[str, str] = {
     "mcp": "upstream MCP servers' tools",
 }
 assert PURPOSES.keys() == {*FAMILIES, *USER_TOOLSETS}
+assert all({*p.toolsets} <= {*PURPOSES, ALL} and {*p.tools} <= {d.name for f in FAMILIES.values() for d in f}
+           for p in PRESETS.values())  # fmt: skip
 
 
 def toolsets(

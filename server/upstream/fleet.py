@@ -1,4 +1,9 @@
-"""Every configured upstream at once: started beside the runtime, none blocking start-up or another."""
+"""Every configured upstream at once: started beside the runtime, none blocking start-up or another.
+
+Start-up waits a short while (START_WAIT_SECONDS, all together) only for the upstreams it remembers no tools of,
+so a quick one is in the first tools/list; one it remembers is published at once from its cache (remembered.py).
+Either way a slower one is published when it lists its tools (tools/list_changed).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,18 @@ import anyio
 
 from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.mounts import Mount
+from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import SecretLookup, no_vault
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.server.upstream.upstream import Upstream
 from managed_tools.tools.framework.definition import PermissionPolicy
 from managed_tools.tools.framework.registry import GROUP_SEPARATOR, Registry
 
-# How long start-up waits for the upstreams' first start, all at once, so that the first tools/list holds
-# theirs; one slower than this is published when it comes (tools/list_changed), one that fails is retried.
-START_WAIT_SECONDS = 20.0
+# How long start-up waits, at most and all together, for the first start of the upstreams with no remembered tools
+# (an upstream that hung at initialize held every start-up 21 s). `managed-tools tools` waits LISTING_WAIT_SECONDS:
+# it is there to list them.
+START_WAIT_SECONDS = 2.0
+LISTING_WAIT_SECONDS = 20.0
 
 
 def upstream_policy(policy: Mapping[str, PermissionPolicy], specs: UpstreamSpecs) -> dict[str, PermissionPolicy]:
@@ -42,9 +50,11 @@ async def running_upstreams(
     workspace: Path,
     secrets: SecretLookup | None = None,
     wait_seconds: float = START_WAIT_SECONDS,
+    cache_dir: Path | None = None,
 ) -> AsyncIterator[list[Upstream]]:
-    """Start every upstream, wait (bounded) for each one's first start, and stop them all (their process groups
-    killed) on the way out."""
+    """Publish what each upstream listed last time (kept in `cache_dir`), start them all, wait (bounded) for the
+    first start of those with nothing remembered, and stop them all (their process groups killed) on the way
+    out."""
     upstreams = [
         Upstream(
             name,
@@ -55,15 +65,18 @@ async def running_upstreams(
             confinement=confinement,
             mounts=mounts,
             workspace=workspace,
+            memory=None if cache_dir is None else ToolMemory(cache_dir, name, spec),
         )
         for name, spec in specs.items()
     ]
+    remembered = [await upstream.publish_remembered() for upstream in upstreams]
     async with anyio.create_task_group() as tasks:
         for upstream in upstreams:
             tasks.start_soon(upstream.run)
         with anyio.move_on_after(wait_seconds):
-            for upstream in upstreams:
-                await upstream.attempted.wait()
+            for upstream, known in zip(upstreams, remembered, strict=True):
+                if not known:
+                    await upstream.attempted.wait()
         try:
             yield upstreams
         finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -23,9 +22,10 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from managed_tools.sandbox.spawn import Child, Domain, spawn
+from managed_tools.server.upstream.log_repeats import limited
 from managed_tools.tools.framework.redaction import scrub
 
-log = logging.getLogger("managed_tools.upstream")
+log = limited("managed_tools.upstream")
 CHUNK = 1 << 16
 MAX_MESSAGE_BYTES = 16 << 20  # one JSON-RPC line; a server that sends more is stopped
 STDERR_LINES = 20  # kept to say why an upstream stopped

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import anyio
 import mcp_types as types
 from pydantic import ValidationError
 
+from managed_tools.server.upstream.log_repeats import limited
 from managed_tools.stores.attachments import AttachmentError
 from managed_tools.tools.framework.content import Block, TextBlock
 from managed_tools.tools.framework.context import ToolContext
@@ -27,7 +27,7 @@ from managed_tools.tools.framework.registry import (
     UPSTREAM_NAME_PATTERN,
 )
 
-log = logging.getLogger("managed_tools.upstream")
+log = limited("managed_tools.upstream")
 MAX_TEXT_CHARS = 100_000  # what one result may put into the conversation as text
 MAX_BLOCK_BYTES = 8 << 20  # one image, audio clip or embedded resource, base64 as on the wire
 MAX_BLOCKS = 32

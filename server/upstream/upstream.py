@@ -1,13 +1,13 @@
 """One upstream server's life: connect, list its tools, follow `list_changed`, restart with backoff, close.
 
-Its tools stay published while it restarts and answer at once that it is restarting and when to try again;
-an upstream that never started publishes nothing, and a call to one of its names says why.
+Its tools stay published while it restarts and answer at once that it is restarting and when to try again.
+At start it publishes the tools it listed last time (remembered.py), which answer at once that it is starting
+until it lists its own; an upstream that never started publishes nothing, and a call to one of its names says why.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -27,20 +27,23 @@ from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.upstream import process
+from managed_tools.server.upstream.log_repeats import limited
+from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.framework.definition import PermissionPolicy
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.errors import RegistryError, ToolError
 from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
 
-log = logging.getLogger("managed_tools.upstream")
+log = limited("managed_tools.upstream")
 CONNECT_SECONDS = 20.0  # for each step of starting (the handshake, each page of its tools)
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 STABLE_SECONDS = 60.0  # an upstream that ran this long before stopping starts again from the first backoff
 MAX_LIST_PAGES = 20
+STARTING = "is starting"
 
 
 class Upstream:
@@ -57,6 +60,7 @@ class Upstream:
         confinement: Confinement,
         mounts: list[Mount],
         workspace: Path,
+        memory: ToolMemory | None = None,
     ) -> None:
         self.name = name
         self.spec = spec
@@ -72,10 +76,28 @@ class Upstream:
         self._process: process.UpstreamProcess | None = None
         self._dead = anyio.Event()
         self._relist = anyio.Event()
-        self._published = False
-        self._down = "is starting"  # why it is not connected, said after "upstream 'x' "
+        self._memory = memory
+        self._published = False  # tools of its own (listed now or remembered) are in the registry
+        self._listed = False  # it has listed them itself at least once
+        self._down = STARTING  # why it is not connected, said after "upstream 'x' "
+        self._since = anyio.current_time()
         self._retry_at: float | None = None
         self.attempted = anyio.Event()  # its first start has succeeded or failed
+
+    async def publish_remembered(self) -> bool:
+        """Before it starts: publish the tools it listed last time (True), or say it is starting (False)."""
+        tools = None if self._memory is None else await anyio.to_thread.run_sync(self._memory.recall)
+        if not tools:
+            self._registry.replace_group(self.name, [], absent=self.unavailable)
+            return False
+        try:
+            self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+        except RegistryError as exc:  # a list it could not publish either: wait for its own
+            log.warning("upstream %s: its remembered tools are not published: %s", self.name, exc)
+            self._registry.replace_group(self.name, [], absent=self.unavailable)
+            return False
+        self._published = True
+        return True
 
     @property
     def connected(self) -> bool:
@@ -83,6 +105,9 @@ class Upstream:
 
     def unavailable(self) -> str:
         """Why a call cannot reach it now, and when to try again (never a host path or a secret)."""
+        if self._down == STARTING:
+            so_far = int(anyio.current_time() - self._since)
+            return f"upstream '{self.name}' {STARTING} ({so_far} s so far); try again shortly."
         seconds = 1 if self._retry_at is None else max(1, math.ceil(self._retry_at - anyio.current_time()))
         wait = f"; try again in {seconds} s"
         return f"upstream '{self.name}' {self._down}{wait}."
@@ -102,7 +127,7 @@ class Upstream:
                 self._down = str(exc).removeprefix(f"upstream '{self.name}' ").rstrip(".")
             except Exception as exc:
                 log.warning("upstream %s failed: %s%s", self.name, _why(exc), self._stderr_tail())
-                self._down = "stopped and is restarting" if self._published else "failed to start (see the server log)"
+                self._down = "stopped and is restarting" if self._listed else "failed to start (see the server log)"
             if anyio.current_time() - began >= STABLE_SECONDS:
                 failures = 0
             delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**failures)
@@ -201,7 +226,9 @@ class Upstream:
         if unknown:
             log.warning("upstream %s lists no tool for the policy entries %s", self.name, ", ".join(unknown))
         self._registry.replace_group(self.name, published)
-        self._published = True
+        self._published = self._listed = True
+        if self._memory is not None:
+            await anyio.to_thread.run_sync(self._memory.keep, tools)
 
     async def _relist_on_change(self, client: Client) -> None:
         while True:

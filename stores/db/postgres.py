@@ -6,15 +6,23 @@ approval decided once). Here every write transaction takes one transaction-scope
 statement, at READ COMMITTED: writers across every process and replica queue on it exactly as on SQLite's lock,
 and each statement after it sees every write committed before (the lock is released only after a commit is
 visible). Reads are REPEATABLE READ READ ONLY snapshots on pooled connections, as SQLite's WAL readers are.
+
+PostgreSQL may go away under a running server (a restart, a failover) and come back. A statement on a dropped
+connection raises DatabaseUnavailableError, one clear error for the call (its transaction never committed); the
+dropped connection is replaced on its next use, with backoff between attempts (`_Reconnect`), so an outage costs
+the calls made during it and the server keeps serving once PostgreSQL is back. The outage and the recovery are each
+one log line.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import asyncpg
@@ -22,11 +30,33 @@ import asyncpg
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx, redacted
 from managed_tools.stores.db.dialect import POSTGRESQL, placeholders
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
-from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError, StoreError
+from managed_tools.stores.errors import DatabaseBusyError, DatabaseOpenError, DatabaseUnavailableError, StoreError
 
 # The advisory lock keys (any two fixed bigints): every write transaction, and schema migrations.
 WRITE_LOCK = 0x6D74_7772  # "mtwr"
 MIGRATE_LOCK = 0x6D74_6D67  # "mtmg"
+
+UNAVAILABLE = (
+    "The state database (PostgreSQL) cannot be reached right now (restarting, or the network is down), so nothing "
+    "was written. The server reconnects on its own: try again in a moment."
+)
+# Seconds between reconnect attempts while PostgreSQL stays away (the last one repeats); calls meanwhile fail at
+# once instead of each waiting for a connect to time out.
+BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+CLOSE_TIMEOUT_SECONDS = 5.0
+
+# What a dropped connection or an unreachable (or restarting) server raises. InterfaceError also means misuse of a
+# connection, so it counts only when the connection is closed (`_is_down`).
+_DOWN = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+)
+
+log = logging.getLogger("managed_tools.db")
+T = TypeVar("T")
 
 NUL = "PostgreSQL cannot store the NUL character (U+0000) this text holds; remove it and try again."
 
@@ -56,24 +86,114 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
         raise DatabaseBusyError(message) from exc
 
 
+def _is_down(exc: BaseException, conn: asyncpg.Connection | None) -> bool:
+    if isinstance(exc, _DOWN):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and (conn is None or conn.is_closed())
+
+
+class _Reconnect:
+    """Connections to one server, made again after it went away: attempts spaced by BACKOFF_SECONDS, and one log
+    line when it goes, one when it is back."""
+
+    def __init__(self, url: str, busy_timeout_ms: int) -> None:
+        self.url = url
+        self.key = redacted(url)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._down_since: float | None = None
+        self._attempt = 0
+        self._next_try = 0.0
+        # Outages begun so far, and how many had begun when each connection was made: a connection found closed
+        # after a later outage was logged is a leftover of that outage, not a new one.
+        self._outages = 0
+        self._made_after: weakref.WeakKeyDictionary[asyncpg.Connection, int] = weakref.WeakKeyDictionary()
+
+    def adopt(self, conn: asyncpg.Connection) -> asyncpg.Connection:
+        self._made_after[conn] = self._outages
+        return conn
+
+    async def connect(self) -> asyncpg.Connection:
+        """A new connection, or DatabaseUnavailableError at once while the backoff since the last failure runs."""
+        if anyio.current_time() < self._next_try:
+            raise DatabaseUnavailableError(UNAVAILABLE)
+        try:
+            conn = await _connect(self.url, self.busy_timeout_ms)
+        except (*_DOWN, TimeoutError, asyncpg.InterfaceError) as exc:
+            self.lost(exc)
+            self._next_try = anyio.current_time() + BACKOFF_SECONDS[min(self._attempt, len(BACKOFF_SECONDS) - 1)]
+            self._attempt += 1
+            raise DatabaseUnavailableError(UNAVAILABLE) from exc
+        self.adopt(conn)
+        self._attempt, self._next_try = 0, 0.0
+        if self._down_since is not None:
+            took = anyio.current_time() - self._down_since
+            log.warning(
+                "PostgreSQL at %s is reachable again (after %.1f s); serving as before", redacted(self.url), took
+            )
+            self._down_since = None
+        return conn
+
+    async def usable(self, conn: asyncpg.Connection | None) -> asyncpg.Connection:
+        """`conn` if it is still open, else a new one (its drop noted as an outage)."""
+        if conn is not None and not conn.is_closed():
+            return conn
+        if conn is not None:
+            conn.terminate()
+            self.lost(ConnectionError("the connection was closed by the server"), conn)
+        return await self.connect()
+
+    def lost(self, exc: BaseException, conn: asyncpg.Connection | None = None) -> None:
+        """Note an outage (logged once), unless `conn` dropped in one already noted."""
+        if conn is not None and self._made_after.get(conn, self._outages) < self._outages:
+            return
+        if self._down_since is None:
+            self._down_since = anyio.current_time()
+            self._outages += 1
+            log.error(
+                "lost the connection to PostgreSQL at %s (%s); calls that need the state fail with a clear error "
+                "until it is back; reconnecting with backoff",
+                self.key,
+                type(exc).__name__,
+            )
+
+    @contextmanager
+    def reachable(self, conn: asyncpg.Connection | None) -> Iterator[None]:
+        """A dropped connection or a server going down, raised inside, becomes DatabaseUnavailableError."""
+        try:
+            yield
+        except (*_DOWN, asyncpg.InterfaceError) as exc:
+            if not _is_down(exc, conn):
+                raise
+            self.lost(exc, conn)
+            raise DatabaseUnavailableError(UNAVAILABLE) from exc
+
+
 class PostgresTx(Tx):
     dialect = POSTGRESQL
 
-    def __init__(self, conn: asyncpg.Connection, *, writing: bool = False) -> None:
+    def __init__(self, conn: asyncpg.Connection, link: _Reconnect, *, writing: bool = False) -> None:
         super().__init__(writing=writing)
         self._conn = conn
+        self._link = link
+
+    async def _run(self, step: Callable[[], Awaitable[T]]) -> T:
+        with self._link.reachable(self._conn):
+            return await step()
 
     async def execute(self, sql: str, params: Params = ()) -> int:
-        return _rowcount(await self._conn.execute(placeholders(sql), *_values(params)))
+        values = _values(params)
+        return _rowcount(await self._run(lambda: self._conn.execute(placeholders(sql), *values)))
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        await self._conn.executemany(placeholders(sql), [_values(row) for row in rows])
+        values = [_values(row) for row in rows]
+        await self._run(lambda: self._conn.executemany(placeholders(sql), values))
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        return list(await self._conn.fetch(placeholders(sql), *_values(params)))
+        values = _values(params)
+        return list(await self._run(lambda: self._conn.fetch(placeholders(sql), *values)))
 
     async def _statement(self, sql: str) -> None:
-        await self._conn.execute(sql)
+        await self._run(lambda: self._conn.execute(sql))
 
 
 class PostgresDatabase(Database):
@@ -83,16 +203,17 @@ class PostgresDatabase(Database):
     dialect = POSTGRESQL
 
     def __init__(
-        self, url: str, local_dir: Path, writer: asyncpg.Connection, readers: list[asyncpg.Connection]
+        self, link: _Reconnect, local_dir: Path, writer: asyncpg.Connection, readers: list[asyncpg.Connection]
     ) -> None:
-        self.key = redacted(url)
+        self.key = link.key
         self.local_dir = local_dir
-        self._url = url
-        self._busy_timeout_ms = 5_000
-        self._writer = writer
-        self._readers = readers
+        self._link = link
+        # A slot is None once its connection was found dropped and could not be replaced yet.
+        self._writer: asyncpg.Connection | None = writer
         self._write_lock = anyio.Lock()
-        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[asyncpg.Connection](len(readers))
+        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[asyncpg.Connection | None](
+            len(readers)
+        )
         for conn in readers:
             self._reader_send.send_nowait(conn)
         self._durable = True
@@ -113,47 +234,56 @@ class PostgresDatabase(Database):
             if isinstance(exc, OSError | asyncpg.PostgresError | asyncpg.InterfaceError):
                 raise DatabaseOpenError(_unusable(url, exc)) from exc
             raise
-        db = cls(url, local_dir, opened[0], opened[1:])
+        link = _Reconnect(url, busy_timeout_ms)
+        db = cls(link, local_dir, link.adopt(opened[0]), [link.adopt(conn) for conn in opened[1:]])
         db._durable = synchronous == "FULL"
-        db._busy_timeout_ms = busy_timeout_ms
         return db
 
     async def dedicated_connection(self) -> asyncpg.Connection:
         """A connection outside the pools, its owner's alone (LISTEN for change notices). Raises what asyncpg
         raises when the server cannot be reached."""
-        return await _connect(self._url, self._busy_timeout_ms)
+        return await _connect(self._link.url, self._link.busy_timeout_ms)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            for conn in [self._writer, *self._readers]:
-                await conn.close()
+            conns = [self._writer]
+            while True:
+                try:
+                    conns.append(self._reader_recv.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+            for conn in conns:
+                if conn is not None and not conn.is_closed():
+                    try:
+                        await conn.close(timeout=CLOSE_TIMEOUT_SECONDS)
+                    except (*_DOWN, TimeoutError, asyncpg.InterfaceError):
+                        conn.terminate()  # the server went away: nothing to say goodbye to
             self._reader_send.close()
             self._reader_recv.close()
 
     @asynccontextmanager
     async def _locked(self, *, durable: bool, writing: bool) -> AsyncIterator[Tx]:
         async with self._write_lock:
-            conn = self._writer
-            await conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            tx = PostgresTx(conn, writing=writing)
+            conn = self._writer = await self._link.usable(self._writer)
+            tx = PostgresTx(conn, self._link, writing=writing)
+            await tx._statement("BEGIN ISOLATION LEVEL READ COMMITTED")
             try:
                 if not durable:
-                    await conn.execute("SET LOCAL synchronous_commit = off")
+                    await tx._statement("SET LOCAL synchronous_commit = off")
                 with _busy_is_an_error():
-                    await conn.execute(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                    await tx._statement(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
                 yield tx
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     tx._run_undo()
-                    await conn.execute("ROLLBACK")
+                    await _roll_back(conn)
                 raise
             with anyio.CancelScope(shield=True):
                 try:
-                    await conn.execute("COMMIT")
+                    await tx._statement("COMMIT")
                 except BaseException:
                     tx._run_undo()
-                    if not conn.is_closed() and conn.is_in_transaction():
-                        await conn.execute("ROLLBACK")
+                    await _roll_back(conn)
                     raise
             tx._committed()
 
@@ -167,16 +297,29 @@ class PostgresDatabase(Database):
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
-        conn = await self._reader_recv.receive()
+        slot = await self._reader_recv.receive()
         try:
-            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn = slot = await self._link.usable(slot)
+            tx = PostgresTx(conn, self._link)
+            await tx._statement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
-                yield PostgresTx(conn)
+                yield tx
             finally:
                 with anyio.CancelScope(shield=True):
-                    await conn.execute("ROLLBACK")
+                    await _roll_back(conn)
         finally:
-            self._reader_send.send_nowait(conn)
+            self._reader_send.send_nowait(slot if slot is None or not slot.is_closed() else None)
+
+
+async def _roll_back(conn: asyncpg.Connection) -> None:
+    """End the open transaction, if the connection still holds one; a connection that dropped meanwhile has none
+    left (the server rolled it back) and is replaced on its next use."""
+    if conn.is_closed() or not conn.is_in_transaction():
+        return
+    try:
+        await conn.execute("ROLLBACK")
+    except (*_DOWN, asyncpg.InterfaceError):
+        conn.terminate()
 
 
 async def _connect(url: str, busy_timeout_ms: int) -> asyncpg.Connection:

@@ -8,10 +8,12 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -23,7 +25,15 @@ import anyio
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
-from managed_tools.stores.errors import DatabaseBusyError, DatabaseGoneError, DatabaseOpenError
+from managed_tools.stores.db.wal_check import read_wal, report_recovery
+from managed_tools.stores.errors import (
+    DatabaseBusyError,
+    DatabaseGoneError,
+    DatabaseOpenError,
+    DatabaseReadOnlyError,
+    DatabaseUnwritableError,
+    DiskFullError,
+)
 
 log = logging.getLogger(__name__)
 GONE = (
@@ -37,16 +47,61 @@ GONE = (
 logging.getLogger("aiosqlite").setLevel(logging.INFO)
 
 
+WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
+WAL_SIZE_LIMIT = 2 * 1024 * 1024
+FULL = (
+    "The disk that holds the server's state is full, so nothing was written. Every call is recorded before it "
+    "runs, so no call can run until space is freed there: ask the person running the server (`managed-tools where` "
+    "shows the data dir)."
+)
+READ_ONLY = (
+    "The file system that holds the server's state turned read-only while the server ran, so nothing was written, "
+    "and no call can run (each is recorded before it runs). Ask the person running the server to make it writable "
+    "and restart the server (`managed-tools where` shows the data dir)."
+)
+
+
+def _refusal(exc: BaseException, path: Path, locked: str = LOCKED) -> DatabaseUnwritableError | None:
+    """The clear error for a write that the disk or the file of the state at `path` refused, if `exc` is one."""
+    code = getattr(exc, "sqlite_errorname", "")
+    number = exc.errno if isinstance(exc, OSError) else None
+    if code == "SQLITE_FULL" or number == errno.ENOSPC:
+        return DiskFullError(FULL)
+    if (
+        code.startswith("SQLITE_READONLY")
+        or number == errno.EROFS
+        or (code.startswith("SQLITE_IOERR") and _read_only(path))
+    ):
+        return DatabaseReadOnlyError(READ_ONLY)
+    text = str(exc).lower() if isinstance(exc, sqlite3.OperationalError) else ""
+    if "locked" in text or "busy" in text:
+        return DatabaseBusyError(locked)
+    return None
+
+
+def _read_only(path: Path) -> bool:
+    """Has the file system of `path` turned read-only? SQLite reports a write that the kernel refused with EROFS
+    only as an I/O error, and a file system that turned read-only on an error (ext4's errors=remount-ro) may not
+    say so in its mount flags: so try what SQLite tried, creating an unnamed file beside it (on this error path
+    only)."""
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            return False
+    except OSError as exc:
+        return exc.errno == errno.EROFS
+
+
 @contextmanager
-def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
-    """SQLite's "database is locked" after the busy timeout becomes an error a person can act on."""
+def _refused_clearly(path: Path, locked: str = LOCKED) -> Iterator[None]:
+    """SQLite's "database is locked" after the busy timeout, a full disk and a read-only file system become
+    errors a person can act on."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "locked" in text or "busy" in text:
-            raise DatabaseBusyError(message) from exc
-        raise
+    except (sqlite3.OperationalError, sqlite3.DatabaseError, OSError) as exc:
+        clear = _refusal(exc, path, locked)
+        if clear is None:
+            raise
+        raise clear from exc
 
 
 T = TypeVar("T")
@@ -67,25 +122,30 @@ async def _again_if_stale(run: Callable[[], Awaitable[T]]) -> T:
 class SqliteTx(Tx):
     dialect = SQLITE
 
-    def __init__(self, conn: aiosqlite.Connection, *, writing: bool = False) -> None:
+    def __init__(self, conn: aiosqlite.Connection, path: Path, *, writing: bool = False) -> None:
         super().__init__(writing=writing)
         self._conn = conn
+        self._path = path
 
     async def execute(self, sql: str, params: Params = ()) -> int:
-        cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
+        with _refused_clearly(self._path):
+            cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
         count = cursor.rowcount
         await cursor.close()
         return count
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
-        await self._conn.executemany(sql, rows)
+        with _refused_clearly(self._path):
+            await self._conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         # One hop to the database thread: every extra hop costs tens of microseconds per call.
-        return list(await _again_if_stale(lambda: self._conn.execute_fetchall(sql, params)))
+        with _refused_clearly(self._path):
+            return list(await _again_if_stale(lambda: self._conn.execute_fetchall(sql, params)))
 
     async def _statement(self, sql: str) -> None:
-        await self._conn.execute(sql)
+        with _refused_clearly(self._path):
+            await self._conn.execute(sql)
 
 
 class SqliteDatabase(Database):
@@ -107,6 +167,7 @@ class SqliteDatabase(Database):
         self._writer = writer
         self._appender = appender
         self._write_lock = anyio.Lock()
+        self._refused: str | None = None  # the kind of the refusals under way (disk full, read-only), once logged
         self._readers = readers
         self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
         for conn in readers:
@@ -122,7 +183,9 @@ class SqliteDatabase(Database):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _refuse_unusable_file(path)
+            wal = read_wal(path)  # before any connection recovers it
             opened.append(await _connect(path, busy_timeout_ms, synchronous))
+            await report_recovery(opened[0], path, wal)
             await _prepare(opened[0], busy_timeout_ms)
             for _ in range(1 + max(1, readers)):  # the appender, then the readers
                 opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
@@ -145,11 +208,11 @@ class SqliteDatabase(Database):
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Tx]:
         """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
-        async with self._write_lock:
+        async with self._write_lock, self._said_when_refused():
             self._refuse_if_gone()
-            with _busy_is_an_error():
+            with _refused_clearly(self.path):
                 await self._writer.execute("BEGIN IMMEDIATE")
-            tx = SqliteTx(self._writer, writing=True)
+            tx = SqliteTx(self._writer, self.path, writing=True)
             try:
                 yield tx
             except BaseException:
@@ -159,7 +222,7 @@ class SqliteDatabase(Database):
                 raise
             else:
                 stayed_locked = "The state database stayed locked by another process; nothing was written."
-                with anyio.CancelScope(shield=True), _busy_is_an_error(stayed_locked):
+                with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
                     try:
                         await self._writer.commit()
                     except sqlite3.OperationalError:
@@ -177,10 +240,31 @@ class SqliteDatabase(Database):
         connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
         few commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md).
         """
-        async with self._write_lock:
+        async with self._write_lock, self._said_when_refused():
             self._refuse_if_gone()
-            with _busy_is_an_error():
-                yield SqliteTx(self._appender)
+            with _refused_clearly(self.path):
+                yield SqliteTx(self._appender, self.path)
+
+    @asynccontextmanager
+    async def _said_when_refused(self) -> AsyncIterator[None]:
+        """A full or read-only disk in the log once when writes start failing, and once when they succeed again
+        (not once per call: every call is refused meanwhile)."""
+        try:
+            yield
+        except (DiskFullError, DatabaseReadOnlyError) as exc:
+            if self._refused is None:
+                what = "is full" if isinstance(exc, DiskFullError) else "turned read-only"
+                log.error(
+                    "the file system holding the state database %s %s: every call is refused until it takes writes "
+                    "again",
+                    self.path,
+                    what,
+                )
+                self._refused = exc.kind
+            raise
+        if self._refused is not None:
+            log.warning("the state database %s takes writes again; calls run as before", self.path)
+            self._refused = None
 
     def _refuse_if_gone(self) -> None:
         """A state file deleted or replaced under the running server would take writes no later start sees: the
@@ -198,7 +282,7 @@ class SqliteDatabase(Database):
         try:
             await conn.execute("BEGIN")
             try:
-                yield SqliteTx(conn)
+                yield SqliteTx(conn, self.path)
             finally:
                 with anyio.CancelScope(shield=True):
                     await conn.rollback()
@@ -241,6 +325,10 @@ async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -
         await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute(f"PRAGMA synchronous={synchronous}")
+        # The WAL bounded: checkpointed each WAL_CHECKPOINT_PAGES (SQLite's default is about 4 MB, a mount's worth
+        # on a small disk), and cut back to WAL_SIZE_LIMIT when it restarts, or it keeps its largest size for good.
+        await conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        await conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except BaseException:
         with anyio.CancelScope(shield=True):
             await conn.close()
@@ -253,9 +341,14 @@ def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
     (never shown to a model: it names host paths)."""
     if isinstance(exc, FileExistsError):
         return f"The data dir {path.parent} is a file, not a directory; choose another data dir."
+    code = getattr(exc, "sqlite_errorname", "")
+    if code == "SQLITE_FULL" or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return (
+            f"The disk holding the state database {path} is full: free space on it (`df {path.parent}`), or "
+            "choose another data dir."
+        )
     if isinstance(exc, OSError):
         return f"Cannot create the data dir {path.parent}: {exc.strerror or exc}; choose another data dir."
-    code = getattr(exc, "sqlite_errorname", "")
     if code.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return (
             f"The state database {path} is not a usable SQLite database ({exc}: corrupt, cut short, or another "

@@ -50,6 +50,9 @@ ErrorKind = Literal[
     "timeout",
     "busy",
     "state_gone",
+    "state_unavailable",
+    "disk_full",
+    "state_read_only",
     "internal",
 ]
 PREVIEW_CHARS = 200
