@@ -33,6 +33,7 @@ from typing import Literal
 from managed_tools.sandbox import bwrap, landlock
 from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
 from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, bridge
+from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
 from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
@@ -44,6 +45,7 @@ Mode = Literal["landlock", "argv-only"]
 FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"
 FORCED = ("argv-only", "preexec", "landlock-only")
 
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 LOADER_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/locale.alias", "/etc/localtime")
 # What a shell and the usual interpreters and build tools read of /etc (names, DNS, TLS roots, their own config);
@@ -104,11 +106,21 @@ def _shell_system() -> list[Grant]:
     return grants + [Grant(d, "device") for d in WRITE_DEVICES]
 
 
+def toolchain(grants: Iterable[ToolchainGrant]) -> list[Grant]:
+    """The toolchain's grants (sandbox/grants.py) as policy grants: run, or write where the person configured it."""
+    return [Grant(str(g.path), g.access) for g in grants]
+
+
 def shell_policy(
-    mounts: Iterable[Mount], private: Path, *, network: bool, limits: Limits = DEFAULT_LIMITS
+    mounts: Iterable[Mount],
+    private: Path,
+    *,
+    network: bool,
+    limits: Limits = DEFAULT_LIMITS,
+    grants: Grants = NO_GRANTS,
 ) -> SandboxPolicy:
-    grants = [*_shell_system(), *_mount_grants(mounts, writable=True), Grant(str(private), "write")]
-    return SandboxPolicy("shell", tuple(grants), _network(network), limits)
+    base = [*_shell_system(), *_mount_grants(mounts, writable=True), Grant(str(private), "write")]
+    return SandboxPolicy("shell", tuple(base), _network(network), limits).with_grants(toolchain(grants.grants))
 
 
 def upstream_policy(
@@ -135,6 +147,9 @@ class Confinement:
     private: Path
     shell_network: bool = True
     limits: Limits = field(default_factory=Limits)
+    grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (sandbox/grants.py)
+    shell_path: str = DEFAULT_PATH  # the writable shell's PATH: the server's entries it may run from
+    shell_grants: tuple[Grant, ...] = ()  # the writable shell's policy, for saying why a command could not run
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode
@@ -157,6 +172,10 @@ class Confinement:
     @property
     def tmp(self) -> Path:
         return self.private / "shell" / "tmp"
+
+    def shell_runs(self, path: str) -> bool:
+        """Whether the writable shell may execute the real file `path`."""
+        return any(g.access in ("run", "write") and inside(path, g.path) for g in self.shell_grants)
 
     def upstream_home(self, name: str) -> Path:
         """Upstream `name`'s private dir (its HOME, with its TMPDIR inside), 0700, seen by no other domain."""
@@ -219,20 +238,25 @@ def open_confinement(
     network: bool,
     binaries: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
+    grants: Grants = NO_GRANTS,
     allowed: NetworkConfig | None = None,
 ) -> Confinement:
-    """Create the private dirs and, where the kernel can, every layer and both standing domains."""
+    """Create the private dirs and, where the kernel can, every layer and both standing domains; the writable
+    shell also gets `grants`."""
     roots = [Path(os.path.realpath(m.root)) for m in mounts]
     private = _private_dir(roots)
     version = kernel_abi()
+    search = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
     if version == 0:
         reason = "forced by " + FORCE_ENV if forced() == "argv-only" else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, limits, mode_reason=reason, notices=[
+        return Confinement("argv-only", 0, private, network, limits, grants, search, mode_reason=reason, notices=[
             f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
-            "by the kernel."])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network, limits)
-    policies = (read_only_policy(mounts, binaries, limits), shell_policy(mounts, private / "shell", network=network,
-                                                                         limits=limits))  # fmt: skip
+            "by the kernel.", *grants.notices])  # fmt: skip
+    confinement = Confinement("landlock", version, private, network, limits, grants, search,
+                              notices=list(grants.notices))  # fmt: skip
+    shell = shell_policy(mounts, private / "shell", network=network, limits=limits, grants=grants)
+    policies = (read_only_policy(mounts, binaries, limits), shell)
+    confinement.shell_grants = shell.grants
     confinement.launcher, confinement.spawn_reason = _launcher(policies)
     confinement.spawn = "preexec" if confinement.launcher is None else "launcher"
     _outer_layers(confinement)

@@ -117,3 +117,22 @@ def summary(layers: list[Layer]) -> str:
     held = ", ".join(layer.name for layer in layers if layer.in_force) or "none"
     lacking = "; ".join(f"{layer.name}: {layer.detail}" for layer in missing(layers))
     return f"sandbox layers in force: {held}" + (f"; missing: {lacking}" if lacking else "")
+
+
+def shortfall(c: Confinement) -> str | None:
+    """Why the writable shell is not the full sandbox, or None when it is: every layer in force, and the network off
+    or only through the egress allowlist. The one check `--auto-sandboxed` relies on (tools/shell/jobs.py
+    `contained`)."""
+    lacking = missing(_layers(c))
+    if lacking:
+        return "; ".join(f"the {layer.name} layer is missing here ({layer.detail})" for layer in lacking)
+    if c.shell_network and c.egress is None:
+        return f"the shell's network is unrestricted, not filtered by the egress allowlist ({c.egress_reason})"
+    return None
+
+
+def in_force(c: Confinement) -> str:
+    """The sandbox a command ran in, as the audit record of an unasked run names it."""
+    held = ", ".join(layer.name for layer in _layers(c) if layer.in_force) or "none"
+    network = "off" if not c.shell_network else "through the egress allowlist" if c.egress else "unrestricted"
+    return f"layers: {held}; network {network}; {len(c.grants.grants)} toolchain grant(s)"

@@ -207,6 +207,12 @@ def _confinement_flags(serve: argparse.ArgumentParser) -> None:
         help="refuse to start unless the kernel confines every spawned program (Landlock)",
     )
     confine.add_argument(
+        "--auto-sandboxed",
+        action="store_true",
+        help="run shell_run and shell_exec without asking when they run inside the full sandbox (audited); a call "
+        "that needs more (a missing layer, unrestricted network) still asks (config: autoSandboxed)",
+    )
+    confine.add_argument(
         "--shell-network",
         choices=["on", "off"],
         default="on",
@@ -230,6 +236,14 @@ def _approval_commands(commands: argparse._SubParsersAction[Parser]) -> None:
         sub = _command(commands, name, f"{verb} a waiting permission request (its ID from `pending`)", example)
         sub.add_argument("request_id", metavar="ID", help="the request's id, as `managed-tools pending` shows it")
         sub.add_argument("--note", help="a note recorded with the decision (the model sees it on a denial)")
+        if name == "approve":
+            sub.add_argument(
+                "--remember",
+                choices=["once", "session"],
+                default="once",
+                help="once (default): this call runs once; session: this exact command, cwd and env run again "
+                "unasked for the rest of the session",
+            )
     respond = _command(
         commands,
         "respond",

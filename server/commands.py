@@ -149,7 +149,9 @@ def _answer(args: argparse.Namespace) -> int:
     served = ServedTools(args, place.config_files())
     commands: dict[str, Callable[[], Awaitable[None]]] = {
         "pending": lambda: human.pending(place, served, as_json=args.json),
-        "approve": lambda: human.decide(place, served, args.request_id, approve=True, note=args.note),
+        "approve": lambda: human.decide(
+            place, served, args.request_id, approve=True, note=args.note, remember=args.remember
+        ),
         "deny": lambda: human.decide(place, served, args.request_id, approve=False, note=args.note),
         "respond": lambda: human.respond(place, served, args.request_id, args.answer),
         "interrupt": lambda: human.interrupt(place, args.session, note=args.note),
@@ -189,6 +191,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
         selection=_selecting(args),
         database=database_url(args),
+        auto_sandboxed=True if getattr(args, "auto_sandboxed", False) else None,  # else config.json's
     )
 
 

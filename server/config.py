@@ -134,11 +134,14 @@ class LimitsConfig(BaseModel):
 
 
 class SandboxConfig(BaseModel):
-    """config.json `sandbox`: the sandbox every spawned program runs in (sandbox/)."""
+    """config.json `sandbox`: the sandbox every spawned program runs in (sandbox/), and what the writable shell
+    may reach beyond its mounts (sandbox/grants.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    read_paths: tuple[Path, ...] = Field(default=(), alias="readPaths", description="Read and execute (nvm, pyenv).")
+    write_paths: tuple[Path, ...] = Field(default=(), alias="writePaths", description="Also write (caches).")
     network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
@@ -170,6 +173,8 @@ class UserConfig(BaseModel):
     # The vault key replicas share (else the data dir's own key), from the same kinds of source.
     vault_key: KeyRingSource | None = Field(default=None, alias="vaultKey")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
+    auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -242,7 +247,8 @@ class ServeConfig(BaseModel):
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
     require_confinement: bool = False  # refuse to start without kernel confinement (`--require-confinement`)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)  # config.json `sandbox`
+    # config.json `sandbox` (the workspace's file replaces the user-wide one's whole; both outside every mount).
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     skills_dirs: tuple[Path, ...] = ()  # `--skills-dir`, searched after the others (so they win by name)
     oauth: OAuthConfig | None = None  # config.json's; the `--oauth-*` flags amend it into HttpConfig.oauth
@@ -253,6 +259,7 @@ class ServeConfig(BaseModel):
     database: str | None = None  # `--database postgresql://...`; None: SQLite at state_path
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
+    auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
 
     @field_validator("database")
     @classmethod
@@ -277,6 +284,7 @@ class ServeConfig(BaseModel):
         skills_dirs: tuple[Path, ...] = (),
         selection: Selecting | None = None,
         database: str | None = None,
+        auto_sandboxed: bool | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -324,6 +332,7 @@ class ServeConfig(BaseModel):
             request_state_keys=keys,
             vault_key=vault_key,
             sandbox=user.sandbox,
+            auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
         )
 
     @property

@@ -46,6 +46,13 @@ CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "approve": {"type": "boolean", "title": "Approve", "description": "Run exactly this action?"},
+        "remember": {
+            "type": "string",
+            "title": "Remember",
+            "description": "once: only this call. session: this exact command, cwd and env for the rest of the session",
+            "enum": ["once", "session"],
+            "default": "once",
+        },
         "note": {"type": "string", "title": "Note", "description": "Optional note for the record"},
     },
     "required": ["approve"],
@@ -346,6 +353,7 @@ class CallConsent:
                 note=note,
                 reason=reason or why,
                 response=value,
+                remember=_remember(request, answer) if approved else "once",
             )
             if approved:
                 await approvals.consume(tx, record.id, self._attachment.wake_id)
@@ -359,14 +367,20 @@ class CallConsent:
 
 
 def _page_reply(answer: PageAnswer | None) -> types.ElicitResult | None:
-    """The page's Approve / Deny as the answer a form would have given."""
+    """The page's Approve / Approve for the session / Deny as the answer a form would have given."""
     if answer is None:
         return None
     return (
-        types.ElicitResult(action="accept", content={"approve": True})
+        types.ElicitResult(action="accept", content={"approve": True, "remember": answer.remember})
         if answer.approve
         else types.ElicitResult(action="decline")
     )
+
+
+def _remember(request: ApprovalRequest, answer: types.ElicitResult | None) -> approvals.Remember:
+    """`session` only when the person chose it for a tool confirmation; anything else is once."""
+    content = answer.content if answer is not None and isinstance(answer.content, dict) else {}
+    return "session" if request.kind == "tool_confirmation" and content.get("remember") == "session" else "once"
 
 
 def _judge(

@@ -159,15 +159,26 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
         print(_indented(_question(r)))
 
 
-async def decide(config: StateAt, served: Served, request_id: str, *, approve: bool, note: str | None) -> None:
+async def decide(
+    config: StateAt,
+    served: Served,
+    request_id: str,
+    *,
+    approve: bool,
+    note: str | None,
+    remember: approvals.Remember = "once",
+) -> None:
     async with state_database(config) as db, db.write() as tx:
         record = await _get(tx, served, request_id)
         if record.kind == "custom_tool" and approve:
             raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
-        await _decide(tx, record, approved=approve, note=note)
+        await _decide(tx, record, approved=approve, note=note, remember=remember)
     verdict = "Approved" if approve else "Denied"
     print(f"{verdict} {record.tool_name} (request {request_id}):\n{_indented(_question(record))}")
-    if approve:
+    if approve and remember == "session":
+        print("It runs when the model calls it again with the same arguments, and again unasked for the rest of "
+              "that session (an interrupt ends that).")  # fmt: skip
+    elif approve:
         print("It runs when the model calls it again with the same arguments.")
 
 
@@ -223,9 +234,15 @@ async def _get(tx: Tx, served: Served, request_id: str) -> ApprovalRecord:
 
 
 async def _decide(
-    tx: Tx, record: ApprovalRecord, *, approved: bool, note: str | None, response: dict[str, Any] | None = None
+    tx: Tx,
+    record: ApprovalRecord,
+    *,
+    approved: bool,
+    note: str | None,
+    response: dict[str, Any] | None = None,
+    remember: approvals.Remember = "once",
 ) -> None:
     try:
-        await approvals.decide(tx, record.id, approved=approved, by=BY, note=note, response=response)
+        await approvals.decide(tx, record.id, approved=approved, by=BY, note=note, response=response, remember=remember)
     except StoreError as exc:
         raise HumanError(str(exc)) from exc

@@ -10,12 +10,13 @@ import anyio
 
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
+from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
 from managed_tools.sandbox.mounts import default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs
+from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs, state_root, user_config_home
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
@@ -116,6 +117,26 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
         confinement.close()
 
 
+def shell_grants(config: ServeConfig) -> Grants:
+    """The writable shell's toolchain (config `sandbox.readPaths`/`writePaths`, the workspace venvs' interpreters),
+    never reaching where the server keeps what no spawned program may read."""
+    protected = {
+        "the data dir": config.data_dir,
+        "the state directory of every workspace": state_root(),
+        "the user config directory (vault keys, config.json)": user_config_home(),
+        **{f"the vault {name!r}": path for name, path in config.vaults.items()},
+    }
+    try:
+        return toolchain_grants(
+            config.workspace,
+            read_paths=config.sandbox.read_paths,
+            write_paths=config.sandbox.write_paths,
+            protected=protected,
+        )
+    except GrantError as exc:
+        raise StartupError(str(exc)) from exc
+
+
 def skill_set(config: ServeConfig) -> SkillSet:
     """The skill directories (server/data_dir.py says which, in which order) and the configured filter."""
     substrate = substrate_dir(config.data_dir, config.agent)
@@ -176,6 +197,7 @@ async def open_runtime(
                 network=config.shell_network,
                 binaries=[rg_binary()],
                 limits=config.sandbox.limits.limits(),
+                grants=shell_grants(config),
                 allowed=config.sandbox.network,
             )
         except (ConfinementError, StoreError) as exc:
@@ -201,6 +223,7 @@ async def open_runtime(
                 confinement=confinement,
                 skills=skills,
                 variables=sources,
+                auto_sandboxed=config.auto_sandboxed,
             )
             try:
                 async with running_upstreams(

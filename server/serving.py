@@ -238,6 +238,12 @@ def _announce_confinement(runtime: Runtime) -> None:
         print(f"managed-tools: {layers.summary(found)}", file=sys.stderr)
     else:
         log.info("%s", layers.summary(found))
+    for grant in c.grants.grants:
+        log.info("toolchain: the shell may %s %s (%s)", grant.access, grant.path, grant.source)
+    if runtime.auto_sandboxed:
+        gap = layers.shortfall(c)
+        said = f"shell commands ask anyway: {gap}" if gap else "shell commands inside the sandbox run unasked (audited)"
+        print(f"managed-tools: --auto-sandboxed: {said}", file=sys.stderr)
 
 
 def _print_tools(registry: Registry, *, as_json: bool) -> int:

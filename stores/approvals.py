@@ -20,6 +20,11 @@ from managed_tools.stores.ids import utc_now, uuid7
 Kind = Literal["tool_confirmation", "custom_tool"]
 Channel = Literal["elicitation", "input_required", "out_of_band"]
 Status = Literal["pending", "approved", "denied", "consumed", "cleared"]
+# once: the approval runs the call once. session: a person approved this exact call (tool, arguments, command, cwd
+# and env: its digest) for the rest of the session; after its first run it runs again unasked, until an interrupt.
+Remember = Literal["once", "session"]
+# Why a call that would ask ran without a question (the `permission.unasked` event says which).
+Unasked = Literal["remembered", "auto_sandboxed"]
 
 
 class ApprovalRecord(BaseModel):
@@ -38,6 +43,7 @@ class ApprovalRecord(BaseModel):
     response: dict[str, Any] | None
     consumed_at: str | None
     question: str = ""  # exactly what the person is asked (the elicitation message); shown again by the CLI
+    remember: Remember = "once"
 
 
 def _record(row: Row) -> ApprovalRecord:
@@ -143,19 +149,26 @@ async def decide(
     note: str | None = None,
     reason: str | None = None,
     response: dict[str, Any] | None = None,
+    remember: Remember = "once",
 ) -> ApprovalRecord:
-    """Record a person's answer. Only a pending request can be decided, and only once."""
+    """Record a person's answer. Only a pending request can be decided, and only once. `remember` session holds
+    only for a yes to a tool confirmation."""
     record = await get(tx, request_id)
     if record.status != "pending":
         raise StoreError(f"Permission request {request_id} is already {record.status}; it cannot be decided again.")
+    if remember == "session" and not (approved and record.kind == "tool_confirmation"):
+        raise StoreError("Only an approval to run a tool can be remembered for the session.")
     status: Status = "approved" if approved else "denied"
     now = utc_now()
     await tx.execute(
-        "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, note = ?, response = ? "
+        "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, note = ?, response = ?, remember = ? "
         "WHERE id = ? AND status = 'pending'",
-        (status, now, by, note, None if response is None else json.dumps(response, ensure_ascii=False), request_id),
-    )
+        (status, now, by, note, None if response is None else json.dumps(response, ensure_ascii=False), remember,
+         request_id),
+    )  # fmt: skip
     payload: dict[str, Any] = {"requestId": request_id, "toolName": record.tool_name, "allowed": approved, "by": by}
+    if remember == "session":
+        payload["remember"] = remember
     if note:
         payload["note"] = note
     if reason:
@@ -165,7 +178,8 @@ async def decide(
         tx, record.session_id, wake_id, "permission.decided", payload, summary=f"{record.tool_name} {verdict}."
     )
     await _sync_session_status(tx, record.session_id)
-    return record.model_copy(update={"status": status, "decided_at": now, "decided_by": by, "note": note})
+    update = {"status": status, "decided_at": now, "decided_by": by, "note": note, "remember": remember}
+    return record.model_copy(update=update)
 
 
 async def consume(tx: Tx, request_id: str, wake_id: str | None) -> bool:
@@ -181,6 +195,37 @@ async def consume(tx: Tx, request_id: str, wake_id: str | None) -> bool:
         tx, record.session_id, wake_id, "permission.consumed", {"requestId": request_id, "toolName": record.tool_name}
     )
     return True
+
+
+async def remembered(tx: Tx, session_id: str, tool_name: str, args_digest: str) -> ApprovalRecord | None:
+    """The session's approval for the rest of the session of exactly this call, once it has run a first time."""
+    row = await tx.fetchone(
+        "SELECT * FROM approvals WHERE session_id = ? AND tool_name = ? AND args_digest = ? AND status = 'consumed' "
+        "AND kind = 'tool_confirmation' AND remember = 'session' ORDER BY requested_at, id LIMIT 1",
+        (session_id, tool_name, args_digest),
+    )
+    return None if row is None else _record(row)
+
+
+async def record_unasked(
+    tx: Tx,
+    session_id: str,
+    wake_id: str | None,
+    *,
+    tool_name: str,
+    args_digest: str,
+    why: Unasked,
+    detail: dict[str, Any],
+) -> None:
+    """The audit record of a call that would ask and ran without a question, and why."""
+    await events.append_event(
+        tx,
+        session_id,
+        wake_id,
+        "permission.unasked",
+        {"toolName": tool_name, "argsDigest": args_digest, "why": why, **detail},
+        summary=f"{tool_name} ran unasked ({why.replace('_', ' ')}).",
+    )
 
 
 async def list_open(tx: Tx, session_id: str | None = None) -> list[ApprovalRecord]:
@@ -199,6 +244,10 @@ async def interrupt(tx: Tx, session_id: str, *, by: str, note: str | None = None
         "UPDATE approvals SET status = 'cleared', decided_at = ?, decided_by = ?, note = ? "
         "WHERE session_id = ? AND status IN ('pending', 'approved')",
         (utc_now(), by, note, session_id),
+    )
+    # What a person remembered for the session ends with the interrupt too: the next call asks again.
+    await tx.execute(
+        "UPDATE approvals SET remember = 'once' WHERE session_id = ? AND remember = 'session'", (session_id,)
     )
     suffix = f": {note}" if note else ""
     await events.append_event(

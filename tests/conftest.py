@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -380,3 +381,12 @@ async def gone(marker: str, within: float = 3.0) -> bool:
             await anyio.sleep(0.05)
         return True
     return False
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A loopback TCP port something listens on: a sandboxed connect to it must fail."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]

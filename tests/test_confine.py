@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,14 +67,6 @@ async def rt(config: ServeConfig, spawn_mode: str) -> AsyncIterator[Runtime]:
         if runtime.confinement.mode == "landlock":
             assert runtime.confinement.spawn == spawn_mode, runtime.confinement.spawn_reason
         yield runtime
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
 
 
 async def run(rt: Runtime, argv: list[str], confine: Domain | None) -> tuple[int | None, str, str]:

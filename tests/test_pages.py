@@ -158,7 +158,9 @@ async def in_browser(
 
 @browser_test
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-@pytest.mark.parametrize("choice", [("#approve", "Approved"), ("#deny", "Denied")])
+@pytest.mark.parametrize(
+    "choice", [("#approve", "Approved"), ("#approve-session", "Approved for this session"), ("#deny", "Denied")]
+)
 async def test_approval_on_the_page(
     rt: Runtime, pages: Pages, browser: Any, mode: str, choice: tuple[str, str]
 ) -> None:
@@ -179,8 +181,9 @@ async def test_approval_on_the_page(
     assert seen["action"] == record.question  # exactly what a form would have shown
     assert "probe_danger" in seen["action"] and "This adds 2 row(s) labelled 'by page'" in seen["action"]
     assert seen["outcome"] == expected and seen["again"] == "410 Already answered"
-    if expected == "Approved":
+    if expected.startswith("Approved"):
         assert data(result) == {"rows": 2} and record.status == "consumed"
+        assert record.remember == ("session" if button == "#approve-session" else "once")
     else:
         assert "denied" in error_text(result) and await rows(rt) == 0 and record.status == "denied"
 

@@ -27,10 +27,12 @@ PAGE_URL_TOKEN = re.compile(r"(?<=/p/)[A-Za-z0-9_-]{43}")
 
 @dataclass(frozen=True)
 class PageAnswer:
-    """Approve (True) or deny / decline (False); for a secret, `value` when the person entered one."""
+    """Approve (True) or deny / decline (False); for a secret, `value` when the person entered one; for an
+    approval, `remember` session when the person approved this exact call for the rest of the session."""
 
     approve: bool
     value: SecretStr | None = None
+    remember: Literal["once", "session"] = "once"
 
 
 @dataclass(eq=False)

@@ -48,8 +48,11 @@ def question(page: Page) -> str:
             "<p>A tool call is paused until you answer. It runs only if you approve exactly this:</p>"
             f'<pre id="action">{escape(page.text)}</pre>'
             f'<form method="post">{csrf}'
-            '<button id="approve" name="decision" value="approve">Approve</button>'
-            '<button id="deny" name="decision" value="deny">Deny</button></form>' + fine,
+            '<button id="approve" name="decision" value="approve">Approve once</button>'
+            '<button id="approve-session" name="decision" value="approve-session">Approve for this session</button>'
+            '<button id="deny" name="decision" value="deny">Deny</button></form>'
+            '<p class="fine">"For this session": exactly this command, cwd and environment run again without asking '
+            "until the session ends or is interrupted.</p>" + fine,
         )
     return document(
         "managed-tools: enter a secret",

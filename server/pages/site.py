@@ -86,8 +86,10 @@ class PageSite:
     def _answer(self, page: Page, form: dict[str, str]) -> HTMLResponse:
         decision = form.get("decision")
         value = form.get("value", "")
-        if page.kind == "approval" and decision in ("approve", "deny"):
-            answer = PageAnswer(approve=decision == "approve")
+        if page.kind == "approval" and decision in ("approve", "approve-session", "deny"):
+            answer = PageAnswer(
+                approve=decision != "deny", remember="session" if decision == "approve-session" else "once"
+            )
         elif page.kind == "secret" and decision == "provide" and value and len(value) <= html.MAX_SECRET_CHARS:
             answer = PageAnswer(approve=True, value=SecretStr(value))
         elif page.kind == "secret" and decision == "decline":
@@ -100,6 +102,8 @@ class PageSite:
             done = ("Received", "The value went to the server.") if answer.approve else ("Declined", "Nothing saved.")
         else:
             done = ("Approved", "The call goes on.") if answer.approve else ("Denied", "The call will not run.")
+            if answer.remember == "session":
+                done = ("Approved for this session", "The call goes on, and runs again unasked in this session.")
         return _page(200, done[0], done[1] + " You can close this page.")
 
 

@@ -531,4 +531,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             ),
         ),
     ),
+    (
+        14,
+        "an approval a person gave for the rest of the session",
+        # once: the request runs once (then consumed); session: that exact call (its digest) runs again unasked in
+        # the same session until an interrupt revokes it.
+        ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
+    ),
 )

@@ -266,8 +266,8 @@ class PostgresDatabase(Database):
         async with self._write_lock:
             conn = self._writer = await self._link.usable(self._writer)
             tx = PostgresTx(conn, self._link, writing=writing)
-            await tx._statement("BEGIN ISOLATION LEVEL READ COMMITTED")
-            try:
+            try:  # BEGIN inside: a call cancelled while it runs must not leave the connection in a transaction
+                await tx._statement("BEGIN ISOLATION LEVEL READ COMMITTED")
                 if not durable:
                     await tx._statement("SET LOCAL synchronous_commit = off")
                 with _busy_is_an_error():
@@ -301,8 +301,8 @@ class PostgresDatabase(Database):
         try:
             conn = slot = await self._link.usable(slot)
             tx = PostgresTx(conn, self._link)
-            await tx._statement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                await tx._statement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 yield tx
             finally:
                 with anyio.CancelScope(shield=True):

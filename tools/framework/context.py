@@ -59,6 +59,7 @@ class Runtime:
     skills: SkillSet = field(default_factory=SkillSet)  # reloaded when its files change (server/watch.py)
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
+    auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ RunContext = Callable[[ToolContext, Any], Awaitable[WhatRuns]]
 # For an always_allow tool some of whose calls need a person anyway (learning_record promoting into the shared
 # MEMORY.md): True when these arguments must be approved like an always_ask call.
 AsksWhen = Callable[[Any], bool]
+# For a tool whose every effect the sandbox contains (shell_run, shell_exec): None when this call runs inside the
+# full sandbox, so `--auto-sandboxed` runs it unasked; else why it needs more than the sandbox gives (then it asks).
+Contained = Callable[[ToolContext, Any], str | None]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
@@ -93,6 +96,7 @@ class ToolDefinition(BaseModel):
     consent_preview: ConsentPreview | None = None
     run_context: RunContext | None = None
     asks_when: AsksWhen | None = None
+    contained: Contained | None = None
     precondition: Precondition | None = None
     render: Render | None = None
     ownership: Ownership = "managed"

@@ -19,7 +19,8 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from managed_tools.stores import events, latent_calls
+from managed_tools.sandbox import layers
+from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
@@ -427,8 +428,9 @@ async def _hand_back(call: _Call) -> _Refusal:
 
 
 async def _confirm(call: _Call) -> WhatRuns | None:
-    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools)."""
-    what, preview = None, None
+    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools). A
+    call a person approved for the session, or (with --auto-sandboxed) one the sandbox contains, runs unasked."""
+    what, preview, gap = None, None, None
     async with call.span.runtime.db.read() as tx:
         ctx = _context(call, tx)
         try:
@@ -442,8 +444,31 @@ async def _confirm(call: _Call) -> WhatRuns | None:
                 )
         except TooLongToShow as exc:
             raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
-    await _ask(call, "tool_confirmation", what, preview)
+        if call.definition.contained is not None:
+            gap = call.definition.contained(ctx, call.args)
+    if not await _runs_unasked(call, approval_digest(call.definition, call.canonical, what), gap):
+        await _ask(call, "tool_confirmation", what, preview, gap)
     return what
+
+
+async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
+    """Whether this call runs without a question: this exact call was approved for the session, or the tool
+    runs inside the full sandbox (`gap` None) and the person chose --auto-sandboxed. Either way it is audited."""
+    runtime, attachment, name = call.span.runtime, call.span.attachment, call.definition.name
+    async with runtime.db.read() as tx:
+        remembered = await approvals.remembered(tx, attachment.session_id, name, digest)
+    why: approvals.Unasked
+    if remembered is not None:
+        why, detail = "remembered", {"requestId": remembered.id}
+    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None:
+        why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
+    else:
+        return False
+    async with runtime.db.write() as tx:
+        await approvals.record_unasked(
+            tx, attachment.session_id, attachment.wake_id, tool_name=name, args_digest=digest, why=why, detail=detail
+        )
+    return True
 
 
 def approval_digest(definition: ToolDefinition, canonical: dict[str, Any], what: WhatRuns | None) -> str:
@@ -460,6 +485,7 @@ async def _ask(
     kind: Literal["tool_confirmation", "custom_tool"],
     what: WhatRuns | None = None,
     preview: str | None = None,
+    gap: str | None = None,
 ) -> dict[str, Any] | None:
     """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
     answer but `approved` becomes a refusal; the value of an approved custom call returns."""
@@ -471,7 +497,7 @@ async def _ask(
         tool_name=name,
         arguments=call.canonical,
         args_digest=digest,
-        message=_consent_message(definition, call.canonical, kind, preview),
+        message=_consent_message(definition, _shown_args(call), kind, preview, gap),
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
@@ -494,20 +520,39 @@ async def _ask(
     )
 
 
-def _consent_message(definition: ToolDefinition, canonical: dict[str, Any], kind: str, preview: str | None) -> str:
-    """The question: the arguments made visible (a run context shows its command itself, whole), then the
-    tool's own account of the action."""
+def _shown_args(call: _Call) -> dict[str, Any]:
+    """The arguments a person reads: those given with a value other than the default (null and defaults say
+    nothing), hidden ones left out. The approval still binds the canonical set, defaults included."""
+    given = call.args.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
+    return _without_hidden(call.definition, given)
+
+
+def _consent_message(
+    definition: ToolDefinition, shown_args: dict[str, Any], kind: str, preview: str | None, gap: str | None = None
+) -> str:
+    """The question. A tool that runs a command starts with it (its run context shows it whole, then its cwd and
+    env), then the other arguments; any other tool starts with its arguments, then its own account of the action."""
     if preview is not None and definition.run_context is not None:
-        canonical = {key: value for key, value in canonical.items() if key != "command"}
-    # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
-    dump = json.dumps(_without_hidden(definition, canonical), indent=2, ensure_ascii=False)
-    shown = visible_lines(dump)
-    if len(shown) > CONSENT_ARGS_CHARS:
-        shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
+        rest = {key: value for key, value in shown_args.items() if key not in ("command", "cwd")}
+        lines = [preview, f"Asked by {definition.name} ({definition.title})."]
+        if rest:
+            lines.append("Other arguments: " + _shown_json(rest, indent=None))
+        if gap is not None:
+            lines.append(f"Asked because it needs more than the sandbox gives: {gap}.")
+        return "\n".join(lines)
+    shown = _shown_json(shown_args, indent=2)
     if kind == "custom_tool":
         return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
     message = f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
     return message if preview is None else message + "\n\n" + preview
+
+
+def _shown_json(arguments: dict[str, Any], *, indent: int | None) -> str:
+    # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
+    shown = visible_lines(json.dumps(arguments, indent=indent, ensure_ascii=False))
+    if len(shown) > CONSENT_ARGS_CHARS:
+        shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
+    return shown
 
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class WhatRuns(BaseModel):
                 f"most {MAX_SHOWN_COMMAND_CHARS} so it can be read whole. Write the script to a file (write) and "
                 "run that file instead."
             )
-        env = "\n".join(f"    {line}" for line in self._env_lines()) or "    (none)"
+        env = "\n".join(f"    {line}" for line in self._env_lines())
         if len(env) > MAX_SHOWN_ENV_CHARS:
             raise TooLongToShow(
                 f"The env set with shell_set_env is {len(env)} characters as shown to a person; a permission "
@@ -108,8 +108,9 @@ class WhatRuns(BaseModel):
                 "shell_unset_env."
             )
         lines = [f"Command, run {self.runner}:", f"    {command}", f"Working directory: {visible(self.cwd)}"]
-        lines += ["Environment set with shell_set_env (on top of a fixed minimal env: PATH, LANG, HOME, TMPDIR):"]
-        lines += [env]
+        if self.env:  # none set: the fixed minimal env alone, nothing for a person to judge
+            lines += ["Environment set with shell_set_env (on top of a fixed minimal env: PATH, LANG, HOME, TMPDIR):"]
+            lines += [env]
         if self.shell_names:
             names = ", ".join(visible(name) for name in self.shell_names)
             lines += [f"Also exported inside the live shell by earlier commands (values not shown): {names}"]

@@ -165,7 +165,8 @@ class CheckOutput(PostureFields):
     args_valid: bool | None
     argument_errors: str | None
     args_digest: str | None
-    approval_state: Literal["none", "pending", "approved"] | None
+    # remembered (approved for the session) and auto_sandboxed (--auto-sandboxed): it runs without a question
+    approval_state: Literal["none", "pending", "approved", "remembered", "auto_sandboxed"] | None
     approval_request_id: str | None
     pending_tool_confirmation_request: RequestView | None
     next_step: NextTool | None
@@ -208,12 +209,14 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     bash_step = read_only_bash(command, cwd) if command else None
     valid: bool | None = None
     errors = digest = None
-    state: Literal["none", "pending", "approved"] | None = None
+    state: Literal["none", "pending", "approved", "remembered", "auto_sandboxed"] | None = None
     request_id = None
+    gap: str | None = None
     if args.tool_args is not None:
         try:
             parsed, canonical, digest = parse_call(definition, args.tool_args)
             asks = definition.asks(parsed)
+            gap = "" if definition.contained is None else definition.contained(ctx, parsed)
             if definition.run_context is not None:  # the digest an approval of it binds: command, cwd and env
                 digest = approval_digest(definition, canonical, await definition.run_context(ctx, parsed))
             valid = True
@@ -225,6 +228,11 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         match = next((r for r in records if r.tool_name == definition.name and r.args_digest == digest), None)
         state = "none" if match is None else match.status  # type: ignore[assignment]  # open = pending|approved
         request_id = None if match is None else match.id
+        remembered = await approvals.remembered(ctx.tx, ctx.session_id, definition.name, digest)
+        if state == "none" and remembered is not None:
+            state, request_id, asks = "remembered", remembered.id, False
+        elif state == "none" and ctx.runtime.auto_sandboxed and gap is None:
+            state, asks = "auto_sandboxed", False
     shell_steps = ShellSteps(rewrite, bash_step, shell, definition.name in SHELL_COMMANDS)
     return CheckOutput(
         outcome_evaluation=None if outcome is None else outcome.outcome_evaluation,
@@ -270,6 +278,9 @@ def _next_step(
             args=tool_args or {},
             rationale=f"Request {request_id} is approved: call it with exactly these arguments; it runs once.",
         )
+    if state in ("remembered", "auto_sandboxed"):
+        why = "a person approved it for this session" if state == "remembered" else "it stays inside the sandbox"
+        return NextTool(tool=definition.name, args=tool_args or {}, rationale=f"It runs without a question: {why}.")
     step = shell.next_step(definition.name)
     if step is not None:
         return step

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox import layers
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import NoTransaction, Tx
@@ -21,6 +22,7 @@ from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import NextTool, WireModel
 from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import posture as core
+from managed_tools.tools.shell.diagnose import CODES, sandbox_note
 from managed_tools.tools.shell.runner import Job, OnDone, Output
 
 HANDLE_AFTER_MS = 45_000  # a call never holds the client much longer than this: it returns a handle instead
@@ -128,8 +130,22 @@ async def new_job(
 After = Callable[[Tx, Job], Awaitable[None]]
 
 
+def _explain(runtime: Runtime, job: Job) -> None:
+    """A writable-shell command that could not execute or find its program because of the sandbox says why."""
+    if job.kind == "bash" or job.exit_code not in CODES:
+        return
+    try:
+        cwd = runtime.guard.resolve(job.cwd, "read").host
+    except PathError:
+        return
+    note = sandbox_note(runtime.confinement, job.command, cwd, job.stderr.text()[0])
+    if note is not None:
+        job.stderr.feed((("\n" if job.stderr.total_bytes else "") + note + "\n").encode())
+
+
 def recorder(runtime: Runtime, after: After | None = None) -> OnDone:
     async def record(job: Job) -> None:
+        _explain(runtime, job)
         out, cut_out = job.stdout.text()
         err, cut_err = job.stderr.text()
         try:
@@ -200,6 +216,12 @@ def writable_dir(ctx: ToolContext, path: str) -> Resolved:
     if not is_dir:
         raise ToolError(f"cwd {where.virtual} is not a directory.")
     return where
+
+
+def contained(ctx: ToolContext, args: object) -> str | None:
+    """shell_run and shell_exec: every effect lands in the writable shell's sandbox, so a call needs more than it
+    gives only when the sandbox itself falls short (a missing layer, unrestricted network)."""
+    return layers.shortfall(ctx.runtime.confinement)
 
 
 def approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:

@@ -19,7 +19,7 @@ from managed_tools.stores.db import Tx
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.shell.runner import SAFE_PATH, Job, PersistentShell
+from managed_tools.tools.shell.runner import Job, PersistentShell
 
 PREVIEW_CHARS = 400
 RECENT = 5
@@ -145,7 +145,7 @@ def base_env(runtime: Runtime, session_id: str, cwd: str, session_env: dict[str,
     env = {k: v for k, v in session_env.items() if ENV_KEY.match(k)}
     env.update(
         {
-            "PATH": SAFE_PATH,
+            "PATH": runtime.confinement.shell_path,
             "LANG": "C.UTF-8",
             # Private to this runtime and outside every mount: no start-up or config file a model wrote is read.
             "TMPDIR": str(runtime.confinement.tmp),

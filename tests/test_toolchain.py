@@ -1,0 +1,270 @@
+"""The project's toolchain under the writable shell (issue 23, item 2): the interpreters the workspace's virtualenvs
+point to are granted read and execute (never write), `sandbox.readPaths` / `sandbox.writePaths` grant the rest, a
+grant that reaches where the server keeps its secrets is refused, and nothing inside the workspace grants more than
+a real Python install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from conftest import data
+from test_permissions import answer, client_for
+from toolchain_fixtures import make_venv, outside_install
+
+from managed_tools.sandbox import landlock
+from managed_tools.sandbox.grants import (
+    GrantError,
+    Grants,
+    ToolchainGrant,
+    configured,
+    shell_path,
+    venv_interpreters,
+)
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.config_files import user_config_file
+from managed_tools.server.runtime import StartupError, open_runtime
+from managed_tools.tools.shell.diagnose import _needs
+
+pytestmark = pytest.mark.anyio
+YES = answer("accept", {"approve": True})
+needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel offers no Landlock")
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return outside_install(tmp_path_factory.mktemp("python"))
+
+
+def _cfg(where: Path, home: str) -> None:
+    where.mkdir(parents=True)
+    (where / "pyvenv.cfg").write_text(f"home = {home}\nversion = 3.11.7\n")
+
+
+# ---- which interpreters a workspace's virtualenvs point to ----------------------------------------------------
+
+
+def test_each_venv_of_the_workspace_and_one_level_down_grants_its_real_prefix(install: Path, workspace: Path) -> None:
+    make_venv(install, workspace / ".venv")
+    _cfg(workspace / "service" / "venv", str(install / "bin"))
+    _cfg(workspace / "a" / "b" / ".venv", str(install / "bin"))  # two levels down: not looked at
+    found = venv_interpreters(workspace, {})
+    assert found.grants == (ToolchainGrant(Path(os.path.realpath(install)), "run", "interpreter of .venv/pyvenv.cfg"),)
+    assert found.notices == ()
+
+
+def test_a_home_through_a_symlink_grants_the_real_prefix(install: Path, workspace: Path, tmp_path: Path) -> None:
+    (tmp_path / "alias").symlink_to(install / "bin")
+    _cfg(workspace / "env", str(tmp_path / "alias"))
+    assert [g.path for g in venv_interpreters(workspace, {}).grants] == [Path(os.path.realpath(install))]
+
+
+@pytest.mark.parametrize(
+    ("home", "why"),
+    [
+        ("/etc", "holds no Python install"),  # a planted pyvenv.cfg pointing at a secret directory
+        ("relative/bin", "no absolute `home`"),
+        ("", "no absolute `home`"),
+    ],
+)
+def test_a_pyvenv_cfg_selects_only_among_real_python_installs(workspace: Path, home: str, why: str) -> None:
+    _cfg(workspace / ".venv", home)
+    found = venv_interpreters(workspace, {})
+    assert found.grants == () and why in found.notices[0]
+
+
+def test_the_system_interpreter_needs_no_grant(workspace: Path) -> None:
+    _cfg(workspace / ".venv", "/usr/bin")
+    assert venv_interpreters(workspace, {}).grants == ()
+
+
+def test_a_prefix_over_a_protected_place_or_the_home_is_not_granted(
+    install: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cfg(workspace / ".venv", str(install / "bin"))
+    found = venv_interpreters(workspace, {"the data dir": install / "state"})
+    assert found.grants == () and "contains the data dir" in found.notices[0]
+    monkeypatch.setenv("HOME", str(install / "home"))
+    found = venv_interpreters(workspace, {})
+    assert found.grants == () and "contains the user's home directory" in found.notices[0]
+
+
+# ---- what the person configures -------------------------------------------------------------------------------
+
+
+def test_configured_paths_are_resolved_and_keep_their_access(tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "cache").mkdir()
+    grants = configured([tmp_path / "tools", tmp_path / "missing"], [tmp_path / "cache"], {})
+    assert [(g.path.name, g.access) for g in grants] == [("tools", "run"), ("cache", "write")]
+
+
+@pytest.mark.parametrize("where", ["inside", "over"])
+def test_a_configured_path_overlapping_a_protected_one_is_refused(tmp_path: Path, where: str) -> None:
+    data_dir = tmp_path / "data"
+    (data_dir / "sub").mkdir(parents=True)
+    given = data_dir / "sub" if where == "inside" else tmp_path
+    with pytest.raises(GrantError, match=r"config sandbox\.writePaths: .* is refused: it (lies inside|contains) the"):
+        configured([], [given], {"the data dir": data_dir})
+
+
+def test_a_relative_configured_path_is_refused() -> None:
+    with pytest.raises(GrantError, match="not an absolute path"):
+        configured([Path("tools")], [], {})
+
+
+def _write_config(data_dir: Path, body: dict[str, object]) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "config.json").write_text(json.dumps(body))
+
+
+async def test_start_up_refuses_a_grant_inside_the_data_dir(workspace: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    _write_config(data_dir, {"sandbox": {"readPaths": [str(data_dir)]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=data_dir)
+    with pytest.raises(StartupError, match=r"sandbox\.readPaths: .* lies inside the data dir"):
+        async with open_runtime(config):
+            pass
+
+
+async def test_start_up_refuses_a_grant_of_the_vault_keys(workspace: Path, tmp_path: Path) -> None:
+    keys = user_config_file().parent / "vault-keys"
+    keys.mkdir(parents=True)
+    _write_config(tmp_path / "data", {"sandbox": {"readPaths": [str(keys)]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    with pytest.raises(StartupError, match="the user config directory"):
+        async with open_runtime(config):
+            pass
+
+
+def test_the_user_wide_sandbox_holds_until_a_workspace_gives_its_own(workspace: Path, tmp_path: Path) -> None:
+    user_config_file().parent.mkdir(parents=True, exist_ok=True)
+    user_config_file().write_text(json.dumps({"sandbox": {"readPaths": ["/opt/a"]}, "autoSandboxed": True}))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    assert config.sandbox.read_paths == (Path("/opt/a"),) and config.auto_sandboxed
+    _write_config(tmp_path / "data", {"sandbox": {"readPaths": ["/opt/b"], "writePaths": ["/opt/c"]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    assert config.sandbox.read_paths == (Path("/opt/b"),) and config.sandbox.write_paths == (Path("/opt/c"),)
+
+
+# ---- the kernel ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def venv_runtime(install: Path, workspace: Path, tmp_path: Path) -> AsyncIterator[ServeConfig]:
+    make_venv(install, workspace / ".venv")
+    (workspace / "test_one.py").write_text("import unittest\nclass T(unittest.TestCase):\n    def test(self): pass\n")
+    yield ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_workspace_venv_runs_its_tests_under_shell_run(venv_runtime: ServeConfig, mode: str) -> None:
+    async with open_runtime(venv_runtime) as rt, client_for(rt, mode, elicitation_callback=YES) as client:
+        assert rt.confinement.mode == "landlock"
+        ran = data(await client.call_tool("shell_run", {"command": ".venv/bin/python -m unittest -q test_one"}))
+        prefix = rt.confinement.grants.grants[0].path
+        wrote = data(await client.call_tool("shell_run", {"command": f"touch {prefix}/x"}))
+    assert ran["exitCode"] == 0 and "OK" in ran["stderr"], ran
+    refused = ("Permission denied", "Read-only file system")  # Landlock, or bubblewrap's read-only bind
+    assert wrote["exitCode"] != 0 and any(why in wrote["stderr"] for why in refused)  # read and execute, never write
+
+
+@needs_landlock
+async def test_a_configured_write_path_is_writable_and_a_read_path_only_readable(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tools, cache = tmp_path / "tools", tmp_path / "cache"
+    tools.mkdir()
+    cache.mkdir()
+    (tools / "hello").write_text("#!/bin/sh\necho hello from tools\n")
+    (tools / "hello").chmod(0o755)
+    _write_config(tmp_path / "data", {"sandbox": {"readPaths": [str(tools)], "writePaths": [str(cache)]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    script = f"{tools}/hello && echo cached > {cache}/entry && touch {tools}/nope"
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        ran = data(await client.call_tool("shell_run", {"command": script}))
+    assert "hello from tools" in ran["stdout"] and (cache / "entry").read_text() == "cached\n"
+    assert "cannot touch" in ran["stderr"] and not (tools / "nope").exists()
+
+
+# ---- the shell's PATH ------------------------------------------------------------------------------------------
+
+
+def test_the_shell_path_keeps_the_entries_the_shell_may_run_from(tmp_path: Path, workspace: Path) -> None:
+    granted, other = tmp_path / "granted" / "bin", tmp_path / "other" / "bin"
+    granted.mkdir(parents=True)
+    other.mkdir(parents=True)
+    (workspace / "bin").mkdir()
+    grants = Grants((ToolchainGrant(tmp_path / "granted", "run", "config sandbox.readPaths"),))
+    server = os.pathsep.join([str(granted), str(other), str(workspace / "bin"), "bin", "/usr/bin", "/no/such/dir"])
+    path = shell_path(server, grants, [workspace], fallback="/usr/local/bin:/usr/bin:/bin")
+    assert path.split(os.pathsep) == [str(granted), "/usr/bin", "/usr/local/bin", "/bin"]
+
+
+@needs_landlock
+async def test_a_granted_tool_on_the_users_path_runs_by_name(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "tools"
+    (tools / "bin").mkdir(parents=True)
+    (tools / "bin" / "mytool").write_text("#!/bin/sh\necho my tool ran\n")
+    (tools / "bin" / "mytool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    _write_config(tmp_path / "data", {"sandbox": {"readPaths": [str(tools)]}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        ran = data(await client.call_tool("shell_run", {"command": "mytool"}))
+    assert ran["exitCode"] == 0 and ran["stdout"] == "my tool ran\n", ran
+
+
+# ---- why a command could not run -------------------------------------------------------------------------------
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_126_or_127_names_the_interpreter_outside_and_the_key_that_grants_it(
+    install: Path, workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, mode, elicitation_callback=YES) as client:
+        make_venv(install, workspace / ".venv")  # made after the server started: not granted yet
+        ran = data(await client.call_tool("shell_run", {"command": ".venv/bin/python -c pass"}))
+        fine = data(await client.call_tool("shell_run", {"command": "sh -c 'exit 126'"}))
+    real = (workspace / ".venv" / "bin" / "python").resolve()
+    assert ran["exitCode"] in (126, 127), ran  # 127 where bubblewrap's view does not even show the path
+    assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
+    assert "config sandbox.readPaths" in ran["stderr"] and "[managed-tools]" in ran["text"]
+    assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
+
+
+@needs_landlock
+async def test_127_names_a_tool_on_the_users_path_the_shell_cannot_see(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho ran\n")
+    (tools / "mytool").chmod(0o755)
+    (workspace / "script").write_text(f"#!{tools / 'mytool'}\n")
+    (workspace / "script").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        missing = data(await client.call_tool("shell_run", {"command": "FOO=1 mytool --flag"}))
+        script = data(await client.call_tool("shell_run", {"command": "./script"}))
+    assert missing["exitCode"] == 127 and f"{tools / 'mytool'} lies outside" in missing["stderr"], missing
+    note = script["stderr"].split("[managed-tools]")[1]
+    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
+
+
+def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path) -> None:
+    (workspace / "tool").write_text("#!/usr/bin/env python3\n")
+    needs = [what for _, what in _needs(workspace / "tool", "/usr/bin:/bin")]
+    assert needs[0] == str(workspace / "tool") and "the interpreter of" in needs[1]
+    loader = [real for real, _ in _needs(Path("/bin/sh"), "/usr/bin")][1]
+    assert "ld-linux" in loader or "ld-musl" in loader
