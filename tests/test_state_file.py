@@ -7,8 +7,10 @@ import os
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import Connect, data, error_text
+from test_permissions import answer
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
@@ -48,3 +50,30 @@ async def test_a_state_file_gone_under_the_server_refuses_writes(
     async with open_runtime(config) as runtime, connect(runtime) as client:
         state = data(await client.call_tool("memory_read", {"target": "session_state"}))
     assert "after" not in str(state)  # nothing was acknowledged that a start cannot see
+
+
+async def test_a_command_whose_end_cannot_be_recorded_is_not_reported_completed(
+    config: ServeConfig, connect: Connect, workspace: Path
+) -> None:
+    """The command runs, then the state database refuses the record of its end (here: the file is deleted under
+    the server; on PostgreSQL: a restart). The call says it ran and was not recorded, never `completed`."""
+    command = "while [ ! -e go ]; do sleep 0.05; done; echo ran"
+    async with (
+        open_runtime(config) as runtime,
+        connect(runtime, elicitation_callback=answer("accept", {"approve": True})) as client,
+    ):
+        assert isinstance(runtime.db, SqliteDatabase)
+        path = runtime.db.path
+
+        async def meanwhile() -> None:
+            while not (workspace / "running").exists():  # noqa: ASYNC110 (a file the command makes; no event to wait on)
+                await anyio.sleep(0.05)
+            _remove(path)
+            (workspace / "go").touch()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(meanwhile)
+            with anyio.fail_after(30):
+                result = await client.call_tool("shell_run", {"command": f"touch running; {command}", "waitMs": 30_000})
+    text = error_text(result)
+    assert "ran (completed, exit code 0) but its end could not be recorded" in text and "ran\n" in text

@@ -60,11 +60,23 @@ class CommandResult(WireModel):
     )
 
 
+UNRECORDED_OUTPUT_CHARS = 2000
+
+
 def command_result(runtime: Runtime, job: Job) -> CommandResult:
     out, cut_out = job.stdout.text()
     err, cut_err = job.stderr.text()
     out, err = core.virtualize(runtime.guard, out), core.virtualize(runtime.guard, err)
     running = not job.done.is_set()
+    if not running and job.unrecorded is not None:
+        # Reported as completed, a command whose end is not in the history would be an acknowledgement the state
+        # does not hold; an error says what ran, and that a retry would run it again.
+        text = (out + err)[:UNRECORDED_OUTPUT_CHARS]
+        raise ToolError(
+            f"The command ran ({job.status}, exit code {job.exit_code}) but its end could not be recorded: "
+            f"{job.unrecorded} It is not in the session's history; check what it did before running it again. "
+            f"Its output{' (cut)' if len(out + err) > len(text) else ''}:\n{text}"
+        )
     step = None
     if running:
         step = NextTool(

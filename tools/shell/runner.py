@@ -27,6 +27,7 @@ import anyio
 
 from managed_tools.sandbox.egress import SOCKET_ENV, Channel, Egress
 from managed_tools.sandbox.spawn import Child, Domain, limit_message, spawn
+from managed_tools.stores.errors import StoreError
 from managed_tools.stores.shell import CommandKind, CommandStatus
 
 log = logging.getLogger("managed_tools.shell")
@@ -91,6 +92,7 @@ class Job:
     limit: str | None = None  # the sandbox limit that stopped it (a sandbox.limits key), if one did
     network: Channel | None = None  # its way out through the egress proxy, while it runs
     network_blocked: list[str] = field(default_factory=list)  # what the proxy refused it, once it has ended
+    unrecorded: str | None = None  # why its end could not be recorded (the state database refused the write)
 
     def kill(self) -> None:
         """Stop it now (a cancelled call, a closing shell): the pump records it as killed."""
@@ -237,7 +239,11 @@ async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any]
 async def _safely(on_done: OnDone, job: Job) -> None:
     try:
         await on_done(job)
+    except StoreError as exc:  # the database is down, full or gone: said to the caller, never taken for recorded
+        job.unrecorded = str(exc)
+        log.error("could not record the end of shell command %s: %s", job.id, exc)
     except Exception:
+        job.unrecorded = "the state database refused the write."
         log.exception("could not record the end of shell command %s", job.id)
     finally:
         job.recorded.set()
