@@ -264,8 +264,11 @@ def _data(result: Any) -> dict[str, Any]:
 
 
 def _reached(result: Any) -> Any:
-    """The result, unless the call was refused because the state store could not be reached (Unavailable)."""
+    """The result, unless the state store could not be reached: the call was refused, or (a command that ran while
+    it was down) answered that its end was not recorded. Neither is an acknowledgement (Unavailable)."""
     if result.is_error and (result.meta or {}).get(ERROR_META_KEY, {}).get("kind") == "state_unavailable":
+        raise Unavailable
+    if result.is_error and "its end could not be recorded" in str(result.content):
         raise Unavailable
     return result
 
