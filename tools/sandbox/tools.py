@@ -39,23 +39,24 @@ MAX_LIST = 1000
 
 
 class ListInput(Arguments):
-    # Each action without a tool of its own names itself in its arguments: the approval digest binds it.
-    sandbox_action: Literal["list_dir"] = "list_dir"
+    # Each action without a tool of its own names itself in its arguments (sandbox_execute puts it there, and no
+    # default, so the question shows it): the approval digest binds it.
+    sandbox_action: Literal["list_dir"]
     path: file_tools.PathArg = "/workspace"
 
 
 class StatInput(Arguments):
-    sandbox_action: Literal["stat"] = "stat"
+    sandbox_action: Literal["stat"]
     path: file_tools.PathArg = "/workspace"
 
 
 class MkdirInput(Arguments):
-    sandbox_action: Literal["mkdir"] = "mkdir"
+    sandbox_action: Literal["mkdir"]
     path: file_tools.PathArg = "/workspace"
 
 
 class AppendInput(Arguments):
-    sandbox_action: Literal["append_text"] = "append_text"
+    sandbox_action: Literal["append_text"]
     path: file_tools.PathArg
     content: Annotated[str, Field(max_length=file_tools.MAX_WRITE_CHARS)]
 
@@ -277,7 +278,9 @@ class ExecuteOutput(WireModel):
 
 
 async def sandbox_execute(ctx: ToolContext, args: ExecuteArgs) -> ExecuteOutput:
-    result = await executor.execute_routed(ctx, routed_definition(ctx, args.name), args.input)
+    own = ROUTES[args.name].own is not None
+    arguments = {**args.input, "sandboxAction": args.name} if own else args.input
+    result = await executor.execute_routed(ctx, routed_definition(ctx, args.name), arguments)
     if result.is_error or result.structured is None:
         raise executor.Routed(result)
     return ExecuteOutput(ok=True, name=args.name, output=result.structured)
