@@ -30,6 +30,10 @@ from managed_tools.server.stopping import Stopping
 
 CHUNK = 65536
 WIND_DOWN_SECONDS = 2.0
+# When stdin ends (`echo '...' | managed-tools serve`), the requests read before it are answered first, for this
+# long at most: a call waiting on a question its client can no longer answer must not hold the exit forever.
+ANSWER_BEFORE_END_SECONDS = 10.0
+CANCELLED = "notifications/cancelled"
 
 
 async def serve_stdio(server: Server[Any], calls: InFlight, stopping: Stopping) -> None:
@@ -45,8 +49,9 @@ async def serve_stdio(server: Server[Any], calls: InFlight, stopping: Stopping) 
 
         stopping.on_stop(stop)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            frames = AnsweredFrames(read_stream, write_stream, stdin.unmatched)
-            await server.run(frames, write_stream, server.create_initialization_options())
+            outbox = CountedAnswers(write_stream, stdin.unanswered)
+            frames = AnsweredFrames(read_stream, outbox, stdin)
+            await server.run(frames, outbox, server.create_initialization_options())
 
 
 @contextmanager
@@ -88,6 +93,7 @@ class StdinLines(anyio.AsyncFile[str]):
         # Lines handed to the SDK's reader whose message (or exception) the server has not received yet: the reader
         # turns each line into exactly one item, in order, so the oldest here is the next item's line.
         self.unmatched: deque[str] = deque()
+        self.unanswered = Unanswered()
 
     def end(self) -> None:
         """End of input from now on, whatever the client sends."""
@@ -113,6 +119,8 @@ class StdinLines(anyio.AsyncFile[str]):
         self._searched = 0
         if line:
             self.unmatched.append(line)
+        else:  # the end: the SDK would stop serving at once, dropping what is still being answered
+            await self.unanswered.settled(ANSWER_BEFORE_END_SECONDS)
         return line
 
     async def _read(self) -> bytes:
@@ -138,10 +146,11 @@ class AnsweredFrames:
     (the server would only log it) and each request it misread as a notification (an id of the wrong type)
     answered too."""
 
-    def __init__(self, items: _Items, outbox: _Outbox, lines: deque[str]) -> None:
+    def __init__(self, items: _Items, outbox: _Outbox, stdin: StdinLines) -> None:
         self._items = items
         self._outbox = outbox
-        self._lines = lines
+        self._lines = stdin.unmatched
+        self._unanswered = stdin.unanswered
 
     @property
     def last_context(self) -> contextvars.Context | None:
@@ -153,15 +162,24 @@ class AnsweredFrames:
             line = self._lines.popleft() if self._lines else ""
             if isinstance(item, Exception):
                 answers = answers_to_unreadable(line, item)
-            elif isinstance(item.message, types.JSONRPCNotification) and '"id"' in line:
-                answer = answer_to_misread_notification(line)
-                if answer is None:
-                    return item
+            elif (answer := self._answer_for(item.message, line)) is not None:
                 answers = [answer]
             else:
                 return item
-            for answer in answers:
-                await self._outbox.send(SessionMessage(answer))
+            for each in answers:
+                await self._outbox.send(SessionMessage(each))
+
+    def _answer_for(self, message: types.JSONRPCMessage, line: str) -> types.JSONRPCError | None:
+        """Notes what is asked and what no longer needs an answer; an error for a request misread as a
+        notification (None: the message goes on to the server)."""
+        if isinstance(message, types.JSONRPCRequest):
+            self._unanswered.asked(message.id)
+        elif isinstance(message, types.JSONRPCNotification):
+            if message.method == CANCELLED:  # a cancelled request gets no answer: nobody waits on it any more
+                self._unanswered.answered((message.params or {}).get("requestId"))
+            elif '"id"' in line:
+                return answer_to_misread_notification(line)
+        return None
 
     async def aclose(self) -> None:
         await self._items.aclose()
@@ -174,6 +192,53 @@ class AnsweredFrames:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class Unanswered:
+    """The ids of the requests read and not answered yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._none = anyio.Event()
+        self._none.set()
+
+    def asked(self, request_id: types.RequestId) -> None:
+        if not self._ids:
+            self._none = anyio.Event()
+        self._ids.add(request_id)
+
+    def answered(self, request_id: types.RequestId | None) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._none.set()
+
+    async def settled(self, within: float) -> None:
+        with anyio.move_on_after(within):
+            await self._none.wait()
+
+
+class CountedAnswers:
+    """The SDK's stdio write stream, noting each request it answers (so the end of stdin can wait for them)."""
+
+    def __init__(self, outbox: Any, unanswered: Unanswered) -> None:
+        self._outbox = outbox
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._outbox.send(item)
+        if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
+            self._unanswered.answered(item.message.id)
+
+    async def aclose(self) -> None:
+        await self._outbox.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -196,6 +196,28 @@ def test_every_unreadable_frame_is_answered_at_once(workspace: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def test_requests_read_before_stdin_ends_are_answered(workspace: Path) -> None:
+    """`printf '<requests>' | managed-tools serve`: stdin ends right after the last request, and each is answered
+    before the server exits (the SDK alone stops serving at the end of input, dropping what is in flight)."""
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "by-hand", "version": "0"},
+    }
+    frames = [
+        _rpc("initialize", initialize, 1),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n",
+        _rpc("tools/list", {}, 2),
+        _rpc("tools/call", {"name": "environment_describe", "arguments": {}}, 3),
+    ]
+    serve = [*SERVE, "--workspace", str(workspace)]
+    done = subprocess.run(serve, input="".join(frames), capture_output=True, text=True, timeout=60, check=False)
+    answers = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert set(answers) == {1, 2, 3}
+    assert len(answers[2]["result"]["tools"]) > 30 and not answers[3]["result"].get("isError")
+
+
 async def test_two_server_processes_share_one_database(workspace: Path) -> None:
     seen: dict[str, str] = {}
 
