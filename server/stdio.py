@@ -132,21 +132,43 @@ class StdinLines(anyio.AsyncFile[str]):
         return os.read(self._fd, CHUNK)
 
 
-class _Items(Protocol):
-    async def receive(self) -> SessionMessage | Exception: ...
+class _Closable(Protocol):
     async def aclose(self) -> None: ...
+
+
+class _Items(_Closable, Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+
+
+class _Wrapping:
+    """A stream over one of the SDK's: closing it, or leaving its block, closes the one it wraps."""
+
+    def __init__(self, inner: _Closable) -> None:
+        self._inner = inner
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
 class _Outbox(Protocol):
     async def send(self, item: SessionMessage, /) -> None: ...
 
 
-class AnsweredFrames:
+class AnsweredFrames(_Wrapping):
     """The SDK's stdio read stream, with each frame it could not read answered on the spot instead of passed on
     (the server would only log it) and each request it misread as a notification (an id of the wrong type)
     answered too."""
 
     def __init__(self, items: _Items, outbox: _Outbox, stdin: StdinLines) -> None:
+        super().__init__(items)
         self._items = items
         self._outbox = outbox
         self._lines = stdin.unmatched
@@ -181,9 +203,6 @@ class AnsweredFrames:
                 return answer_to_misread_notification(line)
         return None
 
-    async def aclose(self) -> None:
-        await self._items.aclose()
-
     def __aiter__(self) -> Self:
         return self
 
@@ -192,14 +211,6 @@ class AnsweredFrames:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class Unanswered:
@@ -225,10 +236,11 @@ class Unanswered:
             await self._none.wait()
 
 
-class CountedAnswers:
+class CountedAnswers(_Wrapping):
     """The SDK's stdio write stream, noting each request it answers (so the end of stdin can wait for them)."""
 
     def __init__(self, outbox: Any, unanswered: Unanswered) -> None:
+        super().__init__(outbox)
         self._outbox = outbox
         self._unanswered = unanswered
 
@@ -236,14 +248,3 @@ class CountedAnswers:
         await self._outbox.send(item)
         if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
             self._unanswered.answered(item.message.id)
-
-    async def aclose(self) -> None:
-        await self._outbox.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
