@@ -17,14 +17,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
-from pydantic import ValidationError
 
 from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
-from managed_tools.stores.ids import canonical_json, sha256_hex, uuid7
+from managed_tools.stores.ids import uuid7
 from managed_tools.tools.framework import latent, redaction, variables
+from managed_tools.tools.framework.arguments import (
+    ArgumentError,
+    approval_digest,
+    clip,
+    consent_message,
+    parse_call,
+    without_hidden,
+)
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
@@ -57,7 +64,6 @@ ErrorKind = Literal[
 ]
 PREVIEW_CHARS = 200
 RESULT_SUMMARY_CHARS = 300
-CONSENT_ARGS_CHARS = 2000
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
 
@@ -123,9 +129,9 @@ class _Span:
         }
         if result.is_error:
             payload["errorKind"] = result.error_kind
-            payload["error"] = _clip(result.text, 400)
+            payload["error"] = clip(result.text, 400)
         elif self.summarize_result:
-            payload["resultSummary"] = _clip(result.text, RESULT_SUMMARY_CHARS)
+            payload["resultSummary"] = clip(result.text, RESULT_SUMMARY_CHARS)
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
         return payload, summary
 
@@ -155,7 +161,7 @@ async def execute(
     A tool `visible` refuses is unknown to this caller, and never named among the near names."""
     definition = runtime.registry.get(name)
     if definition is None or (visible is not None and not visible(definition)):
-        span = _Span(runtime, attachment, _clip(name, MAX_NAME_CHARS))
+        span = _Span(runtime, attachment, clip(name, MAX_NAME_CHARS))
         unknown = CallResult("error", _unknown_tool_message(runtime, name, visible), error_kind="unknown_tool")
         return await _record_refusal(span, unknown, arguments)
     return await _execute(
@@ -192,7 +198,7 @@ async def _execute(
     timeout_seconds: float | None,
     visible: Visible | None,
 ) -> CallResult:
-    span = _Span(runtime, attachment, _clip(definition.name, MAX_NAME_CHARS))
+    span = _Span(runtime, attachment, clip(definition.name, MAX_NAME_CHARS))
     try:
         args, canonical, digest = parse_call(definition, arguments)
     except ArgumentError as exc:
@@ -207,7 +213,7 @@ async def _execute(
                     "ownership": definition.ownership,
                     "permissionPolicy": definition.permission_policy,
                     "argsDigest": digest,
-                    "args": _preview(_without_hidden(definition, canonical)),
+                    "args": _preview(without_hidden(definition, canonical)),
                 },
             )
     except DatabaseUnwritableError as exc:
@@ -440,7 +446,7 @@ async def _confirm(call: _Call) -> WhatRuns | None:
             elif call.definition.consent_preview is not None:
                 # A preview quotes model text (notes, a diff): made visible like the command.
                 preview = visible_lines(
-                    _clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
+                    clip(await call.definition.consent_preview(ctx, call.args), CONSENT_PREVIEW_CHARS)
                 )
         except TooLongToShow as exc:
             raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
@@ -471,15 +477,6 @@ async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
     return True
 
 
-def approval_digest(definition: ToolDefinition, canonical: dict[str, Any], what: WhatRuns | None) -> str:
-    """What an approval binds: the tool and its canonical arguments, and for a tool that runs a command the
-    command, cwd and env it will run with (so changing them after the approval needs a new yes)."""
-    bound: dict[str, Any] = {"tool": definition.name, "arguments": canonical}
-    if what is not None:
-        bound["runs"] = what.model_dump(mode="json")
-    return sha256_hex(canonical_json(bound))
-
-
 async def _ask(
     call: _Call,
     kind: Literal["tool_confirmation", "custom_tool"],
@@ -497,7 +494,7 @@ async def _ask(
         tool_name=name,
         arguments=call.canonical,
         args_digest=digest,
-        message=_consent_message(definition, _shown_args(call), kind, preview, gap),
+        message=consent_message(definition, _shown_args(call), kind, preview, gap),
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
@@ -524,35 +521,7 @@ def _shown_args(call: _Call) -> dict[str, Any]:
     """The arguments a person reads: those given with a value other than the default (null and defaults say
     nothing), hidden ones left out. The approval still binds the canonical set, defaults included."""
     given = call.args.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
-    return _without_hidden(call.definition, given)
-
-
-def _consent_message(
-    definition: ToolDefinition, shown_args: dict[str, Any], kind: str, preview: str | None, gap: str | None = None
-) -> str:
-    """The question. A tool that runs a command starts with it (its run context shows it whole, then its cwd and
-    env), then the other arguments; any other tool starts with its arguments, then its own account of the action."""
-    if preview is not None and definition.run_context is not None:
-        rest = {key: value for key, value in shown_args.items() if key not in ("command", "cwd")}
-        lines = [preview, f"Asked by {definition.name} ({definition.title})."]
-        if rest:
-            lines.append("Other arguments: " + _shown_json(rest, indent=None))
-        if gap is not None:
-            lines.append(f"Asked because it needs more than the sandbox gives: {gap}.")
-        return "\n".join(lines)
-    shown = _shown_json(shown_args, indent=2)
-    if kind == "custom_tool":
-        return f"The tool {definition.name} ({definition.title}) is answered by you. It was called with:\n{shown}"
-    message = f"Allow {definition.name} ({definition.title}) to run with exactly these arguments?\n{shown}"
-    return message if preview is None else message + "\n\n" + preview
-
-
-def _shown_json(arguments: dict[str, Any], *, indent: int | None) -> str:
-    # JSON escapes line breaks inside strings, so each raw line break is structure; the rest is made visible.
-    shown = visible_lines(json.dumps(arguments, indent=indent, ensure_ascii=False))
-    if len(shown) > CONSENT_ARGS_CHARS:
-        shown = shown[:CONSENT_ARGS_CHARS] + "\n… (arguments cut; the full set is bound by its digest)"
-    return shown
+    return without_hidden(call.definition, given)
 
 
 def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -585,69 +554,12 @@ async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> Ca
     return result
 
 
-class ArgumentError(Exception):
-    """Arguments that do not fit the tool; the message names each offending field."""
-
-
-def parse_call(definition: ToolDefinition, arguments: Any) -> tuple[Arguments, dict[str, Any], str]:
-    """Parse arguments as the tool's input model; return them, their canonical JSON form, and the digest of
-    tool name + canonical arguments that an approval binds to."""
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise ArgumentError(f"Arguments for {definition.name} must be a JSON object.")
-    try:
-        size = len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str).encode())
-    except UnicodeEncodeError:  # JSON may spell a lone surrogate ("\\ud800"), which no UTF-8 text can hold
-        raise ArgumentError(
-            f"Arguments for {definition.name} hold a lone surrogate (such as \\ud800), which is not valid "
-            "Unicode; send the text as UTF-8."
-        ) from None
-    if size > definition.max_argument_bytes:
-        raise ArgumentError(
-            f"Arguments for {definition.name} are {size} bytes; the limit is {definition.max_argument_bytes}."
-        )
-    try:
-        args = definition.input_model.model_validate(arguments)
-    except ValidationError as exc:
-        raise ArgumentError(_describe_validation(definition, exc)) from None
-    canonical = args.model_dump(mode="json", by_alias=True)
-    return args, canonical, approval_digest(definition, canonical, None)
-
-
-def _describe_validation(definition: ToolDefinition, exc: ValidationError) -> str:
-    accepted = ", ".join(definition.input_schema().get("properties", {})) or "no arguments"
-    problems: list[str] = []
-    for error in exc.errors(include_url=False)[:8]:
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unexpected field '{where}' (accepted: {accepted})")
-        elif error["type"] == "missing":
-            problems.append(f"missing required field '{where}'")
-        elif error["loc"] and str(error["loc"][0]) in definition.hidden_args:
-            problems.append(f"field '{where}': {error['msg']}")  # its value is never echoed
-        else:
-            got = _clip(json.dumps(error.get("input"), default=str), 60)
-            problems.append(f"field '{where}': {error['msg']} (got {got})")
-    more = len(exc.errors()) - len(problems)
-    tail = f"; and {more} more" if more > 0 else ""
-    return f"Invalid arguments for {definition.name}: " + "; ".join(problems) + tail + "."
-
-
 def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) -> str:
     if (reason := runtime.registry.absent_reason(name)) is not None:
         return reason
     near = runtime.registry.near_names(name, visible=visible)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
-    return f"Unknown tool '{_clip(name, MAX_NAME_CHARS)}'.{hint}"
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _without_hidden(definition: ToolDefinition, canonical: dict[str, Any]) -> dict[str, Any]:
-    return {key: "(not shown)" if key in definition.hidden_args else value for key, value in canonical.items()}
+    return f"Unknown tool '{clip(name, MAX_NAME_CHARS)}'.{hint}"
 
 
 def _scrub_block(block: Block) -> Block:
@@ -659,7 +571,7 @@ def _scrub_block(block: Block) -> Block:
 def _preview(value: Any) -> Any:
     """Arguments as recorded in events: every string cut to PREVIEW_CHARS so the log stays bounded."""
     if isinstance(value, str):
-        return _clip(value, PREVIEW_CHARS)
+        return clip(value, PREVIEW_CHARS)
     if isinstance(value, list):
         return [_preview(item) for item in value[:20]]
     if isinstance(value, dict):

@@ -14,10 +14,10 @@ from pydantic import Field
 
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
+from managed_tools.tools.framework.arguments import ArgumentError, approval_digest, parse_call
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolEffect, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.executor import ArgumentError, approval_digest, parse_call
 from managed_tools.tools.framework.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core

@@ -16,6 +16,7 @@ from pydantic import Field
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
+from managed_tools.tools.framework.arguments import clip
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import NextTool, WireModel
@@ -160,10 +161,6 @@ def base_env(runtime: Runtime, session_id: str, cwd: str, session_env: dict[str,
 # ---- views ---------------------------------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int = PREVIEW_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 class CommandView(WireModel):
     command_id: str
     kind: store.CommandKind
@@ -196,8 +193,8 @@ def job_view(guard: PathGuard, job: Job) -> CommandView:
         duration_ms=job.duration_ms if job.done.is_set() else job.elapsed_ms(),
         started_at=job.started_at,
         updated_at=job.started_at,
-        stdout_preview=_clip(virtualize(guard, out)),
-        stderr_preview=_clip(virtualize(guard, err)),
+        stdout_preview=clip(virtualize(guard, out), PREVIEW_CHARS),
+        stderr_preview=clip(virtualize(guard, err), PREVIEW_CHARS),
         in_this_process=True,
     )
 
@@ -233,8 +230,8 @@ def record_view(runtime: Runtime, record: store.CommandRecord) -> CommandView:
         duration_ms=record.duration_ms,
         started_at=record.started_at,
         updated_at=record.updated_at,
-        stdout_preview=_clip(record.stdout),
-        stderr_preview=_clip(record.stderr),
+        stdout_preview=clip(record.stdout, PREVIEW_CHARS),
+        stderr_preview=clip(record.stderr, PREVIEW_CHARS),
         in_this_process=False,
     )
 
@@ -317,7 +314,7 @@ async def posture(runtime: Runtime, tx: Tx, session_id: str) -> ShellPosture:
         busy_plan = BusyPlan(
             tool="shell_wait",
             args={"commandId": first.command_id, "timeoutMs": 1000},
-            rationale=f"Command {first.command_id} ({_clip(first.command, 80)}) is still running: wait for it, or "
+            rationale=f"Command {first.command_id} ({clip(first.command, 80)}) is still running: wait for it, or "
             "read its progress with shell_read_command. Do not start or close shells meanwhile.",
             allowed_tools=READ_TOOLS,
             avoid_tools=AVOID_WHILE_BUSY,
