@@ -340,8 +340,9 @@ async def test_an_append_after_another_connections_schema_change_is_indexed(runt
         record = await sessions.create_session(tx, "default")
     async with runtime.db.write() as tx:  # another connection changes the schema
         await tx.execute("CREATE TABLE unrelated (id INTEGER PRIMARY KEY)")
-    async with runtime.db.autocommit() as tx:
-        await events.append_event(tx, record.id, None, "user.note", {"text": f"after {MARKER}"})
+    await runtime.db.record(
+        lambda tx: events.append_event(tx, record.id, None, "user.note", {"text": f"after {MARKER}"})
+    )
     await integrity(runtime)
     async with runtime.db.read() as tx:
         assert await tx.scalar("SELECT count(*) FROM events_fts WHERE events_fts MATCH ?", (f'"{MARKER}"',)) == 1

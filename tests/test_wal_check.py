@@ -55,7 +55,10 @@ async def test_a_damaged_wal_is_said_with_what_was_kept_and_lost(
     state = config.data_dir / "state.db"
     frames = read_wal(state)
     assert frames is not None and frames.frames > 0
-    damaged = frames.frames // 2
+    # Inside the writes, after the session was made: the frame after the commit 2 x WRITES commits from the end
+    # (each write is its call's record and its transaction; a notice may follow).
+    commits = [n for n, commit in enumerate(frames.commits) if commit]
+    damaged = commits[-2 * WRITES - 1] + 1
     with (config.data_dir / "state.db-wal").open("r+b") as wal:
         page_size = struct.unpack(">I", wal.read(12)[8:])[0]
         wal.seek(HEADER + damaged * (FRAME_HEADER + page_size) + FRAME_HEADER + 100)

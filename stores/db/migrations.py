@@ -538,4 +538,14 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         # the same session until an interrupt revokes it.
         ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
     ),
+    (
+        15,
+        "events no longer touch their session by trigger",
+        # The store moves the session's activity clock itself (stores.events.append_event), so a tool call's two
+        # events update `sessions` and its two indexes once, not twice.
+        (
+            Each("DROP TRIGGER events_touch_session", "DROP TRIGGER events_touch_session ON events"),
+            Each(None, "DROP FUNCTION events_touch_session()"),
+        ),
+    ),
 )

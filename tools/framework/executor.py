@@ -22,7 +22,7 @@ from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
-from managed_tools.stores.ids import uuid7
+from managed_tools.stores.ids import utc_now, uuid7
 from managed_tools.tools.framework import latent, redaction, variables
 from managed_tools.tools.framework.arguments import (
     ArgumentError,
@@ -116,6 +116,13 @@ class _Span:
     # A writing tool's result is new evidence (what changed, what a command printed): its completion keeps a
     # bounded summary, which the event search indexes. A reading tool's result only restates recorded state.
     summarize_result: bool = False
+    started_at: str = field(default_factory=utc_now)
+    # The span.started payload until it is written. A call that only reads writes both its events after it ran,
+    # in one round trip; every other call writes it first (`flush_started`), before it can have any effect.
+    unwritten: dict[str, Any] | None = None
+
+    def start(self, payload: dict[str, Any]) -> None:
+        self.unwritten = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
 
     def completed_payload(self, result: CallResult) -> tuple[dict[str, Any], str]:
         duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
@@ -135,15 +142,26 @@ class _Span:
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
         return payload, summary
 
-    async def write_started(self, tx: Tx, payload: dict[str, Any]) -> None:
-        body = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
-        await events.append_event(tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body)
+    async def write_started(self, tx: Tx) -> None:
+        """The span.started event, if not yet written; the completion touches the session (once per call)."""
+        if self.unwritten is None:
+            return
+        body, self.unwritten = self.unwritten, None
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body,
+            created_at=self.started_at, touch=False,
+        )  # fmt: skip
 
     async def write_completed(self, tx: Tx, result: CallResult) -> None:
+        await self.write_started(tx)
         payload, summary = self.completed_payload(result)
         await events.append_event(
             tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
         )
+
+    async def flush_started(self) -> None:
+        """The call on record before it may change anything, run anything or wait for a person: one round trip."""
+        await self.runtime.db.record(self.write_started)
 
 
 async def execute(
@@ -205,20 +223,20 @@ async def _execute(
         return await _record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
     span.summarize_result = not definition.read_only and not definition.hidden_args
 
-    try:
-        async with runtime.db.autocommit() as tx:
-            await span.write_started(
-                tx,
-                {
-                    "ownership": definition.ownership,
-                    "permissionPolicy": definition.permission_policy,
-                    "argsDigest": digest,
-                    "args": _preview(without_hidden(definition, canonical)),
-                },
-            )
-    except DatabaseUnwritableError as exc:
-        # Without an audit record the call must not run at all.
-        return CallResult("error", str(exc), error_kind=exc.kind)
+    span.start(
+        {
+            "ownership": definition.ownership,
+            "permissionPolicy": definition.permission_policy,
+            "argsDigest": digest,
+            "args": _preview(without_hidden(definition, canonical)),
+        }
+    )
+    if not _only_reads(definition, args):
+        try:
+            await span.flush_started()
+        except DatabaseUnwritableError as exc:
+            # Without an audit record the call must not run at all.
+            return CallResult("error", str(exc), error_kind=exc.kind)
 
     try:
         timeout = definition.timeout_seconds
@@ -229,9 +247,23 @@ async def _execute(
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
             with anyio.CancelScope(shield=True):
-                await _write_completed(span, CallResult("cancelled", "The call was cancelled.", error_kind="internal"))
+                cancelled = CallResult("cancelled", "The call was cancelled.", error_kind="internal")
+                await _write_completed(span, cancelled)
         raise
     return result
+
+
+def _only_reads(definition: ToolDefinition, args: Arguments) -> bool:
+    """Does this call only read the state in its own snapshot (no effect, no person to wait for, no variable to
+    gather, no model to ask)? Then its record is written after it ran, both events in one round trip, and its
+    answer waits for that record (docs/decisions/one-round-trip-per-call.md)."""
+    return (
+        definition.read_only
+        and definition.handler is not None
+        and not definition.own_transactions
+        and not definition.variables
+        and not definition.asks(args)
+    )
 
 
 @dataclass(frozen=True)
@@ -281,8 +313,7 @@ async def _run(call: _Call) -> CallResult:
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
             result = call.redact(result)  # a model's or a person's answer may quote a secret it was given
-            await _write_completed(span, result)
-            return result
+            return await _write_completed(span, result)
         if definition.precondition is not None:
             async with runtime.db.read() as tx:
                 await definition.precondition(_context(call, tx), call.args)
@@ -291,11 +322,11 @@ async def _run(call: _Call) -> CallResult:
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
                 result = await _call_handler(call, NoTransaction(), approved)
-                await _write_completed(span, result)
+                result = await _write_completed(span, result)
             elif definition.read_only:
                 async with runtime.db.read() as tx:
                     result = await _call_handler(call, tx, approved)
-                await _write_completed(span, result)
+                result = await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
                     result = await _call_handler(call, tx, approved)
@@ -326,9 +357,7 @@ async def _run(call: _Call) -> CallResult:
             "The server log has the details.",
             error_kind="internal",
         )
-    result = call.redact(result)
-    await _write_completed(span, result)
-    return result
+    return await _write_completed(span, call.redact(result))
 
 
 async def _gather(call: _Call) -> None:
@@ -533,24 +562,25 @@ def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
         ) from None
 
 
-async def _write_completed(span: _Span, result: CallResult) -> None:
+async def _write_completed(span: _Span, result: CallResult) -> CallResult:
+    """The call's completion on record (with its start, if that waited: one round trip either way), then its
+    result. A call of which nothing could be recorded answers with why instead: it changed nothing."""
+    unrecorded = span.unwritten is not None
     try:
-        async with span.runtime.db.autocommit() as tx:
-            await span.write_completed(tx, result)
+        await span.runtime.db.record(lambda tx: span.write_completed(tx, result))
         span.completed = True
     except DatabaseUnwritableError as exc:
         log.error("could not record the completion of %s: %s", span.tool_name, exc)
+        if unrecorded:
+            return CallResult("error", str(exc), error_kind=exc.kind)
+    return result
 
 
 async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
-    """A call refused before parsing succeeded: both span events in one transaction, without argument values."""
-    keys = sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []
-    try:
-        async with span.runtime.db.write() as tx:
-            await span.write_started(tx, {"argKeys": keys})
-            await span.write_completed(tx, result)
-    except DatabaseUnwritableError as exc:
-        log.error("could not record the refused call of %s: %s", span.tool_name, exc)
+    """A call refused before parsing succeeded: both span events in one round trip, without argument values. The
+    refusal is the answer even when the record cannot be written (nothing ran)."""
+    span.start({"argKeys": sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []})
+    await _write_completed(span, result)
     return result
 
 
