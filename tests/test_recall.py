@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import events, sessions
+from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.db import sqlite as db_module
 from managed_tools.stores.db.migrations import MIGRATIONS
@@ -48,6 +48,7 @@ async def integrity(runtime: Runtime) -> None:
         assert bodies == {seq: text for seq, text in texts.items() if text is not None} and bodies
         return
     async with runtime.db.write() as tx:
+        await event_search.index_pending(tx, int(await tx.scalar("SELECT max(seq) FROM events")), at_least=1)
         indexed = [r[0] for r in await tx.fetchall("SELECT id FROM events_fts_docsize ORDER BY id")]
         searchable = [r[0] for r in await tx.fetchall("SELECT seq FROM event_search_docs ORDER BY seq")]
         assert indexed == searchable and indexed

@@ -548,4 +548,16 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             Each(None, "DROP FUNCTION events_touch_session()"),
         ),
     ),
+    (
+        16,
+        "the event index filled in batches, off the append path",
+        # SQLite: the insert trigger indexed each event in its appending statement, doubling the append. Now a
+        # call's record indexes the events past the mark once INDEX_BATCH of them wait (stores.event_search), and
+        # a search reads the unindexed tail itself, so it never misses one. Every event before this was indexed.
+        (
+            Each("DROP TRIGGER events_fts_ai", None),
+            Each("CREATE TABLE events_fts_mark (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)", None),
+            Each("INSERT INTO events_fts_mark (id, seq) SELECT 1, coalesce(max(seq), 0) FROM events", None),
+        ),
+    ),
 )

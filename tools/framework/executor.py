@@ -19,7 +19,7 @@ from typing import Any, Literal
 import anyio
 
 from managed_tools.sandbox import layers
-from managed_tools.stores import approvals, events, latent_calls
+from managed_tools.stores import approvals, event_search, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.stores.ids import utc_now, uuid7
@@ -153,11 +153,13 @@ class _Span:
         )  # fmt: skip
 
     async def write_completed(self, tx: Tx, result: CallResult) -> None:
+        """The completion (and the start, if it waited), then the event index's next batch if one is due."""
         await self.write_started(tx)
         payload, summary = self.completed_payload(result)
-        await events.append_event(
+        record = await events.append_event(
             tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
         )
+        await event_search.index_pending(tx, record.seq)
 
     async def flush_started(self) -> None:
         """The call on record before it may change anything, run anything or wait for a person: one round trip."""
