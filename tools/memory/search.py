@@ -126,7 +126,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     setup = setup_fingerprint(ctx.runtime)
     outcome_of = await outcomes.active_many(ctx.tx, session_ids)
     evaluations = await outcomes.latest_evaluations(ctx.tx, session_ids)
-    ranked: list[tuple[tuple[Any, ...], Hit]] = []
+    ranked: list[tuple[tuple[float, bool, bool], str, str, Hit]] = []
     for row in rows:
         lexical, reasons = score_text(f"{row.title}\n{row.body}", query)
         if not lexical:
@@ -175,15 +175,13 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
             and known[row.session_id][0].status == "requires_action",
             expansion=_expansion(row, same_setup),
         )
-        ranked.append(((-score, not same_setup, rel is None, _desc(row.created_at), row.key), hit))
-    ranked.sort(key=lambda pair: pair[0])
-    hits = [hit for _, hit in ranked[: args.limit]]
+        ranked.append(((-score, not same_setup, rel is None), row.created_at, row.key, hit))
+    # Best score, same setup, related, then newest, then key: stable sorts from the last key to the first.
+    ranked.sort(key=lambda entry: entry[2])
+    ranked.sort(key=lambda entry: entry[1], reverse=True)
+    ranked.sort(key=lambda entry: entry[0])
+    hits = [entry[3] for entry in ranked[: args.limit]]
     return SearchOutput(agent_id=ctx.agent_id, query=args.query, count=len(hits), hits=hits)
-
-
-def _desc(timestamp: str) -> str:
-    """Sort key that puts later ISO timestamps first."""
-    return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
 
 
 DEFINITIONS = (
