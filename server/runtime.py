@@ -22,7 +22,7 @@ from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
 from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
-from managed_tools.stores import sessions, substrate
+from managed_tools.stores import retention, sessions, substrate
 from managed_tools.stores.attachments import directory
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
@@ -190,6 +190,7 @@ async def open_runtime(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
         await leftovers.sweep(db, guard, config.data_dir)
+        await retention.apply(db, config.retention.policy())
         try:
             confinement = open_confinement(
                 mounts,
