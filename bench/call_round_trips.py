@@ -7,7 +7,8 @@ state file. Rounds interleave the series. A round trip is one step handed to a d
 (`SqliteDatabase._on_thread`) or, on a tree still built on aiosqlite, one `aiosqlite` request; both are counted.
 
 Run it on another checkout's code (the before figures) with PYTHONPATH=<that checkout>. It is a benchmark, not a
-test: it prints median and p95 per series and the ratio to bare, and exits 0 whatever they are.
+test: it prints median and p95 per series, the ratio to bare, and the process's CPU time per call (all threads,
+the in-process client's included: steadier than wall time on a loaded machine), and exits 0 whatever they are.
 
     python bench/call_round_trips.py [--calls 300] [--rounds 3] [--json]
 """
@@ -75,6 +76,7 @@ async def run(calls: int, rounds: int) -> dict[str, dict[str, float]]:
     hops = Hops()
     timings: dict[str, list[float]] = {name: [] for name in SERIES}
     trips: dict[str, list[int]] = {name: [] for name in SERIES}
+    cpu: dict[str, list[float]] = {name: [] for name in SERIES}
     with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
@@ -89,10 +91,11 @@ async def run(calls: int, rounds: int) -> dict[str, dict[str, float]]:
                     client = bare if name == "bare echo" else managed
                     for n in range(calls + 20):
                         await anyio.lowlevel.checkpoint()  # let what a call left behind (a change notice) go first
-                        before, started = hops.count, time.perf_counter()
+                        before, started, used = hops.count, time.perf_counter(), time.process_time()
                         await client.call_tool(tool, arguments)
                         if n >= 20:  # warm-up
                             timings[name].append((time.perf_counter() - started) * 1000)
+                            cpu[name].append((time.process_time() - used) * 1000)
                             trips[name].append(hops.count - before)
     base = statistics.median(timings["bare echo"])
     figures: dict[str, dict[str, float]] = {}
@@ -103,6 +106,7 @@ async def run(calls: int, rounds: int) -> dict[str, dict[str, float]]:
             "p50_ms": round(p50, 3),
             "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
             "ratio_p50": round(p50 / base, 2),
+            "cpu_mean_ms": round(statistics.fmean(cpu[name]), 3),
             "round_trips": statistics.median(trips[name]),
         }
     return figures
@@ -119,10 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(figures, indent=2))
         return 0
     print(f"in-process calls, {args.calls} x {args.rounds} per series (ratio: p50 / bare echo p50)")
-    print(f"{'series':<20} {'p50 ms':>8} {'p95 ms':>8} {'ratio':>6} {'round trips':>12}")
+    print(f"{'series':<20} {'p50 ms':>8} {'p95 ms':>8} {'ratio':>6} {'CPU ms':>7} {'round trips':>12}")
     for name, row in figures.items():
         print(
-            f"{name:<20} {row['p50_ms']:>8.3f} {row['p95_ms']:>8.3f} {row['ratio_p50']:>6.2f} {row['round_trips']:>12g}"
+            f"{name:<20} {row['p50_ms']:>8.3f} {row['p95_ms']:>8.3f} {row['ratio_p50']:>6.2f} "
+            f"{row['cpu_mean_ms']:>7.3f} {row['round_trips']:>12g}"
         )
     return 0
 

@@ -144,6 +144,13 @@ def skill_set(config: ServeConfig) -> SkillSet:
     return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
+async def _tidy(db: Database, guard: PathGuard, config: ServeConfig) -> None:
+    """What a killed server left half done is swept first (it reads the unfinished calls' spans), then the spans
+    the retention policy no longer keeps are compacted."""
+    await leftovers.sweep(db, guard, config.data_dir)
+    await retention.apply(db, config.retention.policy())
+
+
 @asynccontextmanager
 async def open_runtime(
     config: ServeConfig,
@@ -189,8 +196,7 @@ async def open_runtime(
         guard = PathGuard(
             mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
         )
-        await leftovers.sweep(db, guard, config.data_dir)
-        await retention.apply(db, config.retention.policy())
+        await _tidy(db, guard, config)
         try:
             confinement = open_confinement(
                 mounts,
