@@ -29,6 +29,7 @@ from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.variables import CallVariables, SecretInputFactory
+from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
@@ -192,6 +193,7 @@ def build_server(
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
                 watcher.start_soon(watch_tools, runtime, notifier)
+                watcher.start_soon(run_wakes, runtime, notifier)
                 if relay:
                     watcher.start_soon(relay_for(runtime).run, notifier)
                 try:

@@ -73,9 +73,17 @@ async def state_database(config: StateAt, *, create: bool = False) -> AsyncItera
         await db.close()
 
 
+def moment(stamp: str) -> datetime:
+    """A stored timestamp (stores.ids.utc_now's form) as a datetime."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
 def _age(requested_at: str) -> str:
-    then = datetime.strptime(requested_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    seconds = int((datetime.now(UTC) - then).total_seconds())
+    return span(int((datetime.now(UTC) - moment(requested_at)).total_seconds()))
+
+
+def span(seconds: int) -> str:
+    """A duration as a person reads it at a glance: 3d, 5h, 12m, 40s."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"

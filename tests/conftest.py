@@ -154,6 +154,9 @@ SLOW_TESTS = frozenset({
     "test_vault::test_a_secret_appears_nowhere_after_a_run_that_used_it",
     "test_vault::test_a_wrong_key_refuses_with_a_clear_error",
     "test_vault::test_secret_set_from_a_terminal_then_the_call_runs",
+    "test_wakes::test_a_provider_error_is_the_wakes_result",
+    "test_wakes::test_a_wake_is_listed_graded_sleeping_fires_and_is_offered_to_the_next_client",
+    "test_wakes::test_with_a_model_provider_a_due_wake_runs_the_session_headless",
 })  # fmt: skip
 
 
