@@ -564,4 +564,26 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             "CREATE INDEX wake_requests_session ON wake_requests(session_id, status, due_at)",
         ),
     ),
+    (
+        20,
+        "tasks: long tool calls a 2026-07-28 client follows by id (the io.modelcontextprotocol/tasks extension)",
+        (
+            # One row per task (stores/tasks.py), written before the CreateTaskResult is sent, so a tasks/get always
+            # finds it, from any process. `reply` is the final CallToolResult (JSON) once completed, `error` the
+            # JSON-RPC error once failed.
+            """CREATE TABLE tasks (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                tool_name TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('working','completed','failed','cancelled')),
+                status_message TEXT,
+                reply TEXT,
+                error TEXT,
+                ttl_ms INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX tasks_session ON tasks(session_id, created_at)",
+        ),
+    ),
 )
