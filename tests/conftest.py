@@ -148,6 +148,7 @@ SLOW_TESTS = frozenset({
     "test_stores::test_migrations_apply_once_when_processes_start_together",
     "test_substrate::test_out_of_band_approval_with_the_cli",
     "test_substrate::test_racing_processes_one_wins_and_disk_matches_history",
+    "test_tasks::test_over_streamable_http_a_task_is_followed_and_cancelled",
     "test_toolsets::test_a_hidden_tools_request_is_never_shown_or_approved",
     "test_toolsets::test_an_unknown_toolset_is_a_one_line_startup_error",
     "test_toolsets::test_flags_over_stdio",

@@ -15,6 +15,8 @@ from conftest import Connect, alive, data, gone
 from mcp import Client, MCPError
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from pydantic import ConfigDict, Field
+from test_http import client as http_client
+from test_http import serving
 
 from managed_tools.server.app import build_server
 from managed_tools.server.attach import Attached, attach
@@ -181,3 +183,20 @@ async def test_no_task_for_a_client_that_did_not_declare_the_extension(
     async with connect(allowed, extensions=[TasksExtension()]) as client:
         with pytest.raises(MCPError, match="Task not found"):
             await get(client, "0" * 32)
+
+
+@pytest.mark.sqlite_only(reason="the transport, not the store: the in-process tests cover both engines")
+async def test_over_streamable_http_a_task_is_followed_and_cancelled(workspace: Path, tmp_path: Path) -> None:
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data", allow=("shell_run",))
+    marker = "sleep 30.4252"
+    async with serving(config) as served, http_client(served, "auto", extensions=[TasksExtension()]) as client:
+        created = await start(client, "shell_run", {"command": marker, "waitMs": 200})
+        assert isinstance(created, TaskCreated)
+        assert (await get(client, created.task_id))["status"] == "working" and alive(marker)
+        await cancel(client, created.task_id)
+        assert (await get(client, created.task_id))["status"] == "cancelled"
+        assert await gone(marker, within=5)
+        finished = await start(client, "shell_run", {"command": "sleep 1 && echo over http", "waitMs": 100})
+        assert isinstance(finished, TaskCreated)
+        done = await until(client, finished.task_id, "completed")
+        assert done["result"]["structuredContent"]["stdout"] == "over http\n"
