@@ -58,6 +58,9 @@ TTL_MS = 24 * 3600 * 1000
 POLL_INTERVAL_MS = 1000
 WATCH_SECONDS = 0.5  # how often a running task looks for a cancel made in another process, or a decision
 FOLLOW_MS = 45_000  # each shell_wait of a followed command
+# Tasks answer at once, so the HTTP edge's "calls at once" quota does not see their work: each principal may have
+# this many running here; past it, a call is answered as for a client without the extension.
+MAX_LIVE_PER_PRINCIPAL = 16
 
 
 @dataclass(frozen=True)
@@ -158,9 +161,10 @@ class Tasks:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Run the call in the background; answer with its result if it comes in time, else with a task (a
         `resultType: "task"` mapping, typed as the call's answer: the SDK sends an extension's shape as it is)."""
-        if self._group is None:  # no lifespan to run it in: the call as it always was
-            return (await self._run(ctx, params)).reply
         attachment = await ctx.lifespan_context.resolve(ctx)
+        running = sum(flight.attachment.owner == attachment.owner for flight in self._live.values())
+        if self._group is None or running >= MAX_LIVE_PER_PRINCIPAL:  # the call as it always was
+            return (await self._run(ctx, params)).reply
         flight = _Flight(attachment, params.name)
         self._group.start_soon(self._work, flight, ctx, params)
         try:

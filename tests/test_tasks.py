@@ -200,3 +200,18 @@ async def test_over_streamable_http_a_task_is_followed_and_cancelled(workspace: 
         assert isinstance(finished, TaskCreated)
         done = await until(client, finished.task_id, "completed")
         assert done["result"]["structuredContent"]["stdout"] == "over http\n"
+
+
+async def test_past_its_running_tasks_a_principal_is_answered_as_before(
+    allowed: Runtime, connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTTP edge's calls-at-once quota cannot see a task's work, so each principal has a cap of its own."""
+    monkeypatch.setattr("managed_tools.server.tasks.MAX_LIVE_PER_PRINCIPAL", 1)
+    async with connect(allowed, extensions=[TasksExtension()]) as client:
+        first = await start(client, "shell_run", {"command": "sleep 30.4253", "waitMs": 100})
+        assert isinstance(first, TaskCreated)
+        second = await start(client, "shell_run", {"command": "sleep 0.5 && echo plain", "waitMs": 100})
+        assert isinstance(second, types.CallToolResult) and second.structured_content is not None
+        assert second.structured_content["status"] == "running"  # the handle, as for any client
+        await cancel(client, first.task_id)
+        assert await gone("sleep 30.4253", within=5)
