@@ -243,7 +243,7 @@ def build_server(
         principal = current_principal()
         refused = _quota_refusal(ctx)
         if refused is not None:
-            return to_call_result(CallResult("error", refused, error_kind="quota_exceeded"))
+            return Answer(to_call_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
             runtime,
