@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import anyio
 from mcp.server import ServerRequestContext
 
-from managed_tools.stores import events, sessions, setups
+from managed_tools.stores import events, sessions, setups, wake_requests
 from managed_tools.stores.errors import DatabaseUnwritableError
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.environment.setup import live_setup
@@ -50,6 +50,16 @@ async def attach(runtime: Runtime, session_id: str | None, transport: str, *, ow
             {"spanId": wake.id, "spanKind": "wake", "transport": transport, "pid": wake.pid},
             summary=f"Connected over {transport}",
         )
+        for offered in await wake_requests.offer_due(tx, record.id, wake.id):
+            # A wake that fell due with no model provider to run it: this connection's client is the one woken.
+            await events.append_event(
+                tx,
+                record.id,
+                wake.id,
+                "wake.offered",
+                {"wakeRequestId": offered.id, "reason": offered.reason, "dueAt": offered.due_at},
+                summary=f"Scheduled wake due: {offered.reason}",
+            )
     _OPENED[wake.id] = time.time_ns()
     return Attachment(session_id=record.id, wake_id=wake.id, transport=transport, owner=owner)
 
