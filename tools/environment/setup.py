@@ -18,6 +18,7 @@ from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.models import WireModel
 from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.sections import Partial
 
 
 class MountedResource(WireModel):
@@ -125,8 +126,11 @@ class VaultsSection(WireModel):
     vaults: list[VaultView]
 
 
-class AgentSetup(WireModel):
-    """What a session ran under: each section carries its own fingerprint, `fingerprint` covers them all."""
+class AgentSetup(Partial):
+    """What a session ran under: each section carries its own fingerprint, `fingerprint` covers them all.
+    agent_describe_setup may show only some sections (`only`)."""
+
+    ALWAYS = frozenset({"fingerprint"})
 
     fingerprint: str
     tools: ToolsSection

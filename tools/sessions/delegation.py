@@ -386,8 +386,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_run_child",
         title="Run a child session",
-        description="Advance a direct child a few bounded cycles through the client's model where it offers "
-        "sampling with tools; otherwise say how to attach a client to it and wait briefly for its progress.",
+        description="Advance a direct child a few bounded cycles through the client's model (sampling with "
+        "tools); otherwise say how to attach a client to it and wait briefly for progress.",
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,

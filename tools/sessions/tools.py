@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from managed_tools.stores import approvals, events, outcomes, sessions
 from managed_tools.stores.events import EventFilter, EventRecord
@@ -18,6 +18,7 @@ from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.sessions import context
 from managed_tools.tools.shell import posture as shell_core
@@ -60,7 +61,9 @@ class SessionSummary(WireModel):
     outcome_matches_current: bool
 
 
-class SessionSnapshot(SessionSummary, OutcomePosture):
+class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
+    ALWAYS = frozenset({"session_id", "status"})
+
     environment_id: str
     pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
     pending_action_tool_name: str | None
@@ -219,7 +222,11 @@ class SessionScopedInput(Arguments):
     session_id: SessionId | None = None
 
 
-async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> SessionSnapshot:
+class SnapshotInput(SessionScopedInput):
+    fields: Annotated[list[str] | None, BeforeValidator(one_of(SessionSnapshot.parts(), "field")), PART_NAMES] = None
+
+
+async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> SessionSnapshot:
     current = await scoped_session(ctx, None)
     record = await scoped_session(ctx, args.session_id)
     known = await Known.read(ctx, current, [record.id])
@@ -242,7 +249,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
-    )
+    ).only(args.fields)
 
 
 # ---- events and traces -------------------------------------------------------------------------------
@@ -380,7 +387,7 @@ DEFINITIONS = (
         name="session_get_snapshot",
         title="Snapshot a session",
         description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
-        input_model=SessionScopedInput,
+        input_model=SnapshotInput,
         output_model=SessionSnapshot,
         handler=session_get_snapshot,
         effects=("session_read",),

@@ -152,8 +152,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_run",
         title="Run a shell command",
-        description="Run a shell command once in a writable mount, after a person approves the exact command and "
-        "cwd. Virtual paths (/workspace/...) in it are mapped. Long commands return a handle for shell_wait.",
+        description="Run a shell command once in a writable mount after a person approves the exact command and "
+        "cwd; /workspace/... paths are mapped. Long ones return a handle for shell_wait.",
         input_model=RunInput,
         output_model=CommandResult,
         handler=shell_run,
