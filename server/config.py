@@ -175,6 +175,8 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    # A new agent's substrate starts with AGENTS.md, SOUL.md, ... as first versions (tools/substrate/defaults.py).
+    substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -260,6 +262,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    substrate_defaults: bool = True  # config `substrateDefaults`
 
     @field_validator("database")
     @classmethod
@@ -333,6 +336,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            substrate_defaults=user.substrate_defaults,
         )
 
     @property

@@ -11,7 +11,7 @@ import anyio
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
-from managed_tools.sandbox.mounts import default_mounts, substrate_dir
+from managed_tools.sandbox.mounts import Mount, default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__, leftovers
@@ -38,6 +38,7 @@ from managed_tools.tools.framework.latent import latent_tool
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.substrate import defaults
 
 
 class StartupError(Exception):
@@ -144,6 +145,17 @@ def skill_set(config: ServeConfig) -> SkillSet:
     return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
+def path_guard(config: ServeConfig, mounts: list[Mount]) -> PathGuard:
+    """The one path guard over the mounts, the agent's substrate directory made first."""
+    for mount in mounts:
+        if mount.kind == "agent_substrate":
+            mount.root.mkdir(parents=True, exist_ok=True)
+    # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
+    return PathGuard(
+        mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
+    )
+
+
 @asynccontextmanager
 async def open_runtime(
     config: ServeConfig,
@@ -182,13 +194,7 @@ async def open_runtime(
             vaults=config.vaults,
         )
         mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
-        for mount in mounts:
-            if mount.kind == "agent_substrate":
-                mount.root.mkdir(parents=True, exist_ok=True)
-        # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
-        guard = PathGuard(
-            mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
-        )
+        guard = path_guard(config, mounts)
         await leftovers.sweep(db, guard, config.data_dir)
         try:
             confinement = open_confinement(
@@ -225,6 +231,8 @@ async def open_runtime(
                 variables=sources,
                 auto_sandboxed=config.auto_sandboxed,
             )
+            if config.substrate_defaults:
+                await defaults.write_defaults(runtime)
             try:
                 async with running_upstreams(
                     config.mcp_servers,
