@@ -54,6 +54,7 @@ from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, appr
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
+from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.toolsets import ToolSelection
@@ -177,6 +178,8 @@ class UserConfig(BaseModel):
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     # A new agent's substrate starts with AGENTS.md, SOUL.md, ... as first versions (tools/substrate/defaults.py).
     substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
+    # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
+    budgets: Budgets = Field(default_factory=Budgets)
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -263,6 +266,7 @@ class ServeConfig(BaseModel):
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     substrate_defaults: bool = True  # config `substrateDefaults`
+    budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
 
     @field_validator("database")
     @classmethod
@@ -337,6 +341,7 @@ class ServeConfig(BaseModel):
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             substrate_defaults=user.substrate_defaults,
+            budgets=user.budgets,
         )
 
     @property

@@ -230,6 +230,7 @@ async def open_runtime(
                 skills=skills,
                 variables=sources,
                 auto_sandboxed=config.auto_sandboxed,
+                budgets=config.budgets,
             )
             if config.substrate_defaults:
                 await defaults.write_defaults(runtime)

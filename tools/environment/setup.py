@@ -52,11 +52,6 @@ def setup_fingerprint(runtime: Runtime) -> str:
 # environment section's serverVersion stands for them), plus policy (the user's per-tool overrides).
 SectionName = Literal["tools", "policy", "skills", "environment", "resource_contract", "vaults"]
 SECTIONS: tuple[SectionName, ...] = ("tools", "policy", "skills", "environment", "resource_contract", "vaults")
-TOKEN_CHARS = 4  # the usual estimate: a token is about four characters of English or JSON
-
-
-def estimated_tokens(chars: int) -> int:
-    return -(-chars // TOKEN_CHARS)
 
 
 class ToolEntry(WireModel):

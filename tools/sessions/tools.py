@@ -8,11 +8,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from managed_tools.stores import approvals, events, outcomes, sessions
+from managed_tools.stores import approvals, events, outcomes, sessions, usage
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
+from managed_tools.stores.usage import Usage
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.budget import CallLimits, SessionLimits, session_over
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
@@ -61,6 +63,16 @@ class SessionSummary(WireModel):
     outcome_matches_current: bool
 
 
+class BudgetView(WireModel):
+    """What the session has used (every recorded call, tools/framework/budget.py says what counts) against the
+    limits configured (config.json `budgets`; null: none)."""
+
+    used: Usage
+    per_session: SessionLimits
+    per_call: CallLimits
+    over: str | None = Field(description="The session limits reached: its next calls are refused.")
+
+
 class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     ALWAYS = frozenset({"session_id", "status"})
 
@@ -75,6 +87,7 @@ class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     event_cursor: EventCursor
     agent_setup_fingerprint: str | None
     shell_state: dict[str, Any] | None
+    budget: BudgetView
 
 
 @dataclass(frozen=True)
@@ -249,7 +262,14 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
+        budget=await budget_view(ctx, record.id),
     ).only(args.fields)
+
+
+async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:
+    used, budgets = await usage.read(ctx.tx, session_id), ctx.runtime.budgets
+    over = session_over(budgets.per_session, used)
+    return BudgetView(used=used, per_session=budgets.per_session, per_call=budgets.per_call, over=over)
 
 
 # ---- events and traces -------------------------------------------------------------------------------
