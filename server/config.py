@@ -57,6 +57,7 @@ from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -182,6 +183,7 @@ class UserConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
+    prompt_tools: list[PromptToolSpec] = Field(default_factory=list, alias="promptTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     oauth: OAuthConfig | None = None
@@ -276,6 +278,7 @@ class ServeConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
+    prompt_tools: tuple[PromptToolSpec, ...] = ()  # config.json `promptTools` (tools/framework/prompt_tools.py)
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
@@ -355,6 +358,7 @@ class ServeConfig(BaseModel):
             else approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             latent_tools=tuple(user.latent_tools),
+            prompt_tools=tuple(user.prompt_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
             skills=_skills(user.skills, data),

@@ -26,9 +26,9 @@ CONFIG_FILE = "config.json"
 MERGED_BY_NAME = ("mcpServers", "policy", "variables", "vaults")
 # Every key config.json takes (server/config.py's UserConfig, by alias; a test keeps the two equal).
 KEYS = (
-    "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
-    "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas",
+    "policy", "approvalWaitSeconds", "customTools", "latentTools", "promptTools", "vaults", "skills", "oauth",
+    "approvals", "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly",
+    "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas",
 )  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from managed_tools.tools.framework.custom import custom_tool
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.latent import latent_tool
+from managed_tools.tools.framework.prompt_tools import prompt_tool
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.shell import posture as shell_core
@@ -71,7 +72,11 @@ def configured_registry(
 ) -> Registry:
     """The catalogue as configured, mounts unchecked: what the approval commands filter requests with."""
     try:
-        declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
+        declared = [
+            *(custom_tool(spec) for spec in config.custom_tools),
+            *(latent_tool(spec) for spec in config.latent_tools),
+            *(prompt_tool(spec) for spec in config.prompt_tools),
+        ]
         upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
         policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
         registry = build_registry(

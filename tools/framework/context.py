@@ -21,6 +21,7 @@ from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
+    ModelProvider,
     NoChildModel,
     NoVariableInput,
     Progress,
@@ -62,6 +63,8 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/budget.py)
+    # A model the server runs itself (prompt tools run their prompt on it); None unless one is configured.
+    model_provider: ModelProvider | None = None
 
 
 @dataclass(frozen=True)

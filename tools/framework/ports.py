@@ -164,3 +164,34 @@ class NoChildModel:
 
     def consent_in(self, session_id: str, wake_id: str) -> Consent:
         raise SamplingUnavailableError("No client model runs here.")
+
+
+class ModelRequest(BaseModel):
+    """One completion asked of a model provider: an optional system text, the user's message, a token cap."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str | None = None
+    prompt: str
+    max_tokens: int
+
+
+class Completion(BaseModel):
+    """A provider's answer and what it cost (the budget counts `input_tokens + output_tokens`)."""
+
+    text: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelProviderError(Exception):
+    """The provider could not answer (unreachable, refused, over its own limits); the message says why and never
+    carries a credential."""
+
+
+class ModelProvider(Protocol):
+    """A model the server itself runs (config.json's providers, issue 26), as opposed to the client's model behind
+    sampling. Absent (`Runtime.model_provider` None) unless one is configured."""
+
+    async def complete(self, request: ModelRequest) -> Completion: ...
