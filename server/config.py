@@ -174,6 +174,18 @@ class QuotasConfig(BaseModel):
     token: Quota = Quota()
 
 
+class TelemetryConfig(BaseModel):
+    """config.json `telemetry` (server/otel.py): traces and metrics over OTLP/HTTP to `otlpEndpoint` (the collector's
+    base URL), and `/metrics` for Prometheus on HTTP. The standard OTEL_* environment turns them on as well."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")] | None = Field(
+        default=None, alias="otlpEndpoint"
+    )
+    prometheus: bool = False
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
@@ -210,6 +222,7 @@ class UserConfig(BaseModel):
     # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
     budgets: Budgets = Field(default_factory=Budgets)
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -298,6 +311,7 @@ class ServeConfig(BaseModel):
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     substrate_defaults: bool = True  # config `substrateDefaults`
     budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
+    telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
     @field_validator("database")
@@ -376,6 +390,7 @@ class ServeConfig(BaseModel):
             substrate_defaults=user.substrate_defaults,
             budgets=user.budgets,
             quotas=user.quotas,
+            telemetry=user.telemetry,
         )
 
     @property

@@ -28,7 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "policy", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "promptTools", "vaults", "skills", "oauth",
     "approvals", "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly",
-    "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas",
+    "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas", "telemetry",
 )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
+    HeadlessRun,
     ModelProvider,
     NoChildModel,
     NoVariableInput,
@@ -65,6 +66,7 @@ class Runtime:
     budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/budget.py)
     # A model the server runs itself (prompt tools run their prompt on it); None unless one is configured.
     model_provider: ModelProvider | None = None
+    headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
 @dataclass(frozen=True)

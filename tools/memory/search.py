@@ -54,7 +54,7 @@ class Hit(WireModel):
 class SearchArgs(Arguments):
     query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    lineage: Lineage | None = Field(default=None, description="Only sessions so related to this one.")
 
 
 class SearchOutput(WireModel):

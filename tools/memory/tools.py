@@ -549,8 +549,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="learning_record",
         title="Record a learning",
-        description="Record a lesson, correction or error (title <= 120, detail <= 400); promoting it into the "
-        "shared workspace memory asks a person and needs a passing outcome.",
+        description="Record a lesson, correction or error for later sessions; promoteToMemory also adds it to the "
+        "shared MEMORY.md (a person approves).",
         input_model=RecordArgs,
         output_model=RecordOutput,
         handler=learning_record,

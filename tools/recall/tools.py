@@ -17,8 +17,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_search_context",
         title="Search other sessions' events",
-        description="Full-text search of this agent's other sessions' events (tool calls and their results, "
-        "outcomes, permission decisions); each hit says why it matched and which trace to read.",
+        description="Full-text search of this agent's other sessions' events (tool calls, results, outcomes, "
+        "decisions); each hit says why it matched and which trace to read.",
         input_model=ContextSearchArgs,
         output_model=ContextSearchOutput,
         handler=session_search_context,

@@ -22,7 +22,7 @@ from managed_tools.tools.framework.models import Arguments, NonEmptyStr, Session
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
-from managed_tools.tools.sessions import context
+from managed_tools.tools.sessions import context, wakes
 from managed_tools.tools.shell import posture as shell_core
 
 MAX_EVENT_LIMIT = 200
@@ -87,6 +87,8 @@ class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     event_cursor: EventCursor
     agent_setup_fingerprint: str | None
     shell_state: dict[str, Any] | None
+    queued_wakes: list[wakes.WakeView]
+    next_wake_at: str | None
     budget: BudgetView
 
 
@@ -164,7 +166,7 @@ class SessionListInput(Arguments):
     active_minutes: Annotated[
         int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Only sessions active in the last N minutes.")
     ] = None
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    lineage: Lineage | None = Field(default=None, description="Only sessions so related to this one.")
     status: SessionStatus | None = None
     has_outcome: bool | None = Field(default=None, description="Only sessions with (or without) an outcome.")
     outcome_status: EvalStatus | None = Field(default=None, description="Only sessions last evaluated so.")
@@ -246,6 +248,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
     count, pending, last_id = await events.session_event_stats(ctx.tx, record.id)
     wake = await sessions.latest_wake(ctx.tx, record.id)
     waiting = [r for r in await approvals.list_open(ctx.tx, record.id) if r.status == "pending"]
+    queued_wakes, next_wake_at = await wakes.pending(ctx.tx, record.id)
     live = (await posture(ctx, record.id)).model_dump(
         by_alias=False
     )  # a snapshot judges the outcome now, not as last recorded
@@ -262,6 +265,8 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
+        queued_wakes=queued_wakes,
+        next_wake_at=next_wake_at,
         budget=await budget_view(ctx, record.id),
     ).only(args.fields)
 

@@ -34,12 +34,11 @@ from managed_tools.tools.shell.runner import Job, shell_argv, start_process
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 
 MAX_COMMAND_CHARS = 20_000
-TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill the command (its whole process group) after "
-                                 "this long.")]  # fmt: skip
+TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill its process group after this long.")]
 BashTimeoutMs = Annotated[int, Field(ge=100, le=60_000, description="Kill the program after this long.")]
-MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Keep at most this many characters of each stream.")]
-WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="After this long, return the still-running "
-                              "command's id; follow it with shell_wait.")]  # fmt: skip
+MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Most characters kept per stream.")]
+WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="After this long, return a handle for "
+                              "shell_wait.")]  # fmt: skip
 CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), NoNul]
 
 
