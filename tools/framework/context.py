@@ -20,6 +20,7 @@ from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
+    ModelProvider,
     NoChildModel,
     NoVariableInput,
     Progress,
@@ -60,6 +61,8 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
+    model_provider: ModelProvider | None = None
 
 
 @dataclass(frozen=True)

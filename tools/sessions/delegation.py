@@ -1,10 +1,11 @@
 """Delegation to child sessions (reference §2b): create a child of the same agent seeded with a task, list a
 session's children, and advance a child a few bounded cycles.
 
-A child runs through the client's model only where the client offers sampling with tools (handshake era); every
-tool call of that loop goes through the executor in the child's own session and wake, so validation, permission
-pauses and events are the child's. Everywhere else the child is handed off: the result says how to attach a
-client to it, and the call waits a bounded time for progress made there. A child never "runs" otherwise.
+A child runs through the operator's model (config.json `models`) in every era, or else through the client's
+where it offers sampling with tools (handshake era); every tool call of that run goes through the executor in the
+child's own session and wake, so validation, permission pauses and events are the child's (child_run.py).
+Everywhere else the child is handed off: the result says how to attach a client to it, and the call waits a
+bounded time for progress made there. A child never "runs" otherwise.
 """
 
 from __future__ import annotations
@@ -16,24 +17,18 @@ import anyio
 from pydantic import Field
 
 from managed_tools.stores import events, outcomes, plans, sessions
-from managed_tools.stores.db import Tx
 from managed_tools.stores.sessions import SessionRecord
-from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Ports, ToolContext
+from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.ports import ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
 from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.sessions.child_run import CallRecord, SessionRun, StopReason, run_session
 from managed_tools.tools.sessions.tools import Known, SessionSummary, sort_sessions, summary_fields
 
 MAX_CYCLES = 10
 MAX_WAIT_SECONDS = 120
 POLL_SECONDS = 0.2
-MAX_MODEL_TOKENS = 4000
-# A child run through sampling cannot delegate or run children of its own: one level, bounded.
-NOT_FOR_CHILDREN = frozenset({"session_delegate", "session_run_child"})
 
 
 # ---- session_delegate --------------------------------------------------------------------------------
@@ -137,26 +132,16 @@ class RunChildInput(Arguments):
     ] = 10
 
 
-class CallRecord(WireModel):
-    tool_name: str
-    status: str
-    error_kind: str | None
-    request_id: str | None
-
-
 class HowToWork(WireModel):
     stdio: str
     http_header: str
     note: str
 
 
-StopReason = Literal["idle", "max_cycles", "requires_action", "model_error", "progress", "no_progress"]
-
-
 class RunChildOutput(WireModel):
     parent_session_id: str
     child_session: SessionSummary
-    mode: Literal["sampling", "handoff"]
+    mode: Literal["sampling", "model", "handoff"]
     executed_cycles: int
     loop_stop_reason: StopReason
     response: str | None
@@ -165,16 +150,6 @@ class RunChildOutput(WireModel):
     new_event_count: int
     attached_clients: int
     how_to_work: HowToWork | None
-
-
-@dataclasses.dataclass
-class _Run:
-    cycles: int = 0
-    stop: StopReason = "idle"
-    response: str | None = None
-    calls: list[CallRecord] = dataclasses.field(default_factory=list)
-    processed: list[str] = dataclasses.field(default_factory=list)
-    new_events: int = 0
 
 
 async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
@@ -191,11 +166,18 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
     child = await _direct_child(ctx, args.session_id)
     async with ctx.runtime.db.read() as tx:
         before, _, _ = await events.session_event_stats(tx, child.id)
-    sampling = ctx.ports.child_model.available()
-    run = await (_run_through_model(ctx, child, args.cycles) if sampling else _wait_for_progress(ctx, child, args))
+    model = ctx.ports.child_model
+    mode = model.mode if model.available() else "handoff"
+    if mode == "handoff":
+        run = await _wait_for_progress(ctx, child, args)
+    else:
+        run = await run_session(
+            ctx.runtime, child.id, model, ctx.ports, owner=ctx.owner, cycles=args.cycles, transport=mode,
+            started_by=ctx.session_id,
+        )  # fmt: skip
     async with ctx.runtime.db.write() as tx:
         after, _, _ = await events.session_event_stats(tx, child.id)
-        run.new_events = max(0, after - before)
+        new_events = max(0, after - before)
         await events.append_event(
             tx,
             ctx.session_id,
@@ -203,10 +185,10 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
             "session.child_idle",
             {
                 "childSessionId": child.id,
-                "mode": "sampling" if sampling else "handoff",
+                "mode": mode,
                 "executedCycles": run.cycles,
                 "loopStopReason": run.stop,
-                "newEventCount": run.new_events,
+                "newEventCount": new_events,
             },
             summary=f"Child {child.id}: {run.stop} after {run.cycles} cycle(s)",
         )
@@ -216,15 +198,15 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
     return RunChildOutput(
         parent_session_id=ctx.session_id,
         child_session=summary,
-        mode="sampling" if sampling else "handoff",
+        mode=mode,
         executed_cycles=run.cycles,
         loop_stop_reason=run.stop,
         response=run.response,
         tool_calls=run.calls,
         processed_event_ids=run.processed,
-        new_event_count=run.new_events,
+        new_event_count=new_events,
         attached_clients=attached,
-        how_to_work=None if sampling else _how_to_work(child.id),
+        how_to_work=_how_to_work(child.id) if mode == "handoff" else None,
     )
 
 
@@ -238,7 +220,7 @@ def _how_to_work(child_id: str) -> HowToWork:
     )
 
 
-async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunChildInput) -> _Run:
+async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunChildInput) -> SessionRun:
     """The hand-off: wait (bounded by the argument and the call's deadline) for an event another client adds."""
     async with ctx.runtime.db.read() as tx:
         _, _, start = await events.session_event_stats(tx, child.id)
@@ -248,108 +230,9 @@ async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunCh
             async with ctx.runtime.db.read() as tx:
                 _, _, last = await events.session_event_stats(tx, child.id)
             if last != start:
-                return _Run(stop="progress")
+                return SessionRun(stop="progress")
             await anyio.sleep(POLL_SECONDS)
-    return _Run(stop="no_progress")
-
-
-async def _run_through_model(ctx: ToolContext, child: SessionRecord, cycles: int) -> _Run:
-    """Up to `cycles` model turns; each tool call runs through the executor in the child's session and wake."""
-    run = _Run()
-    model = ctx.ports.child_model
-    async with ctx.runtime.db.write() as tx:
-        wake = await sessions.open_wake(
-            tx, child.id, transport="sampling", setup_fingerprint=setup_fingerprint(ctx.runtime)
-        )
-        await events.append_event(
-            tx,
-            child.id,
-            wake.id,
-            "span.started",
-            {"spanId": wake.id, "spanKind": "wake", "transport": "sampling", "parentSessionId": ctx.session_id},
-            summary="Run by its parent through the client's model",
-        )
-        run.processed = await events.mark_processed(tx, child.id)
-        conversation = [ModelTurn(role="user", text=await _brief(tx, child))]
-    attachment = Attachment(session_id=child.id, wake_id=wake.id, transport="sampling", owner=ctx.owner)
-    ports = Ports(
-        consent=model.consent_in(child.id, wake.id),
-        progress=ctx.ports.progress,
-        sampler=ctx.ports.sampler,
-        client_log=ctx.ports.client_log,
-        child_model=NoChildModel(),
-    )
-    tools = [
-        ToolSpec(name=d.name, description=d.description, input_schema=d.input_schema())
-        for d in ctx.runtime.registry
-        if d.name not in NOT_FOR_CHILDREN
-    ]
-    try:
-        while run.cycles < cycles:
-            try:
-                turn = await model.turn(
-                    _SYSTEM.format(child=child.id), conversation, tools, max_tokens=MAX_MODEL_TOKENS
-                )
-            except SamplingUnavailableError as exc:
-                run.stop, run.response = "model_error", str(exc)
-                return run
-            run.cycles += 1
-            run.response = turn.text or run.response
-            conversation.append(turn)
-            if not turn.calls:
-                run.stop = "idle"
-                return run
-            results: list[tuple[str, str, bool]] = []
-            for call in turn.calls:
-                if call.name in NOT_FOR_CHILDREN:  # not offered, and refused if named anyway
-                    run.calls.append(
-                        CallRecord(tool_name=call.name, status="error", error_kind="unknown_tool", request_id=None)
-                    )
-                    results.append((call.id, f"{call.name} is not available inside a child's run.", True))
-                    continue
-                result = await execute(ctx.runtime, attachment, ports, call.name, call.arguments)
-                request = (result.action_required or {}).get("requestId")
-                run.calls.append(
-                    CallRecord(
-                        tool_name=call.name, status=result.status, error_kind=result.error_kind, request_id=request
-                    )
-                )
-                results.append((call.id, result.text, result.is_error))
-                if result.status == "blocked" and result.error_kind in ("permission", "input_required"):
-                    run.stop = "requires_action"  # a person must answer before the child goes on
-                    return run
-            conversation.append(ModelTurn(role="user", results=results))
-        run.stop = "max_cycles"
-        return run
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with ctx.runtime.db.write() as tx:
-                await sessions.close_wake(tx, wake.id)
-                await events.append_event(
-                    tx,
-                    child.id,
-                    wake.id,
-                    "span.completed",
-                    {"spanId": wake.id, "spanKind": "wake", "result": run.stop},
-                    summary=f"Run ended: {run.stop}",
-                )
-
-
-_SYSTEM = (
-    "You are working in child session {child}. Do its task with the tools offered; every call runs in that "
-    "session. When the task is done, or you cannot go on, answer with a short summary and no tool calls."
-)
-
-
-async def _brief(tx: Tx, child: SessionRecord) -> str:
-    """The child's first message: its task (the latest user message) and its outcome, if any."""
-    found = await events.window_events(tx, child.id, events.EventFilter(types=["user.message"], limit=1))
-    task = str(found[-1].payload.get("text", "")) if found else (child.title or "Continue the session's work.")
-    outcome = await outcomes.active(tx, child.id)
-    if outcome is None:
-        return task
-    criteria = "".join(f"\n- {c}" for c in outcome.success_criteria)
-    return f"{task}\n\nDone means: {outcome.title}{criteria}"
+    return SessionRun(stop="no_progress")
 
 
 DEFINITIONS = (

@@ -1,0 +1,49 @@
+"""Running a session with nobody attached: the operator's model (config.json `models`) takes the session's turns,
+every tool call through the executor in the session's own wake. A question for a person (an always-ask tool)
+cannot be shown here, so it waits out of band (`managed-tools approve`) and the run stops `requires_action`.
+
+`run_session_headless` is the one entry for every caller without a client: a due wake, a child's run from a
+parent whose client offers no model of its own goes through the tool (`session_run_child`) instead.
+"""
+
+from __future__ import annotations
+
+from managed_tools.server.consent import OutOfBandConsent
+from managed_tools.stores import events, sessions
+from managed_tools.tools.framework.context import Attachment, Ports, Runtime
+from managed_tools.tools.framework.ports import Quiet
+from managed_tools.tools.sessions.child_run import SessionRun, run_session
+
+MAX_MESSAGE_CHARS = 8000
+UNBOUNDED_CYCLES = 1000  # the model's own limits (turns, tokens, wall time) end the run first
+
+
+class NoModelConfigured(Exception):
+    """No `models` entry in config.json: nothing can run a session without a client."""
+
+
+async def run_session_headless(runtime: Runtime, session_id: str, message: str | None = None) -> SessionRun:
+    """Add `message` to the session as a user message (if given) and run the session with the configured model
+    until it answers, needs a person, or reaches a limit. The answer is the session's `agent.message` event and
+    the result's `response`."""
+    provider = runtime.model_provider
+    if provider is None:
+        raise NoModelConfigured("No model is configured (config.json `models`), so a session cannot run headless.")
+    async with runtime.db.write() as tx:
+        session = await sessions.get_session(tx, session_id)
+        if message:
+            text = message[:MAX_MESSAGE_CHARS]
+            await events.append_event(tx, session_id, None, "user.message", {"text": text}, summary=text[:200])
+    consent = OutOfBandConsent(runtime, Attachment(session_id, "", "model", owner=session.owner))
+    quiet = Quiet()
+    outer = Ports(consent=consent, progress=quiet, sampler=provider.sampler(), client_log=quiet)
+    return await run_session(
+        runtime,
+        session_id,
+        provider.child_model(consent.in_session),
+        outer,
+        owner=session.owner,
+        cycles=UNBOUNDED_CYCLES,
+        transport="model",
+        started_by=None,
+    )
