@@ -48,7 +48,9 @@ async def with_key(rt: Runtime) -> Runtime:
 
 
 async def delegate(client: Any, task: str = "Plan the release") -> str:
-    made = data(await client.call_tool("session_delegate", {"task": task, "title": "Release planned"}))
+    made = data(
+        await client.call_tool("session_delegate", {"name": "planner", "task": task, "title": "Release planned"})
+    )
     return str(made["childSession"]["sessionId"])
 
 

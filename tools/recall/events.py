@@ -29,7 +29,7 @@ class RecallArgs(Arguments):
     query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
     include_current: bool = Field(default=False, description="Also search the current session.")
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    lineage: Lineage | None = Field(default=None, description="Relation to the current session.")
 
 
 class ContextSearchArgs(RecallArgs):

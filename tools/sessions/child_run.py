@@ -15,17 +15,19 @@ from typing import Literal
 
 import anyio
 
-from managed_tools.stores import events, outcomes, sessions
+from managed_tools.stores import delegations, events, outcomes, sessions
 from managed_tools.stores.db import Tx
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime
 from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.framework.models import WireModel
 from managed_tools.tools.framework.ports import ChildModel, ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
+from managed_tools.tools.framework.uris import view_uri
 
 MAX_MODEL_TOKENS = 4000
 HISTORY_MESSAGES = 40  # the conversation a run starts from: the last N messages of the session
 ANSWER_EVENT = "agent.message"
+COMPLETED_EVENT = "session.child_completed"  # queued to the parent of a child with implicit communication
 # A run cannot delegate or run children of its own: one level, bounded.
 NOT_FOR_CHILDREN = frozenset({"session_delegate", "session_run_child", "session_message_child"})
 
@@ -49,6 +51,7 @@ class SessionRun:
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
     processed: list[str] = dataclasses.field(default_factory=list)
     wake_id: str | None = None
+    touched: set[str] = dataclasses.field(default_factory=set)  # resources the run changed (a parent's children)
 
 
 async def run_session(
@@ -103,6 +106,8 @@ async def run_session(
                         {"text": run.response, "stopReason": run.stop},
                         summary=run.response[:200],
                     )
+                if run.stop in ("idle", "refused"):
+                    await _tell_parent(tx, run, session_id)
                 await events.append_event(
                     tx,
                     session_id,
@@ -112,6 +117,25 @@ async def run_session(
                     summary=f"Run ended: {run.stop}",
                 )
     return run
+
+
+async def _tell_parent(tx: Tx, run: SessionRun, session_id: str) -> None:
+    """A child delegated with `parentCommunication: implicit` queues its completion to its parent: a pending event
+    there (taken up by the parent's next run) and an update of the parent's children resource."""
+    delegation = await delegations.get(tx, session_id)
+    if delegation is None or delegation.parent_communication != "implicit":
+        return
+    parent = delegation.parent_session_id
+    await events.append_event(
+        tx,
+        parent,
+        None,
+        COMPLETED_EVENT,
+        {"childSessionId": session_id, "name": delegation.name, "stopReason": run.stop, "response": run.response},
+        summary=f"Child {delegation.name} finished: {(run.response or run.stop)[:160]}",
+        processed=False,
+    )
+    run.touched.add(view_uri("children", parent))
 
 
 async def _turns(

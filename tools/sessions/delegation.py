@@ -16,15 +16,18 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import Field
 
-from managed_tools.stores import events, outcomes, plans, sessions
+from managed_tools.stores import attachments, delegations, events, outcomes, plans, sessions
+from managed_tools.stores.delegations import ParentCommunication
+from managed_tools.stores.errors import StoreError
 from managed_tools.stores.sessions import SessionRecord
+from managed_tools.tools.framework.attachments import AttachmentRef, copy
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.sessions.child_run import CallRecord, SessionRun, StopReason, run_session
-from managed_tools.tools.sessions.tools import Known, SessionSummary, sort_sessions, summary_fields
+from managed_tools.tools.sessions.child_run import ANSWER_EVENT, CallRecord, SessionRun, StopReason, run_session
+from managed_tools.tools.sessions.tools import Known, SessionFilters, SessionSummary, sort_sessions, summary_fields
 
 MAX_CYCLES = 10
 MAX_WAIT_SECONDS = 120
@@ -34,25 +37,40 @@ POLL_SECONDS = 0.2
 # ---- session_delegate --------------------------------------------------------------------------------
 
 
+MAX_ATTACHMENTS = 20
+AttachmentIds = Annotated[
+    list[Annotated[str, Field(max_length=64)]],
+    Field(max_length=MAX_ATTACHMENTS, description="Attachment ids copied to the child."),
+]
+
+
 class DelegateInput(Arguments):
-    task: Annotated[NonEmptyStr, Field(max_length=8000, description="What the child should do (its first message).")]
-    title: Annotated[
-        NonEmptyStr | None, Field(max_length=200, description="The child's outcome: what done means, in one line.")
-    ] = None
+    name: Annotated[NonEmptyStr, Field(max_length=64, description="Listed as tag name:<name>.")]
+    task: Annotated[NonEmptyStr, Field(max_length=8000, description="Its first message.")]
+    title: Annotated[NonEmptyStr | None, Field(max_length=200, description="Its outcome: what done means.")] = None
     detail: Annotated[str | None, Field(max_length=2000)] = None
     success_criteria: Annotated[
         list[Annotated[str, Field(max_length=300)]], Field(max_length=20, description="Checkable statements.")
     ] = Field(default_factory=list)
     plan_steps: Annotated[
         list[Annotated[NonEmptyStr, Field(max_length=200)]],
-        Field(max_length=50, description="Seed the child's plan with these steps (objective: the task)."),
+        Field(max_length=50, description="The child's first plan steps."),
     ] = Field(default_factory=list)
+    resumable: bool = Field(default=False, description="Takes messages after answering.")
+    parent_communication: ParentCommunication = Field(
+        default="explicit", description="implicit: its completion is queued here."
+    )
+    max_instances: Annotated[
+        int | None, Field(ge=1, le=100, description="Refuse past this many unfinished children.")
+    ] = None
+    attachments: AttachmentIds = Field(default_factory=list)
 
 
 class DelegateOutput(WireModel):
     parent_session_id: str
     child_session: SessionSummary
     seeded_event_ids: list[str]
+    attachments: list[AttachmentRef]  # the copies, valid in the child
 
 
 async def _summaries(ctx: ToolContext, records: list[SessionRecord]) -> list[SessionSummary]:
@@ -63,9 +81,22 @@ async def _summaries(ctx: ToolContext, records: list[SessionRecord]) -> list[Ses
 
 async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOutput:
     parent = await scoped_session(ctx, None)  # the parent is always the caller's own session
+    if (
+        args.max_instances is not None
+        and await delegations.unfinished_children(ctx.tx, parent.id) >= args.max_instances
+    ):
+        raise ToolError(
+            f"This session already has {args.max_instances} unfinished child session(s) (maxInstances); message one "
+            "of them (session_list_children) or raise maxInstances."
+        )
     child = await sessions.create_session(
         ctx.tx, ctx.agent_id, owner=ctx.owner, parent_id=parent.id, title=args.title or args.task[:80]
     )
+    await delegations.record(
+        ctx.tx, child.id, parent.id, name=args.name.strip(), resumable=args.resumable,
+        parent_communication=args.parent_communication,
+    )  # fmt: skip
+    copied = await _copy_all(ctx, args.attachments, from_session=parent.id, to_session=child.id)
     seeded: list[str] = []
 
     async def seed(event_type: str, payload: dict[str, Any], summary: str | None = None) -> None:
@@ -83,25 +114,45 @@ async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOut
     if args.plan_steps:
         await plans.setup(ctx.tx, child.id, args.task[:200], [s.strip() for s in args.plan_steps])
         await seed("user.plan", {"objective": args.task[:200], "steps": args.plan_steps})
-    await seed("user.message", {"text": args.task, "fromSessionId": parent.id}, args.task[:200])
+    await seed("user.message", _message(args.task, parent.id, copied), args.task[:200])
     await events.append_event(
         ctx.tx,
         parent.id,
         ctx.wake_id,
         "session.child_created",
-        {"childSessionId": child.id, "title": child.title, "seededEventIds": seeded},
-        summary=f"Delegated to child {child.id}",
+        {"childSessionId": child.id, "name": args.name.strip(), "title": child.title, "seededEventIds": seeded},
+        summary=f"Delegated to child {args.name.strip()} ({child.id})",
     )
     (summary,) = await _summaries(ctx, [child])
-    return DelegateOutput(parent_session_id=parent.id, child_session=summary, seeded_event_ids=seeded)
+    return DelegateOutput(
+        parent_session_id=parent.id, child_session=summary, seeded_event_ids=seeded, attachments=copied
+    )
+
+
+async def _copy_all(ctx: ToolContext, ids: list[str], *, from_session: str, to_session: str) -> list[AttachmentRef]:
+    """Seed 000 §7: an attachment crossing to another session is copied there, so its reference is valid there."""
+    try:
+        return [
+            await copy(ctx.runtime, ctx.tx, i, from_session=from_session, to_session=to_session, owner=ctx.owner)
+            for i in dict.fromkeys(ids)
+        ]
+    except StoreError as exc:
+        raise ToolError(f"Cannot copy the attachment: {exc}") from None
+
+
+def _message(text: str, sender: str, attached: list[AttachmentRef]) -> dict[str, Any]:
+    """A user message from the parent; the copied attachments are named in its text, so the child's model
+    sees where to read them."""
+    if attached:
+        text += "\n\nAttached:" + "".join(f"\n- {a.name} ({a.mime_type}): {a.path}" for a in attached)
+    return {"text": text, "fromSessionId": sender, "attachments": [a.id for a in attached]}
 
 
 # ---- session_list_children ---------------------------------------------------------------------------
 
 
-class ChildrenInput(Arguments):
+class ChildrenInput(SessionFilters):
     session_id: SessionId | None = Field(default=None, description="The parent (a session of this agent).")
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
 
 
 class ChildrenOutput(WireModel):
@@ -113,7 +164,9 @@ class ChildrenOutput(WireModel):
 
 async def session_list_children(ctx: ToolContext, args: ChildrenInput) -> ChildrenOutput:
     parent = await scoped_session(ctx, args.session_id)
-    summaries = await _summaries(ctx, await sessions.list_children(ctx.tx, ctx.agent_id, parent.id, owner=ctx.owner))
+    children = await sessions.list_children(ctx.tx, ctx.agent_id, parent.id, owner=ctx.owner)
+    since = args.active_since()
+    summaries = [summary for summary in await _summaries(ctx, children) if args.wanted(summary, since)]
     sort_sessions(summaries)
     shown = summaries[: args.limit]
     return ChildrenOutput(parent_session_id=parent.id, count=len(shown), total=len(summaries), sessions=shown)
@@ -122,13 +175,15 @@ async def session_list_children(ctx: ToolContext, args: ChildrenInput) -> Childr
 # ---- session_run_child -------------------------------------------------------------------------------
 
 
-class RunChildInput(Arguments):
-    session_id: Annotated[
-        NonEmptyStr, Field(max_length=64, description="A direct child of the current session (session_delegate).")
-    ]
-    cycles: Annotated[int, Field(ge=1, le=MAX_CYCLES, description="Model turns to run at most (with sampling).")] = 3
+class ChildInput(Arguments):
+    session_id: Annotated[NonEmptyStr, Field(max_length=64, description="A direct child's id.")]
+    return_attachments: bool = Field(default=False, description="Copy its new attachments here.")
+
+
+class RunChildInput(ChildInput):
+    cycles: Annotated[int, Field(ge=1, le=MAX_CYCLES, description="Most model turns.")] = 3
     wait_seconds: Annotated[
-        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="Without sampling: how long to wait for progress.")
+        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="Without a model: wait this long for progress.")
     ] = 10
 
 
@@ -150,6 +205,7 @@ class RunChildOutput(WireModel):
     new_event_count: int
     attached_clients: int
     how_to_work: HowToWork | None
+    attachments: list[AttachmentRef]  # with returnAttachments: the child's new ones, copied to this session
 
 
 async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
@@ -164,15 +220,23 @@ async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
 
 async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOutput:
     child = await _direct_child(ctx, args.session_id)
+    return await _advance(ctx, child, args, cycles=args.cycles, wait_seconds=args.wait_seconds)
+
+
+async def _advance(
+    ctx: ToolContext, child: SessionRecord, args: ChildInput, *, cycles: int, wait_seconds: float
+) -> RunChildOutput:
+    """Run the child through a model where one is at hand, else hand it off and wait; then tell the parent."""
     async with ctx.runtime.db.read() as tx:
         before, _, _ = await events.session_event_stats(tx, child.id)
+        had = {a.id for a in await attachments.of_session(tx, child.id)}
     model = ctx.ports.child_model
     mode = model.mode if model.available() else "handoff"
     if mode == "handoff":
-        run = await _wait_for_progress(ctx, child, args)
+        run = await _wait_for_progress(ctx, child, wait_seconds)
     else:
         run = await run_session(
-            ctx.runtime, child.id, model, ctx.ports, owner=ctx.owner, cycles=args.cycles, transport=mode,
+            ctx.runtime, child.id, model, ctx.ports, owner=ctx.owner, cycles=cycles, transport=mode,
             started_by=ctx.session_id,
         )  # fmt: skip
     async with ctx.runtime.db.write() as tx:
@@ -195,6 +259,13 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
         attached = await sessions.open_wakes(tx, child.id)
         reader = dataclasses.replace(ctx, tx=tx)
         (summary,) = await _summaries(reader, [await sessions.get_session(tx, child.id)])
+        made = [a.id for a in await attachments.of_session(tx, child.id) if a.id not in had]
+        back = (
+            await _copy_all(reader, made, from_session=child.id, to_session=ctx.session_id)
+            if args.return_attachments
+            else []
+        )
+    ctx.touched.update(run.touched)
     return RunChildOutput(
         parent_session_id=ctx.session_id,
         child_session=summary,
@@ -207,6 +278,7 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
         new_event_count=new_events,
         attached_clients=attached,
         how_to_work=_how_to_work(child.id) if mode == "handoff" else None,
+        attachments=back,
     )
 
 
@@ -220,11 +292,11 @@ def _how_to_work(child_id: str) -> HowToWork:
     )
 
 
-async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunChildInput) -> SessionRun:
+async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, wait_seconds: float) -> SessionRun:
     """The hand-off: wait (bounded by the argument and the call's deadline) for an event another client adds."""
     async with ctx.runtime.db.read() as tx:
         _, _, start = await events.session_event_stats(tx, child.id)
-    limit = min(args.wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
+    limit = min(wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
     with anyio.move_on_after(limit):
         while True:
             async with ctx.runtime.db.read() as tx:
@@ -235,12 +307,41 @@ async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunCh
     return SessionRun(stop="no_progress")
 
 
+# ---- session_message_child ---------------------------------------------------------------------------
+
+
+class MessageChildInput(ChildInput):
+    message: Annotated[NonEmptyStr, Field(max_length=8000, description="The child's next message.")]
+    attachments: AttachmentIds = Field(default_factory=list)
+
+
+async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> RunChildOutput:
+    child = await _direct_child(ctx, args.session_id)
+    if child.status == "terminated":
+        raise ToolError(f"Child {child.id} is terminated; delegate a new one.")
+    async with ctx.runtime.db.write() as tx:
+        delegation = await delegations.get(tx, child.id)
+        answered = await events.window_events(tx, child.id, events.EventFilter(types=[ANSWER_EVENT], limit=1))
+        if delegation is not None and not delegation.resumable and answered:
+            raise ToolError(
+                f"Child {delegation.name} has answered and was not delegated resumable, so it takes no further "
+                "message; delegate a new child (resumable: true for one that does)."
+            )
+        writer = dataclasses.replace(ctx, tx=tx)
+        copied = await _copy_all(writer, args.attachments, from_session=ctx.session_id, to_session=child.id)
+        await events.append_event(
+            tx, child.id, None, "user.message", _message(args.message, ctx.session_id, copied),
+            summary=args.message[:200], processed=False,
+        )  # fmt: skip
+    # The model's own limits bound the run; without a model the message waits for the child's client.
+    return await _advance(ctx, child, args, cycles=MAX_CYCLES, wait_seconds=0)
+
+
 DEFINITIONS = (
     ToolDefinition(
         name="session_delegate",
         title="Delegate to a child session",
-        description="Create a child session of this agent seeded with a task (and an outcome or plan where "
-        "given); session_run_child advances it.",
+        description="Create a named child session seeded with a task, outcome and plan; session_run_child runs it.",
         input_model=DelegateInput,
         output_model=DelegateOutput,
         handler=session_delegate,
@@ -250,6 +351,7 @@ DEFINITIONS = (
             ToolExample(
                 description="A child with an outcome",
                 input={
+                    "name": "triage",
                     "task": "Summarise the open issues",
                     "title": "Issues summarised",
                     "successCriteria": ["covers all"],
@@ -260,17 +362,30 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list_children",
         title="List child sessions",
-        description="List the direct children of a session (default: the current one), with status and outcome.",
+        description="List a session's direct children (default: the current one's), filtered as session_list is.",
         input_model=ChildrenInput,
         output_model=ChildrenOutput,
         handler=session_list_children,
         effects=("session_read",),
     ),
     ToolDefinition(
+        name="session_message_child",
+        title="Message a child session",
+        description="Send a direct child its next message, then run it like session_run_child.",
+        input_model=MessageChildInput,
+        output_model=RunChildOutput,
+        handler=session_message_child,
+        effects=("session_write",),
+        read_only=False,
+        own_transactions=True,
+        interrupt_behavior="cancel",
+        timeout_seconds=600,
+    ),
+    ToolDefinition(
         name="session_run_child",
         title="Run a child session",
-        description="Advance a direct child a few bounded cycles through the client's model where it offers "
-        "sampling with tools; otherwise say how to attach a client to it and wait briefly for its progress.",
+        description="Run a direct child through a model (the configured one, or the client's by sampling); "
+        "without one, say how to attach a client and wait briefly.",
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,
