@@ -2,8 +2,8 @@
 every tool call through the executor in the session's own wake. A question for a person (an always-ask tool)
 cannot be shown here, so it waits out of band (`managed-tools approve`) and the run stops `requires_action`.
 
-`run_session_headless` is the one entry for every caller without a client: a due wake, a child's run from a
-parent whose client offers no model of its own goes through the tool (`session_run_child`) instead.
+`run_session_headless` is the entry for callers with no client at all (a due wake). A parent running its child
+goes through `session_run_child`, whose consent can still ask the parent's person on the call's stream.
 """
 
 from __future__ import annotations

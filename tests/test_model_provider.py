@@ -15,6 +15,9 @@ from conftest import ERAS, Connect, data, runtime_with
 from pydantic import SecretStr
 from scripted_model import ScriptedModel, Step, call, say, scripted_model
 from test_delegation import LAUNCH, child_events
+from test_http import client as http_client
+from test_http import serving
+from test_stdio import stdio_client
 
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.data_dir import locate_data_dir, workspace_root
@@ -278,3 +281,34 @@ async def test_no_model_and_no_sampling_keeps_the_hand_off(rt_plain: Runtime, co
 async def rt_plain(config: ServeConfig) -> AsyncIterator[Runtime]:
     async with runtime_with(config) as runtime:
         yield runtime
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_child_runs_headless_for_a_client_over_http(config: ServeConfig, mode: str) -> None:
+    async with (
+        scripted_model("openai", [call("session_get_snapshot", {}), say("Seen over HTTP.")]) as model,
+        serving(config.model_copy(update={"model": spec(model)})) as served,
+    ):
+        await with_key(served.runtime)
+        async with http_client(served, mode) as client:
+            child = await delegate(client)
+            ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
+    assert ran["mode"] == "model" and ran["response"] == "Seen over HTTP."
+    assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [("session_get_snapshot", "success")]
+
+
+async def test_a_child_runs_headless_for_a_client_over_stdio(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real command with a real config.json: the key reaches the server through the environment
+    (`variables.MODEL_KEY: {"env": ...}`), the vault reference resolving through config.json's variables."""
+    async with scripted_model("anthropic", [say("Seen over stdio.")]) as model:
+        place = locate_data_dir(workspace_root(workspace), None)
+        place.mkdir(parents=True, exist_ok=True)
+        entry = spec(model).model_dump(mode="json", by_alias=True)
+        document = {"models": {"default": entry}, "variables": {"MODEL_KEY": {"env": "TEST_MODEL_KEY"}}}
+        (place / "config.json").write_text(json.dumps(document))
+        monkeypatch.setenv("TEST_MODEL_KEY", KEY)
+        async with stdio_client(workspace, mode="auto") as client:
+            child = await delegate(client)
+            ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
+    assert ran["mode"] == "model" and ran["response"] == "Seen over stdio."
+    assert model.requests[0]["headers"]["x-api-key"] == KEY
