@@ -337,6 +337,15 @@ async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> Ru
     return await _advance(ctx, child, args, cycles=MAX_CYCLES, wait_seconds=0)
 
 
+# Both run a child: their own transactions (a run outlives many), cancelled with the call, bounded.
+RUNS_A_CHILD: dict[str, Any] = {
+    "effects": ("session_write",),
+    "read_only": False,
+    "own_transactions": True,
+    "interrupt_behavior": "cancel",
+    "timeout_seconds": 600,
+}
+
 DEFINITIONS = (
     ToolDefinition(
         name="session_delegate",
@@ -375,11 +384,7 @@ DEFINITIONS = (
         input_model=MessageChildInput,
         output_model=RunChildOutput,
         handler=session_message_child,
-        effects=("session_write",),
-        read_only=False,
-        own_transactions=True,
-        interrupt_behavior="cancel",
-        timeout_seconds=600,
+        **RUNS_A_CHILD,
     ),
     ToolDefinition(
         name="session_run_child",
@@ -389,10 +394,6 @@ DEFINITIONS = (
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,
-        effects=("session_write",),
-        read_only=False,
-        own_transactions=True,
-        interrupt_behavior="cancel",
-        timeout_seconds=600,
+        **RUNS_A_CHILD,
     ),
 )
