@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 from conftest import ERAS, Connect, data, runtime_with
+from mcp.client import ClientRequestContext
 from pydantic import SecretStr
 from scripted_model import ScriptedModel, Step, call, say, scripted_model
 from test_delegation import LAUNCH, child_events
@@ -312,3 +314,25 @@ async def test_a_child_runs_headless_for_a_client_over_stdio(workspace: Path, mo
             ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
     assert ran["mode"] == "model" and ran["response"] == "Seen over stdio."
     assert model.requests[0]["headers"]["x-api-key"] == KEY
+
+
+async def test_a_handshake_client_that_elicits_approves_the_childs_call_on_its_stream(
+    config: ServeConfig, connect: Connect
+) -> None:
+    asked: list[str] = []
+
+    async def person(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with (
+        scripted_model("openai", [call("launch_probe", {}), say("Launched.")]) as model,
+        runtime_with(config.model_copy(update={"model": spec(model)}), LAUNCH) as rt,
+    ):
+        await with_key(rt)
+        async with connect(rt, "legacy", elicitation_callback=person) as client:
+            child = await delegate(client)
+            ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
+        assert ran["mode"] == "model" and ran["loopStopReason"] == "idle" and ran["response"] == "Launched."
+        assert len(asked) == 1 and "launch_probe" in asked[0]
+        assert "probe.launched" in [e["type"] for e in await child_events(rt, child)]
