@@ -382,8 +382,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list",
         title="List sessions",
-        description="List this agent's sessions with status, relation and outcome posture, filtered by lineage, "
-        "activity, status or outcome.",
+        description="List this agent's sessions with status, relation and outcome posture; filter by lineage, "
+        "activity, status, outcome.",
         input_model=SessionListInput,
         output_model=SessionListOutput,
         handler=session_list,
