@@ -185,11 +185,6 @@ class Quiet:
         return None
 
 
-class NoSampler:
-    async def sample(self, prompt: str, *, max_tokens: int) -> str:
-        raise SamplingUnavailableError("No model can be sampled here.")
-
-
 class NoChildModel:
     mode: ChildMode = "sampling"
 
