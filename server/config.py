@@ -157,6 +157,18 @@ class QuotasConfig(BaseModel):
     token: Quota = Quota()
 
 
+class TelemetryConfig(BaseModel):
+    """config.json `telemetry` (server/otel.py): traces and metrics over OTLP/HTTP to `otlpEndpoint` (the collector's
+    base URL), and `/metrics` for Prometheus on HTTP. The standard OTEL_* environment turns them on as well."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")] | None = Field(
+        default=None, alias="otlpEndpoint"
+    )
+    prometheus: bool = False
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
@@ -188,6 +200,7 @@ class UserConfig(BaseModel):
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
     models: dict[VariableName, ModelProviderSpec] = Field(default_factory=dict)
 
@@ -283,6 +296,7 @@ class ServeConfig(BaseModel):
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
+    telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
     @field_validator("database")
@@ -359,6 +373,7 @@ class ServeConfig(BaseModel):
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             model=chosen(user.models),
             quotas=user.quotas,
+            telemetry=user.telemetry,
         )
 
     @property

@@ -8,6 +8,8 @@ goes through `session_run_child`, whose consent can still ask the parent's perso
 
 from __future__ import annotations
 
+import dataclasses
+
 from managed_tools.server.consent import OutOfBandConsent
 from managed_tools.stores import events, sessions
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime
@@ -47,3 +49,25 @@ async def run_session_headless(runtime: Runtime, session_id: str, message: str |
         transport="model",
         started_by=None,
     )
+
+
+class HeadlessRunFailed(Exception):
+    """The model could not finish the run (the provider failed, timed out, or a limit was reached)."""
+
+
+class ModelHeadless:
+    """The `HeadlessRun` port (`Runtime.headless`, what a due wake runs through) over the configured model."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime  # the runtime with the model, made before this port existed
+
+    async def __call__(self, session_id: str, owner: str, message: str) -> str:
+        """The session's answer; the owner is the session's own (run_session_headless reads it there)."""
+        runtime = dataclasses.replace(self._runtime, headless=self)  # so calls made in the run see the port too
+        run = await run_session_headless(runtime, session_id, message)
+        if run.stop == "model_error":
+            raise HeadlessRunFailed(run.response or "the model did not answer")
+        if run.stop == "requires_action":
+            requests = ", ".join(c.request_id for c in run.calls if c.request_id)
+            return f"Waiting for a person's approval (request {requests}): managed-tools approve, then wake it again."
+        return run.response or f"The run stopped ({run.stop}) without an answer."

@@ -19,6 +19,7 @@ from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs, state_root, user_config_home
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
+from managed_tools.server.headless import ModelHeadless
 from managed_tools.server.providers.provider import ConfiguredProvider
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
@@ -147,12 +148,13 @@ def skill_set(config: ServeConfig) -> SkillSet:
 
 
 def with_model(runtime: Runtime, config: ServeConfig, secrets: SecretLookup | None) -> Runtime:
-    """The runtime with config.json's model, if one is configured; its key resolves through the same vault as the
-    upstreams' `${vault:NAME}`."""
+    """The runtime with config.json's model, if one is configured (the catalogue's port, and the headless runs of
+    due wakes); its key resolves through the same vault as the upstreams' `${vault:NAME}`."""
     if config.model is None:
         return runtime
     lookup = secrets or functools.partial(variables.resolve, runtime, secret=True)
-    return dataclasses.replace(runtime, model_provider=ConfiguredProvider(config.model, lookup))
+    with_provider = dataclasses.replace(runtime, model_provider=ConfiguredProvider(config.model, lookup))
+    return dataclasses.replace(with_provider, headless=ModelHeadless(with_provider))
 
 
 @asynccontextmanager

@@ -20,10 +20,11 @@ from test_delegation import LAUNCH, child_events
 from test_http import client as http_client
 from test_http import serving
 from test_stdio import stdio_client
+from test_wakes import until_status
 
 from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.data_dir import locate_data_dir, workspace_root
-from managed_tools.server.headless import NoModelConfigured, run_session_headless
+from managed_tools.server.headless import ModelHeadless, NoModelConfigured, run_session_headless
 from managed_tools.server.providers.spec import ModelLimits, ModelProviderSpec
 from managed_tools.stores import approvals, sessions, vault
 from managed_tools.tools.framework.context import Runtime
@@ -336,3 +337,35 @@ async def test_a_handshake_client_that_elicits_approves_the_childs_call_on_its_s
         assert ran["mode"] == "model" and ran["loopStopReason"] == "idle" and ran["response"] == "Launched."
         assert len(asked) == 1 and "launch_probe" in asked[0]
         assert "probe.launched" in [e["type"] for e in await child_events(rt, child)]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_due_wake_runs_the_session_through_the_configured_model(
+    config: ServeConfig, connect: Connect, mode: str
+) -> None:
+    script = [call("session_get_snapshot", {}), say("CI is green.")]
+    async with (
+        scripted_model("anthropic", script) as model,
+        runtime_with(config.model_copy(update={"model": spec(model)})) as rt,
+    ):
+        assert isinstance(rt.headless, ModelHeadless)
+        await with_key(rt)
+        async with connect(rt, mode) as client:
+            await client.call_tool("session_schedule_wake", {"reason": "Check CI", "inSeconds": 1})
+            fired = await until_status(client, "fired")
+            found = data(await client.call_tool("session_get_events", {"types": ["agent.message", "wake.fired"]}))
+    assert fired["result"] == "CI is green."
+    assert [e["type"] for e in found["events"]] == ["agent.message", "wake.fired"]
+    assert "Scheduled wake: Check CI" in json.dumps(model.requests[0]["body"]["messages"])
+
+
+async def test_a_wake_whose_model_fails_records_why_without_the_key(config: ServeConfig, connect: Connect) -> None:
+    async with (
+        scripted_model("openai", [Step(status=503, error=f"overloaded for {KEY}")]) as model,
+        runtime_with(config.model_copy(update={"model": spec(model)})) as rt,
+    ):
+        await with_key(rt)
+        async with connect(rt) as client:
+            await client.call_tool("session_schedule_wake", {"reason": "Check CI", "inSeconds": 1})
+            failed = await until_status(client, "failed")
+    assert "HTTP 503" in failed["result"] and KEY not in failed["result"]

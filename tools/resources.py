@@ -117,6 +117,8 @@ VIEWS = {
                         "The setup contract the session ran under, with per-section fingerprints."),
     "children": View("session_list_children", "Children",
                      "The session's child sessions; a child delegated with implicit communication updates it."),
+    "wake_requests": View("session_list_wakes", "Scheduled wakes",
+                          "The session's scheduled wakes (queued, or due and waiting for a client), soonest first."),
 }  # fmt: skip
 assert VIEWS.keys() == set(SESSION_VIEWS.values())
 

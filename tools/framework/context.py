@@ -20,6 +20,7 @@ from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
+    HeadlessRun,
     ModelProvider,
     NoChildModel,
     NoVariableInput,
@@ -63,6 +64,7 @@ class Runtime:
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
+    headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
 @dataclass(frozen=True)

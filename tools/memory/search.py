@@ -52,9 +52,9 @@ class Hit(WireModel):
 
 
 class SearchArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
+    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" exact.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
-    lineage: Lineage | None = Field(default=None, description="Relation to the current session.")
+    lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
 
 class SearchOutput(WireModel):

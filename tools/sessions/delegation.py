@@ -40,7 +40,7 @@ POLL_SECONDS = 0.2
 MAX_ATTACHMENTS = 20
 AttachmentIds = Annotated[
     list[Annotated[str, Field(max_length=64)]],
-    Field(max_length=MAX_ATTACHMENTS, description="Attachment ids copied to the child."),
+    Field(max_length=MAX_ATTACHMENTS, description="Attachment ids to copy in."),
 ]
 
 
@@ -60,9 +60,7 @@ class DelegateInput(Arguments):
     parent_communication: ParentCommunication = Field(
         default="explicit", description="implicit: its completion is queued here."
     )
-    max_instances: Annotated[
-        int | None, Field(ge=1, le=100, description="Refuse past this many unfinished children.")
-    ] = None
+    max_instances: Annotated[int | None, Field(ge=1, le=100, description="Cap on unfinished children.")] = None
     attachments: AttachmentIds = Field(default_factory=list)
 
 
@@ -183,7 +181,7 @@ class ChildInput(Arguments):
 class RunChildInput(ChildInput):
     cycles: Annotated[int, Field(ge=1, le=MAX_CYCLES, description="Most model turns.")] = 3
     wait_seconds: Annotated[
-        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="Without a model: wait this long for progress.")
+        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="No model: wait this long for progress.")
     ] = 10
 
 
@@ -371,7 +369,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list_children",
         title="List child sessions",
-        description="List a session's direct children (default: the current one's), filtered as session_list is.",
+        description="List a session's direct children, filtered as session_list.",
         input_model=ChildrenInput,
         output_model=ChildrenOutput,
         handler=session_list_children,
@@ -389,8 +387,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_run_child",
         title="Run a child session",
-        description="Run a direct child through a model (the configured one, or the client's by sampling); "
-        "without one, say how to attach a client and wait briefly.",
+        description="Run a direct child through the configured model or the client's (sampling); else say how to "
+        "attach a client, and wait briefly.",
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,
