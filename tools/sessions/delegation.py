@@ -19,7 +19,7 @@ from pydantic import Field
 from managed_tools.stores import attachments, delegations, events, outcomes, plans, sessions
 from managed_tools.stores.delegations import ParentCommunication
 from managed_tools.stores.errors import StoreError
-from managed_tools.stores.sessions import SessionRecord
+from managed_tools.stores.sessions import SessionRecord, SessionStatus
 from managed_tools.tools.framework.attachments import AttachmentRef, copy
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
@@ -191,9 +191,10 @@ class HowToWork(WireModel):
     note: str
 
 
-class RunChildOutput(WireModel):
+class ChildRunReport(WireModel):
+    """What a call that advanced a child did (session_run_child, session_message_child)."""
+
     parent_session_id: str
-    child_session: SessionSummary
     mode: Literal["sampling", "model", "handoff"]
     executed_cycles: int
     loop_stop_reason: StopReason
@@ -204,6 +205,17 @@ class RunChildOutput(WireModel):
     attached_clients: int
     how_to_work: HowToWork | None
     attachments: list[AttachmentRef]  # with returnAttachments: the child's new ones, copied to this session
+
+
+class RunChildOutput(ChildRunReport):
+    child_session: SessionSummary
+
+
+class MessageChildOutput(ChildRunReport):
+    """The report without the child's whole summary (session_list_children has it): a smaller tools/list."""
+
+    child_session_id: str
+    child_status: SessionStatus
 
 
 async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
@@ -313,7 +325,7 @@ class MessageChildInput(ChildInput):
     attachments: AttachmentIds = Field(default_factory=list)
 
 
-async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> RunChildOutput:
+async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> MessageChildOutput:
     child = await _direct_child(ctx, args.session_id)
     if child.status == "terminated":
         raise ToolError(f"Child {child.id} is terminated; delegate a new one.")
@@ -332,7 +344,12 @@ async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> Ru
             summary=args.message[:200], processed=False,
         )  # fmt: skip
     # The model's own limits bound the run; without a model the message waits for the child's client.
-    return await _advance(ctx, child, args, cycles=MAX_CYCLES, wait_seconds=0)
+    ran = await _advance(ctx, child, args, cycles=MAX_CYCLES, wait_seconds=0)
+    return MessageChildOutput(
+        **ran.model_dump(exclude={"child_session"}),
+        child_session_id=ran.child_session.session_id,
+        child_status=ran.child_session.status,
+    )
 
 
 # Both run a child: their own transactions (a run outlives many), cancelled with the call, bounded.
@@ -380,7 +397,7 @@ DEFINITIONS = (
         title="Message a child session",
         description="Send a direct child its next message, then run it like session_run_child.",
         input_model=MessageChildInput,
-        output_model=RunChildOutput,
+        output_model=MessageChildOutput,
         handler=session_message_child,
         **RUNS_A_CHILD,
     ),
