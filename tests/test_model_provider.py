@@ -193,6 +193,20 @@ async def test_the_limits_end_a_run_that_keeps_calling(config: ServeConfig, conn
     assert ran["executedCycles"] == 2 and len(model.requests) == 2
 
 
+async def test_the_token_limit_ends_a_run_once_spent(config: ServeConfig, connect: Connect) -> None:
+    looping = [call("session_get_snapshot", {}) for _ in range(3)]  # each reply counts 120 tokens
+    async with (
+        scripted_model("openai", looping) as model,
+        runtime_with(config.model_copy(update={"model": spec(model, tokens=200)})) as rt,
+    ):
+        await with_key(rt)
+        async with connect(rt) as client:
+            child = await delegate(client)
+            ran = data(await client.call_tool("session_run_child", {"sessionId": child, "cycles": 10}))
+    assert ran["loopStopReason"] == "model_error" and "spent its 200 tokens (240 counted)" in ran["response"]
+    assert len(model.requests) == 2
+
+
 async def test_a_missing_key_says_how_to_set_it(config: ServeConfig, connect: Connect) -> None:
     async with (
         scripted_model("openai", [say("never")]) as model,
