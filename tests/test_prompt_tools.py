@@ -1,22 +1,22 @@
 """Prompts callable as tools (config.json `promptTools`, seed 000 §4): a real config file, a real runtime, a real
-client; the model provider is a small in-test one (the providers themselves are issue 26's), plugged into the
-runtime's port as a configured one would be."""
+client; where a model runs them, it is config.json `models`' own client talking to a real HTTP server that speaks
+the API from a script (tests/scripted_model.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Connect, data, error_text
+from scripted_model import ScriptedModel, Step, say, scripted_model
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import ConfigError
+from managed_tools.server.providers.spec import ModelProviderSpec
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.framework.budget import Budgets
-from managed_tools.tools.framework.ports import Completion, ModelProviderError, ModelRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -41,22 +41,6 @@ ANSWER = {
 }
 
 
-class Provider:
-    """A model provider as the port sees one: it records each request, answers, and reports what it spent."""
-
-    def __init__(self, *, fail: bool = False, spent: int = 40) -> None:
-        self.requests: list[ModelRequest] = []
-        self.fail = fail
-        self.spent = spent
-
-    async def complete(self, request: ModelRequest) -> Completion:
-        self.requests.append(request)
-        if self.fail:
-            raise ModelProviderError("the provider answered 503 (overloaded)")
-        return Completion(text=f"answer to: {request.prompt[:40]}", model="test-model", input_tokens=self.spent,
-                          output_tokens=10)  # fmt: skip
-
-
 def configured(workspace: Path, config: ServeConfig, document: dict[str, Any]) -> ServeConfig:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     (config.data_dir / "config.json").write_text(json.dumps(document))
@@ -78,7 +62,7 @@ async def test_a_prompt_is_a_tool_that_renders_its_template(prompts: ServeConfig
     assert schema["properties"]["strict"] == {"type": "boolean", "default": False}
     assert schema["properties"]["focus"]["enum"] == ["security", "style"] and schema["required"] == ["path"]
     assert rendered == {"prompt": "Review src/app.py for security. Be strict: false. At most 3 findings.",
-                        "ran": False, "model": None, "response": None, "error": None, "modelTokens": None}  # fmt: skip
+                        "ran": False, "response": None, "error": None, "modelTokens": None}  # fmt: skip
     assert strict["prompt"] == "Review a.py for style. Be strict: true. At most  findings."
 
 
@@ -94,51 +78,65 @@ async def test_arguments_are_typed(prompts: ServeConfig, connect: Connect) -> No
     assert "'speed' is not one of ['security', 'style']" in error_text(not_listed)
 
 
-async def test_with_a_provider_the_prompt_runs_and_its_tokens_count(prompts: ServeConfig, connect: Connect) -> None:
-    provider = Provider()
-    async with open_runtime(prompts) as opened:
-        runtime = dataclasses.replace(opened, model_provider=provider)
-        async with connect(runtime) as client:
-            ran = data(await client.call_tool("review_prompt", {"path": "src/app.py"}))
-            support = data(await client.call_tool("answer_as_support", {"team": "Acme", "question": "Refunds?"}))
-            assert support["ran"] and support["response"] == "answer to: Refunds?"
-            text_only = data(await client.call_tool("text_only", {"path": "x.py"}))
-            budget = data(await client.call_tool("session_get_snapshot", {"fields": ["budget"]}))["budget"]
-    assert ran["ran"] and ran["model"] == "test-model" and ran["modelTokens"] == 50
-    assert ran["response"] == "answer to: Review src/app.py for security. Be stric"
-    first, second = provider.requests
-    assert first.system is None and first.max_tokens == 1024
-    assert second.system == "You are Acme's support. Answer briefly." and second.prompt == "Refunds?"
-    assert second.max_tokens == 300
-    assert not text_only["ran"] and len(provider.requests) == 2
-    assert budget["used"]["tokens"] > 100  # the two runs' 50 tokens each, and the calls' own text
+def with_model(config: ServeConfig, model: ScriptedModel) -> ServeConfig:
+    """The configured model (config.json `models`) pointing at the scripted one, a key-less local server."""
+    spec = ModelProviderSpec(api=model.api, url=model.url, model="scripted-1", key=None)
+    return config.model_copy(update={"model": spec})
+
+
+def messages(model: ScriptedModel, n: int) -> list[dict[str, Any]]:
+    return list(model.requests[n]["body"]["messages"])
+
+
+async def test_with_a_model_the_prompt_runs_and_its_tokens_count(prompts: ServeConfig, connect: Connect) -> None:
+    script = [say("Two findings."), say("Refunds take 5 days.")]
+    async with (
+        scripted_model("openai", script) as model,
+        open_runtime(with_model(prompts, model)) as runtime,
+        connect(runtime) as client,
+    ):
+        ran = data(await client.call_tool("review_prompt", {"path": "src/app.py"}))
+        support = data(await client.call_tool("answer_as_support", {"team": "Acme", "question": "Refunds?"}))
+        text_only = data(await client.call_tool("text_only", {"path": "x.py"}))
+        budget = data(await client.call_tool("session_get_snapshot", {"fields": ["budget"]}))["budget"]
+    assert ran == {"prompt": "Review src/app.py for security. Be strict: false. At most  findings.", "ran": True,
+                   "response": "Two findings.", "error": None, "modelTokens": 120}  # fmt: skip
+    assert support["response"] == "Refunds take 5 days." and support["modelTokens"] == 120
+    assert messages(model, 0)[1] == {"role": "user", "content": ran["prompt"]}
+    assert model.requests[0]["body"]["max_tokens"] == 1024 and "tools" not in model.requests[0]["body"]
+    assert messages(model, 1) == [{"role": "system", "content": "You are Acme's support. Answer briefly."},
+                                  {"role": "user", "content": "Refunds?"}]  # fmt: skip
+    assert model.requests[1]["body"]["max_tokens"] == 300
+    assert not text_only["ran"] and len(model.requests) == 2
+    assert budget["used"]["tokens"] > 240  # the two runs' 120 tokens each, and the calls' own text
 
 
 async def test_the_budget_caps_and_refuses_a_run(prompts: ServeConfig, connect: Connect) -> None:
-    provider = Provider(spent=400)
-    async with open_runtime(prompts) as opened:
-        runtime = dataclasses.replace(
-            opened, model_provider=provider, budgets=Budgets.model_validate({"perCall": {"tokens": 300}})
-        )
-        async with connect(runtime) as client:
-            over = await client.call_tool("review_prompt", {"path": "src/app.py"})
-    assert provider.requests[0].max_tokens == 300  # capped to what the call may spend
-    assert "a model spent 410 tokens for this call, 110 over its budget" in error_text(over)
+    limited = prompts.model_copy(update={"budgets": Budgets.model_validate({"perCall": {"tokens": 100}})})
+    async with (
+        scripted_model("anthropic", [say("Fine.")]) as model,
+        open_runtime(with_model(limited, model)) as runtime,
+        connect(runtime) as client,
+    ):
+        over = await client.call_tool("review_prompt", {"path": "src/app.py"})
+    assert model.requests[0]["body"]["max_tokens"] == 100  # capped to what the call may spend
+    assert "a model spent 120 tokens for this call, 20 over its budget" in error_text(over)
     assert (over.meta or {})["managed-tools/error"] == {"kind": "budget", "status": "blocked"}
 
 
-async def test_a_provider_failure(workspace: Path, config: ServeConfig, connect: Connect) -> None:
-    document = {"promptTools": [REVIEW, {**REVIEW, "name": "review_soft", "includeErrors": True,
-                                         "includeTextResponse": False}]}  # fmt: skip
-    async with open_runtime(configured(workspace, config, document)) as opened:
-        runtime = dataclasses.replace(opened, model_provider=Provider(fail=True))
-        async with connect(runtime) as client:
-            failed = await client.call_tool("review_prompt", {"path": "a.py"})
-            soft = data(await client.call_tool("review_soft", {"path": "a.py"}))
-    assert (
-        error_text(failed) == "The model provider could not run review_prompt: the provider answered 503 (overloaded)"
-    )
-    assert soft["error"] == "the provider answered 503 (overloaded)" and not soft["ran"] and soft["response"] is None
+async def test_a_model_failure(workspace: Path, config: ServeConfig, connect: Connect) -> None:
+    document = {"promptTools": [REVIEW, {**REVIEW, "name": "review_soft", "includeErrors": True}]}
+    failing = [Step(status=503, error="overloaded"), Step(status=503, error="overloaded")]
+    async with (
+        scripted_model("openai", failing) as model,
+        open_runtime(with_model(configured(workspace, config, document), model)) as runtime,
+        connect(runtime) as client,
+    ):
+        failed = await client.call_tool("review_prompt", {"path": "a.py"})
+        soft = data(await client.call_tool("review_soft", {"path": "a.py"}))
+    said = "the model provider answered HTTP 503: overloaded"
+    assert error_text(failed) == f"The model could not run review_prompt: {said}"
+    assert soft["error"] == said and not soft["ran"] and soft["response"] is None
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ class DescribeSetupInput(SetupInput):
     sections: Annotated[
         list[SectionName] | None,
         BeforeValidator(one_of(SECTIONS, "section")),
-        Field(description="Only these sections (default: all)."),
+        Field(description="Only these sections."),
     ] = None
 
 
@@ -133,7 +133,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="agent_describe_setup",
         title="Describe the agent setup",
-        description="Read the setup contract a session of this agent ran under, by section, with fingerprints.",
+        description="The setup contract a session of this agent ran under, by section, with fingerprints.",
         input_model=DescribeSetupInput,
         output_model=DescribeSetupOutput,
         handler=agent_describe_setup,
@@ -142,8 +142,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="agent_compare_setup",
         title="Compare agent setups",
-        description="Compare this session's setup with another session of this agent before reusing its work: "
-        "which sections and tools changed.",
+        description="Compare this session's setup with another of this agent's before reusing its work: which "
+        "sections and tools changed.",
         input_model=SetupInput,
         output_model=CompareSetupOutput,
         handler=agent_compare_setup,

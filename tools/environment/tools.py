@@ -76,8 +76,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="environment_describe",
         title="Describe the environment",
-        description="Describe this server's environment: agent, mounted resources (virtual paths and access) and "
-        "setup fingerprints.",
+        description="This server's environment: agent, mounts (virtual paths, access), confinement, setup "
+        "fingerprints.",
         input_model=EnvironmentInput,
         output_model=EnvironmentOutput,
         handler=environment_describe,

@@ -64,7 +64,7 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/budget.py)
-    # A model the server runs itself (prompt tools run their prompt on it); None unless one is configured.
+    # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 

@@ -2,8 +2,9 @@
 
 A prompt configured in config.json `promptTools` is published as a tool whose arguments are the prompt's typed
 arguments. A call renders the template with them (`{{name}}` placeholders) and returns the text, so the calling
-model can follow it; where a model provider is configured (`Runtime.model_provider`) and the prompt says `run`, the
-rendered prompt runs on that model and its answer comes back too, its tokens counted against the call's budget.
+model can follow it; where the operator configured a model (config.json `models`, `Runtime.model_provider`) and
+the prompt says `run`, the rendered prompt runs on that model as one turn without tools, and its answer comes back
+too, the tokens the provider counted charged to the call's budget.
 
 From `SubpromptConfig`: `name`; `includeTextResponse` (the model's text in the result, default true);
 `includeErrors` (a provider's failure as a field of a successful result instead of an error result, default
@@ -26,13 +27,15 @@ from managed_tools.tools.framework.custom import schema_model
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError, ToolError
 from managed_tools.tools.framework.models import Arguments, WireModel
-from managed_tools.tools.framework.ports import ModelProviderError, ModelRequest
+from managed_tools.tools.framework.ports import ModelTurn, SamplingUnavailableError
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 ArgumentName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 MAX_TEMPLATE_CHARS = 20_000
 DEFAULT_MAX_TOKENS = 1024
 PROMPT_TIMEOUT_SECONDS = 300.0  # a provider's turn
+SYSTEM = "Follow the user's message."  # the system text when the rendered prompt is the user's message
+MAX_ERROR_CHARS = 300
 
 
 class PromptArgument(BaseModel):
@@ -90,7 +93,6 @@ class PromptToolSpec(BaseModel):
 class PromptOutput(WireModel):
     prompt: str = Field(description="The rendered template (the system text when a user message was sent).")
     ran: bool = Field(description="Whether a model provider ran it; else follow the prompt yourself.")
-    model: str | None = None
     response: str | None = None
     error: str | None = None
     model_tokens: int | None = None
@@ -143,7 +145,7 @@ def prompt_tool(spec: PromptToolSpec) -> ToolDefinition:
 
 
 async def run(ctx: ToolContext, spec: PromptToolSpec, values: dict[str, Any]) -> PromptOutput:
-    """Render, and run on the provider where there is one and the prompt says so."""
+    """Render, and run on the configured model where there is one and the prompt says so."""
     user = spec.init_user_message_property
     rendered = render(spec.template, values)
     provider = ctx.runtime.model_provider
@@ -153,20 +155,20 @@ async def run(ctx: ToolContext, spec: PromptToolSpec, values: dict[str, Any]) ->
     if left is not None and left <= 0:
         raise BudgetExceededError("no tokens are left in its budget to run the prompt on the model")
     max_tokens = spec.max_tokens if left is None else min(spec.max_tokens, left)
-    message = str(values.get(user) or "") if user is not None else rendered
-    request = ModelRequest(system=rendered if user is not None else None, prompt=message, max_tokens=max_tokens)
+    system, message = (rendered, str(values.get(user) or "")) if user is not None else (SYSTEM, rendered)
+    model = provider.child_model(lambda _session, _wake: ctx.ports.consent)  # a turn without tools asks nobody
     try:
-        completion = await provider.complete(request)
-    except ModelProviderError as exc:
+        turn = await model.turn(system, [ModelTurn(role="user", text=message)], [], max_tokens=max_tokens)
+        if turn.refused:
+            raise SamplingUnavailableError(f"the model declined: {turn.text[:MAX_ERROR_CHARS]}")
+    except SamplingUnavailableError as exc:
         if not spec.include_errors:
-            raise ToolError(f"The model provider could not run {spec.name}: {exc}") from None
+            raise ToolError(f"The model could not run {spec.name}: {exc}") from None
         return PromptOutput(prompt=rendered, ran=False, error=str(exc))
-    spent = completion.input_tokens + completion.output_tokens
-    ctx.budget.charge(spent)
+    ctx.budget.charge(turn.tokens)
     return PromptOutput(
         prompt=rendered,
         ran=True,
-        model=completion.model,
-        response=completion.text if spec.include_text_response else None,
-        model_tokens=spent,
+        response=turn.text if spec.include_text_response else None,
+        model_tokens=turn.tokens,
     )

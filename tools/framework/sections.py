@@ -18,7 +18,7 @@ from pydantic_core import core_schema as cs
 from managed_tools.tools.framework.models import WireModel
 
 # The argument that names the parts of a Partial result wanted: published without an enum (the error lists them).
-PART_NAMES = Field(description="Only these top-level fields (default: all).")
+PART_NAMES = Field(description="Only these top-level fields.")
 
 
 class Partial(WireModel):
