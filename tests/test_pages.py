@@ -469,10 +469,15 @@ async def test_one_requests_token_cannot_answer_another(pages: Pages) -> None:
 
 
 @asynccontextmanager
-async def foreign_site(target: str) -> AsyncIterator[str]:
-    """Another page on localhost (another port, so another origin) that tries to read and answer `target`."""
+async def foreign_site(target: str, fields: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Another page on localhost (another port, so another origin) that tries to read and answer `target`, with a
+    form of `fields` (by default an approval with a guessed CSRF token)."""
+    inputs = "".join(
+        f'<input name="{name}" value="{value}">'
+        for name, value in (fields or {"decision": "approve", "csrf": "guess"}).items()
+    )
     body = f"""<!doctype html><title>evil</title><form id="f" method="post" action="{target}">
-<input name="decision" value="approve"><input name="csrf" value="guess"></form><script>
+{inputs}</form><script>
 fetch("{target}").then(r => r.text()).then(t => document.title = "read " + t.length)
   .catch(e => document.title = "blocked " + e.name);
 fetch("{target}", {{method: "POST", mode: "no-cors", body: new URLSearchParams({{decision: "approve"}})}});
