@@ -8,6 +8,8 @@ import base64
 import hashlib
 from html import escape
 
+from managed_tools.server.pages import html
+
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#16181d;background:#f6f7f9}
 header{display:flex;align-items:center;gap:1rem;padding:.6rem 1.2rem;background:#1d2330;color:#fff}
@@ -189,17 +191,12 @@ def _hash(text: str) -> str:
     return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
-HEADERS = {
+# The approval pages' headers, with a CSP that allows this page's one script and the requests it makes home.
+HEADERS = html.HEADERS | {
     "Content-Security-Policy": (
         f"default-src 'none'; script-src 'sha256-{_hash(SCRIPT)}'; style-src 'sha256-{_hash(CSS)}'; "
         "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
     ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
 }
 
 
