@@ -78,6 +78,7 @@ SLOW_MODULES = {
     "test_upstream": "an upstream MCP server process per test",
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
+    "test_http_quotas": "a server per test, over HTTP",
     "test_approval_cli": "a CLI process per case",
     "test_views_cli": "a CLI process per case",
 }
