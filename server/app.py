@@ -15,6 +15,7 @@ from mcp.server.subscriptions import ListenHandler
 from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server.approval_card import CARD_TOOL, CARD_TOOL_DEFINITION, ApprovalCards
 from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
@@ -164,6 +165,13 @@ class PublishedTools:
         return entry[1].input_schema
 
 
+def _offers_cards(ctx: ServerRequestContext[Attachments], principal: Principal, pages: Pages | None) -> bool:
+    """A paused call's result points at its approval card for a client that shows MCP Apps and may relay a
+    person's answer (server/approval_card.py)."""
+    page_only = pages is not None and pages.for_approvals
+    return ApprovalCards.shown_by(ctx) and principal.answers_approvals and not page_only
+
+
 def build_server(
     runtime: Runtime,
     *,
@@ -202,6 +210,7 @@ def build_server(
     library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
     served = Resources(runtime, library, notifier)
+    cards = ApprovalCards(runtime.db)
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
@@ -225,7 +234,8 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx.session)
-        return types.ListToolsResult(tools=catalogue.listed(current_principal()))
+        listed = catalogue.listed(current_principal())
+        return types.ListToolsResult(tools=[*listed, CARD_TOOL_DEFINITION] if cards.shown_by(ctx) else listed)
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -235,6 +245,8 @@ def build_server(
         if refused is not None:
             return to_call_result(CallResult("error", refused, error_kind="quota_exceeded"))
         attachment = await ctx.lifespan_context.resolve(ctx)
+        if params.name == CARD_TOOL and cards.shown_by(ctx) and principal.answers_approvals:
+            return await cards.answer(params.arguments, attachment.session_id)
         consent = CallConsent(
             runtime,
             attachment,
@@ -269,6 +281,8 @@ def build_server(
             pending = consent.input_required or variables.input_required
             if pending is not None:
                 return pending
+        if result.error_kind == "permission" and result.action_required and _offers_cards(ctx, principal, pages):
+            return cards.offer(to_call_result(result), result.action_required)
         return to_call_result(result)
 
     async def set_logging_level(
@@ -289,7 +303,7 @@ def build_server(
         on_call_tool=call_tool,
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,
-        on_read_resource=served.read_resource,
+        on_read_resource=cards.in_front_of(served.read_resource),
         on_subscribe_resource=served.subscribe,
         on_unsubscribe_resource=served.unsubscribe,
         on_subscriptions_listen=served.guarded(ListenHandler(notifier.bus)),

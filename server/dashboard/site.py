@@ -19,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from managed_tools.server.bound_answers import Decision
 from managed_tools.server.dashboard import page
-from managed_tools.server.dashboard.board import Dashboard, Decision, pending_views
+from managed_tools.server.dashboard.board import Dashboard, pending_views
 from managed_tools.server.pages.site import foreign_post, read_form
 from managed_tools.stores import overview
 from managed_tools.stores.overview import VersionStore
@@ -69,7 +70,7 @@ class DashboardSite:
     async def _state(self) -> Response:
         async with self._board.db.read() as tx:
             body: dict[str, Any] = {
-                "approvals": await pending_views(tx, self._board.answer_token),
+                "approvals": await pending_views(tx, self._board.answers.token),
                 "sessions": [s.model_dump() for s in await overview.sessions(tx)],
                 "events": [e.model_dump() for e in await overview.recent_events(tx)],
                 "lastSeq": await overview.last_seq(tx),
