@@ -8,7 +8,6 @@ With MANAGED_TOOLS_SCREENSHOTS=docs/images the test saves docs/images/approval-c
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,10 @@ from mcp import Client, MCPError
 from mcp.client import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp_types import CallToolResult, TextResourceContents
-from test_pages import CHROMIUM, CHROMIUM_ARGS, browser_test
+from test_pages import browser_test
 
 from managed_tools.server.app import build_server
 from managed_tools.server.approval_card import CARD_TOOL
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
 from managed_tools.tools.framework.context import Runtime
 
@@ -56,31 +53,8 @@ window.addEventListener("message", async (event) => {
 </script></body>"""
 
 
-@pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
-
-
-@pytest.fixture
-async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
-    async with open_runtime(config) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-async def record_of(rt: Runtime, request_id: str) -> approvals.ApprovalRecord:
-    async with rt.db.read() as tx:
+async def record_of(probe_rt: Runtime, request_id: str) -> approvals.ApprovalRecord:
+    async with probe_rt.db.read() as tx:
         return await approvals.get(tx, request_id)
 
 
@@ -98,27 +72,27 @@ async def card_of(client: Client, uri: str) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_paused_call_offers_its_card_only_to_an_apps_host(rt: Runtime, mode: str) -> None:
-    async with Client(build_server(rt, transport="memory"), mode=mode) as plain:
+async def test_a_paused_call_offers_its_card_only_to_an_apps_host(probe_rt: Runtime, mode: str) -> None:
+    async with Client(build_server(probe_rt, transport="memory"), mode=mode) as plain:
         assert CARD_TOOL not in [t.name for t in (await plain.list_tools()).tools]
         result = await plain.call_tool("probe_danger", {"label": "plain"})
         assert "needs a person's approval" in error_text(result) and "ui" not in (result.meta or {})
         refused = await plain.call_tool(CARD_TOOL, {"requestId": "x", "token": "y", "decision": "approve"})
         assert "Unknown tool" in error_text(refused) or "unknown" in error_text(refused).lower()
-    async with Client(build_server(rt, transport="memory"), mode=mode, extensions=[APPS]) as host:
+    async with Client(build_server(probe_rt, transport="memory"), mode=mode, extensions=[APPS]) as host:
         [card_tool] = [t for t in (await host.list_tools()).tools if t.name == CARD_TOOL]
         assert card_tool.meta == {"ui": {"visibility": ["app"]}}  # never shown to the model
         result = await host.call_tool("probe_danger", {"label": "card", "count": 3})
         uri = card_uri(result)
         html = await card_of(host, uri)
-        record = await record_of(rt, uri.rsplit("/", 1)[1])
+        record = await record_of(probe_rt, uri.rsplit("/", 1)[1])
         assert f'<pre id="action">{escape(record.question)}</pre>' in html  # the question whole, as text
         assert "This adds 3 row(s) labelled &#x27;card&#x27;" in html and "<script>" in html
         assert "default-src 'none'" in html and " src=" not in html
 
 
-async def test_the_cards_answer_is_bound_to_its_request_and_session_and_taken_once(rt: Runtime) -> None:
-    server = build_server(rt, transport="memory")
+async def test_the_cards_answer_is_bound_to_its_request_and_session_and_taken_once(probe_rt: Runtime) -> None:
+    server = build_server(probe_rt, transport="memory")
     async with Client(server, extensions=[APPS]) as host, Client(server, extensions=[APPS]) as other:
         first = card_uri(await host.call_tool("probe_danger", {"label": "first"}))
         second = card_uri(await host.call_tool("probe_danger", {"label": "second"}))
@@ -140,19 +114,19 @@ async def test_the_cards_answer_is_bound_to_its_request_and_session_and_taken_on
         ran = await host.call_tool("probe_danger", {"label": "first"})
         assert data(ran) == {"rows": 1}
         assert "approved" in await card_of(host, first) or "consumed" in await card_of(host, first)
-    assert (await record_of(rt, first_id)).decided_by == "card"
-    assert (await record_of(rt, second_id)).status == "pending"
+    assert (await record_of(probe_rt, first_id)).decided_by == "card"
+    assert (await record_of(probe_rt, second_id)).status == "pending"
 
 
 @browser_test
 async def test_the_card_in_chromium_shows_the_exact_command_and_answers_once(
-    rt: Runtime, browser: Any, workspace: Path
+    probe_rt: Runtime, browser: Any, workspace: Path
 ) -> None:
     (workspace / "build").mkdir()
-    async with Client(build_server(rt, transport="memory"), extensions=[APPS]) as client:
+    async with Client(build_server(probe_rt, transport="memory"), extensions=[APPS]) as client:
         paused = await client.call_tool("shell_run", {"command": COMMAND})
         uri = card_uri(paused)
-        record = await record_of(rt, uri.rsplit("/", 1)[1])
+        record = await record_of(probe_rt, uri.rsplit("/", 1)[1])
         html = await card_of(client, uri)
         tab = await browser.new_page(viewport={"width": 800, "height": 460})
         problems: list[str] = []
@@ -174,7 +148,7 @@ async def test_the_card_in_chromium_shows_the_exact_command_and_answers_once(
         await card.locator("#approve").click()
         await card.locator("#outcome.ok").wait_for()
         assert "Approved shell_run" in await card.locator("#outcome").inner_text()
-        assert (await record_of(rt, record.id)).decided_by == "card"
+        assert (await record_of(probe_rt, record.id)).decided_by == "card"
         # The same card again (a stale copy, its token already used): refused, and nothing changes.
         await tab.evaluate("(html) => window.show(html)", html)
         await tab.frame_locator("#card").locator("#deny").click()
@@ -185,4 +159,4 @@ async def test_the_card_in_chromium_shows_the_exact_command_and_answers_once(
         assert problems == []  # the card's own CSP allowed its script and style
         again = await client.call_tool("shell_run", {"command": COMMAND})
     assert not again.is_error and not (workspace / "build").exists()  # approved once: it ran once, as shown
-    assert (await record_of(rt, record.id)).status == "consumed"
+    assert (await record_of(probe_rt, record.id)).status == "consumed"

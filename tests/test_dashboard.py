@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,10 @@ import pytest
 from conftest import data, error_text
 from mcp import Client
 from mcp.client import ClientRequestContext
-from test_pages import CHROMIUM, CHROMIUM_ARGS, browser_test, foreign_site
+from test_pages import browser_test, foreign_site
 
 from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
 from managed_tools.tools.framework.context import Runtime
 
@@ -37,21 +36,10 @@ URL = re.compile(r"managed-tools dashboard: (http://127\.0\.0\.1:\d+/d/[A-Za-z0-
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
-
-
-@pytest.fixture
-async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
-    async with open_runtime(config) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-def dashboard(rt: Runtime, config: ServeConfig) -> Iterator[str]:
+def dashboard(probe_rt: Runtime, probe_config: ServeConfig) -> Iterator[str]:
     """`managed-tools dashboard` in its own process, on the runtime's state; its URL."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    args = ["--workspace", str(config.workspace), "--data-dir", str(config.data_dir)]
+    args = ["--workspace", str(probe_config.workspace), "--data-dir", str(probe_config.data_dir)]
     process = subprocess.Popen(
         [sys.executable, "-m", "managed_tools.server", "dashboard", *args],
         stdout=subprocess.PIPE,
@@ -68,18 +56,6 @@ def dashboard(rt: Runtime, config: ServeConfig) -> Iterator[str]:
     finally:
         process.terminate()
         assert process.wait(10) == 0
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def opened(browser: Any, url: str) -> Any:
@@ -100,8 +76,8 @@ async def screenshot(tab: Any, name: str) -> None:
         await tab.screenshot(path=str(TESTS.parent / folder / name), full_page=True)
 
 
-async def requests_of(rt: Runtime) -> list[approvals.ApprovalRecord]:
-    async with rt.db.read() as tx:
+async def requests_of(probe_rt: Runtime) -> list[approvals.ApprovalRecord]:
+    async with probe_rt.db.read() as tx:
         return [approvals._record(r) for r in await tx.fetchall("SELECT * FROM approvals ORDER BY requested_at")]
 
 
@@ -114,10 +90,10 @@ class Unanswered:
 
 
 @browser_test
-async def test_it_renders_and_follows_the_calls_live(rt: Runtime, dashboard: str, browser: Any) -> None:
+async def test_it_renders_and_follows_the_calls_live(probe_rt: Runtime, dashboard: str, browser: Any) -> None:
     tab = await opened(browser, dashboard)
     assert await tab.inner_text("#approvals") == "No call is waiting for a person."
-    async with Client(build_server(rt, transport="memory")) as client:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
         await client.call_tool("probe_plain", {"label": "live", "count": 1})
         await tab.wait_for_selector("#events li:has-text('probe_plain: success')", timeout=10_000)
         first = "first line\nsecond line"
@@ -134,10 +110,12 @@ async def test_it_renders_and_follows_the_calls_live(rt: Runtime, dashboard: str
 
 
 @browser_test
-async def test_approving_on_the_dashboard_unblocks_a_paused_call(rt: Runtime, dashboard: str, browser: Any) -> None:
+async def test_approving_on_the_dashboard_unblocks_a_paused_call(
+    probe_rt: Runtime, dashboard: str, browser: Any
+) -> None:
     """A handshake-era client asked its person, who answers at the dashboard (another process) instead."""
     tab = await opened(browser, dashboard)
-    server = build_server(rt, transport="memory", approval_wait_seconds=60)
+    server = build_server(probe_rt, transport="memory", approval_wait_seconds=60)
     result: list[types.CallToolResult] = []
     returned = anyio.Event()
     async with (
@@ -151,7 +129,7 @@ async def test_approving_on_the_dashboard_unblocks_a_paused_call(rt: Runtime, da
 
         tg.start_soon(call)
         await tab.wait_for_selector(".card", timeout=10_000)
-        [record] = await requests_of(rt)
+        [record] = await requests_of(probe_rt)
         assert await tab.inner_text(".card pre.what") == record.question  # exactly what runs
         assert "This adds 2 row(s) labelled 'from the dashboard'" in record.question
         await screenshot(tab, "dashboard.png")
@@ -159,17 +137,17 @@ async def test_approving_on_the_dashboard_unblocks_a_paused_call(rt: Runtime, da
         with anyio.fail_after(10):  # the client's own question is still open: the dashboard's answer ends it
             await returned.wait()
     assert data(result[0]) == {"rows": 2}
-    [record] = await requests_of(rt)
+    [record] = await requests_of(probe_rt)
     assert record.status == "consumed" and record.decided_by == "dashboard"
     await tab.wait_for_selector("#approvals .empty")
 
 
 @browser_test
 async def test_a_client_without_elicitation_retries_after_the_dashboard_approves(
-    rt: Runtime, dashboard: str, browser: Any
+    probe_rt: Runtime, dashboard: str, browser: Any
 ) -> None:
     tab = await opened(browser, dashboard)
-    async with Client(build_server(rt, transport="memory")) as client:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
         waiting = await client.call_tool("probe_danger", {"label": "later"})
         assert "needs a person's approval" in error_text(waiting)
         await tab.wait_for_selector(".card")
@@ -185,9 +163,11 @@ async def test_a_client_without_elicitation_retries_after_the_dashboard_approves
 
 
 @browser_test
-async def test_a_foreign_origin_and_a_reused_answer_are_refused(rt: Runtime, dashboard: str, browser: Any) -> None:
+async def test_a_foreign_origin_and_a_reused_answer_are_refused(
+    probe_rt: Runtime, dashboard: str, browser: Any
+) -> None:
     tab = await opened(browser, dashboard)
-    async with Client(build_server(rt, transport="memory")) as client:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
         await client.call_tool("probe_danger", {"label": "guarded"})
     await tab.wait_for_selector(".card")
     state = await tab.evaluate("fetch('state').then(r => r.json())")
@@ -206,7 +186,7 @@ async def test_a_foreign_origin_and_a_reused_answer_are_refused(rt: Runtime, das
             await other.evaluate("document.getElementById('f').submit()")
         refused = await navigated.value
         assert refused.status == 403 and "only from the page itself" in await refused.text()
-    [record] = await requests_of(rt)
+    [record] = await requests_of(probe_rt)
     assert record.status == "pending"
     await tab.click(".card button[data-decision='approve']")
     await tab.wait_for_selector("#answered:has-text('Approved probe_danger')")
@@ -216,15 +196,15 @@ async def test_a_foreign_origin_and_a_reused_answer_are_refused(rt: Runtime, das
         fields | {"decision": "deny"},
     )
     assert replay[0] == 410 and "an answer works once" in replay[1]
-    [record] = await requests_of(rt)
+    [record] = await requests_of(probe_rt)
     assert record.status == "approved" and record.decided_by == "dashboard"
     assert [p for p in tab.problems if "410 (Gone)" not in p] == []  # the refused replay's, and no CSP violation
 
 
-async def test_the_address_the_tokens_and_the_headers(rt: Runtime, dashboard: str) -> None:
+async def test_the_address_the_tokens_and_the_headers(probe_rt: Runtime, dashboard: str) -> None:
     """Without a browser: a wrong Host (DNS rebinding), a wrong dashboard token, a missing CSRF token, another
     request's answer token, and the strict headers on everything."""
-    async with Client(build_server(rt, transport="memory")) as client:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
         for label in ("one", "two"):
             await client.call_tool("probe_danger", {"label": label})
     origin = dashboard.split("/d/", maxsplit=1)[0]
@@ -252,17 +232,17 @@ async def test_the_address_the_tokens_and_the_headers(rt: Runtime, dashboard: st
         assert "access-control-allow-origin" not in right.headers
         bad_version = await http.get(dashboard + "diff", params={"store": "memory", "id": "../../etc"})
         assert bad_version.status_code == 400
-    statuses = {r.id: r.status for r in await requests_of(rt)}
+    statuses = {r.id: r.status for r in await requests_of(probe_rt)}
     assert statuses == {one["id"]: "approved", two["id"]: "pending"}
 
 
-async def test_the_event_stream_resumes_after_the_last_event_it_sent(rt: Runtime, dashboard: str) -> None:
-    async with Client(build_server(rt, transport="memory")) as client:
+async def test_the_event_stream_resumes_after_the_last_event_it_sent(probe_rt: Runtime, dashboard: str) -> None:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
         await client.call_tool("probe_plain", {"label": "before"})
     async with httpx2.AsyncClient() as http:
         state = (await http.get(dashboard + "state")).json()
         last = state["lastSeq"]
-        async with Client(build_server(rt, transport="memory")) as client:
+        async with Client(build_server(probe_rt, transport="memory")) as client:
             await client.call_tool("probe_plain", {"label": "after"})
         seen: list[str] = []
         with anyio.fail_after(10):
