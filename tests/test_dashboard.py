@@ -8,7 +8,9 @@ approval) and docs/images/dashboard-live.png (after a few calls)."""
 from __future__ import annotations
 
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ from managed_tools.tools.framework.context import Runtime
 pytestmark = pytest.mark.anyio
 
 TESTS = Path(__file__).resolve().parent
+URL_SAID = re.compile(r"managed-tools: dashboard at (http://127\.0\.0\.1:\d+/d/[A-Za-z0-9_-]{43}/)")
 URL = re.compile(r"managed-tools dashboard: (http://127\.0\.0\.1:\d+/d/[A-Za-z0-9_-]{43}/)")
 
 
@@ -40,22 +43,17 @@ def dashboard(probe_rt: Runtime, probe_config: ServeConfig) -> Iterator[str]:
     """`managed-tools dashboard` in its own process, on the runtime's state; its URL."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
     args = ["--workspace", str(probe_config.workspace), "--data-dir", str(probe_config.data_dir)]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "managed_tools.server", "dashboard", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        found = URL.search(line)
-        assert found, (line, process.stderr.read() if process.stderr else "")
-        yield found.group(1)
-    finally:
-        process.terminate()
-        assert process.wait(10) == 0
+    command = [sys.executable, "-m", "managed_tools.server", "dashboard", *args]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            found = URL.search(line)
+            assert found, (line, process.stderr.read() if process.stderr else "")
+            yield found.group(1)
+        finally:
+            process.terminate()
+            assert process.wait(10) == 0  # SIGTERM stops it cleanly
 
 
 async def opened(browser: Any, url: str) -> Any:
@@ -254,3 +252,27 @@ async def test_the_event_stream_resumes_after_the_last_event_it_sent(probe_rt: R
                         break
     ids = [int(line[4:]) for line in seen if line.startswith("id: ")]
     assert ids and min(ids) == last + 1  # nothing before the resume point, nothing skipped
+
+
+def test_serve_on_a_terminal_prints_the_dashboards_link(probe_config: ServeConfig) -> None:
+    """`serve` whose stderr is a terminal serves the dashboard beside its pages and says where; started by a client
+    (stderr a pipe to its log), it prints no link."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    args = ["--workspace", str(probe_config.workspace), "--data-dir", str(probe_config.data_dir)]
+    command = [sys.executable, "-m", "managed_tools.server", "serve", *args]
+    terminal, its_end = pty.openpty()
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=its_end, env=env) as served:
+        os.close(its_end)
+        said = b""
+        while (found := URL_SAID.search(said.decode(errors="replace"))) is None:
+            ready, _, _ = select.select([terminal], [], [], 20)
+            assert ready, said
+            said += os.read(terminal, 4096)
+        page = httpx2.get(found.group(1))
+        assert page.status_code == 200 and "managed-tools dashboard" in page.text
+        assert served.stdin is not None
+        served.stdin.close()  # the client goes: the server ends
+        assert served.wait(20) == 0
+    os.close(terminal)
+    piped = subprocess.run(command, input=b"", capture_output=True, env=env, timeout=60, check=True)
+    assert b"dashboard at" not in piped.stderr
