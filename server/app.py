@@ -15,7 +15,7 @@ from mcp.server.subscriptions import ListenHandler
 from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
-from managed_tools.server.approval_card import CARD_TOOL, CARD_TOOL_DEFINITION, ApprovalCards
+from managed_tools.server.approval_card import ApprovalCards
 from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
@@ -30,7 +30,9 @@ from managed_tools.server.principal import Principal, current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
 from managed_tools.server.variables import CallVariables, SecretInputFactory
+from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Runtime
@@ -64,6 +66,7 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 
 
 AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
+MODERN_ONLY = (TASKS_EXTENSION,)  # extensions the handshake era never hears of (tasks are a 2026-07-28 extension)
 END_CALLS_WITHIN_SECONDS = 2.0
 
 
@@ -131,10 +134,11 @@ class ManagedServer(Server[Attachments]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        handshake = {key: value for key, value in self.extensions.items() if key not in MODERN_ONLY}
         return super().create_initialization_options(
             notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
             experimental_capabilities,
-            extensions,
+            extensions if extensions is not None else handshake,
         )
 
 
@@ -163,13 +167,6 @@ class PublishedTools:
         if entry is None or not principal.may_use(entry[0]):
             return None
         return entry[1].input_schema
-
-
-def _offers_cards(ctx: ServerRequestContext[Attachments], principal: Principal, pages: Pages | None) -> bool:
-    """A paused call's result points at its approval card for a client that shows MCP Apps and may relay a
-    person's answer (server/approval_card.py)."""
-    page_only = pages is not None and pages.for_approvals
-    return ApprovalCards.shown_by(ctx) and principal.answers_approvals and not page_only
 
 
 def build_server(
@@ -209,19 +206,23 @@ def build_server(
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
-    served = Resources(runtime, library, notifier)
-    cards = ApprovalCards(runtime.db)
+    # Beside the resources, a paused call's approval card for MCP Apps hosts (server/approval_card.py).
+    served, cards = (
+        Resources(runtime, library, notifier),
+        ApprovalCards(runtime.db, page_only=pages is not None and pages.for_approvals),
+    )
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
         source = attachments() if attachments is not None else attached(runtime, session_id, transport)
-        async with source as resolved:
+        async with source as resolved, long_calls.running():
             start, stop = anyio.Event(), anyio.Event()
             served.watch = start
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
                 watcher.start_soon(watch_tools, runtime, notifier)
+                watcher.start_soon(run_wakes, runtime, notifier)
                 if relay:
                     watcher.start_soon(relay_for(runtime).run, notifier)
                 try:
@@ -234,19 +235,21 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx.session)
-        listed = catalogue.listed(current_principal())
-        return types.ListToolsResult(tools=[*listed, CARD_TOOL_DEFINITION] if cards.shown_by(ctx) else listed)
+        return types.ListToolsResult(tools=cards.listed(ctx, catalogue.listed(current_principal())))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if wanted(ctx, runtime.registry.get(params.name)):  # a client following long calls as tasks (server/tasks.py)
+            return await long_calls.offload(ctx, params)
+        return (await run_call(ctx, params)).reply
+
+    async def run_call(ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Answer:
         principal = current_principal()
         refused = _quota_refusal(ctx)
         if refused is not None:
-            return to_call_result(CallResult("error", refused, error_kind="quota_exceeded"))
+            return Answer(to_call_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
         attachment = await ctx.lifespan_context.resolve(ctx)
-        if params.name == CARD_TOOL and cards.shown_by(ctx) and principal.answers_approvals:
-            return await cards.answer(params.arguments, attachment.session_id)
         consent = CallConsent(
             runtime,
             attachment,
@@ -275,15 +278,13 @@ def build_server(
                 visible=principal.may_use,
             )
         if call.cancelled_caught:
-            return to_call_result(STOPPED)
+            return Answer(to_call_result(STOPPED), STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required":
             pending = consent.input_required or variables.input_required
             if pending is not None:
-                return pending
-        if result.error_kind == "permission" and result.action_required and _offers_cards(ctx, principal, pages):
-            return cards.offer(to_call_result(result), result.action_required)
-        return to_call_result(result)
+                return Answer(pending, None)
+        return Answer(cards.reply(ctx, result), result)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Attachments], params: types.SetLevelRequestParams
@@ -300,7 +301,7 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         get_tool_input_schema=lambda name: catalogue.input_schema(name, current_principal()),
-        on_call_tool=call_tool,
+        on_call_tool=cards.in_front_of_calls(call_tool),
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,
         on_read_resource=cards.in_front_of(served.read_resource),
@@ -314,6 +315,7 @@ def build_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    long_calls = serve(server, runtime, run_call)  # the tasks extension (server/tasks.py)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
     security = (
         RequestStateSecurity(

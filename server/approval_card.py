@@ -27,12 +27,19 @@ from pydantic.alias_generators import to_camel
 from managed_tools.server.attach import Attachments
 from managed_tools.server.bound_answers import BoundAnswers, Decision
 from managed_tools.server.human import question
+from managed_tools.server.principal import current_principal
+from managed_tools.server.publish import to_call_result
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import NotFoundError
+from managed_tools.tools.framework.executor import CallResult
 
 CARD_TOOL = "approval_card_answer"
+CallTool = Callable[
+    [ServerRequestContext[Attachments], types.CallToolRequestParams],
+    Awaitable[types.CallToolResult | types.InputRequiredResult],
+]
 ReadResource = Callable[
     [ServerRequestContext[Attachments], types.ReadResourceRequestParams], Awaitable[types.ReadResourceResult]
 ]
@@ -60,24 +67,46 @@ CARD_TOOL_DEFINITION = types.Tool(
 
 
 class ApprovalCards:
-    """The cards of one server process: their answer key lives as long as it does."""
+    """The cards of one server process: their answer key lives as long as it does. `page_only` is config
+    `approvals: "page"`, under which no card is offered."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, page_only: bool = False) -> None:
         self._db = db
+        self._page_only = page_only
         self._answers = BoundAnswers("card")
 
     @staticmethod
     def shown_by(ctx: ServerRequestContext[Any]) -> bool:
         return client_supports_apps(ctx)
 
-    def offer(self, result: types.CallToolResult, action: dict[str, Any] | None) -> types.CallToolResult:
-        """`result` (a paused call's) pointing the host at the card of its request."""
-        request_id = (action or {}).get("requestId")
-        if not isinstance(request_id, str):
-            return result
+    def listed(self, ctx: ServerRequestContext[Any], tools: list[types.Tool]) -> list[types.Tool]:
+        """tools/list: the card's answer tool is there for a client that negotiated Apps (a connection's list
+        depends on what it negotiated, never on what it asked before)."""
+        return [*tools, CARD_TOOL_DEFINITION] if self.shown_by(ctx) else tools
+
+    def reply(self, ctx: ServerRequestContext[Any], result: CallResult) -> types.CallToolResult:
+        """The call's result, pointing the host at its request's card when the call waits for a person and this
+        client may relay that person's answer."""
+        reply = to_call_result(result)
+        request_id = (result.action_required or {}).get("requestId")
+        offered = self.shown_by(ctx) and current_principal().answers_approvals and not self._page_only
+        if result.error_kind != "permission" or not isinstance(request_id, str) or not offered:
+            return reply
         uri = URI_PREFIX + request_id
-        meta = {**(result.meta or {}), "ui": {"resourceUri": uri}, LEGACY_URI_KEY: uri}
-        return result.model_copy(update={"meta": meta})
+        meta = {**(reply.meta or {}), "ui": {"resourceUri": uri}, LEGACY_URI_KEY: uri}
+        return reply.model_copy(update={"meta": meta})
+
+    def in_front_of_calls(self, call_tool: CallTool) -> CallTool:
+        """The tools/call handler: the card's answer here (from a client that may answer), any other call on."""
+
+        async def call(
+            ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            if params.name == CARD_TOOL and self.shown_by(ctx) and current_principal().answers_approvals:
+                return await self.answer(params.arguments, (await ctx.lifespan_context.resolve(ctx)).session_id)
+            return await call_tool(ctx, params)
+
+        return call
 
     def in_front_of(self, read_resource: ReadResource) -> ReadResource:
         """The resources/read handler: a card's URI here, any other to `read_resource`."""
