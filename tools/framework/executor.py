@@ -21,7 +21,7 @@ import anyio
 from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
-from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
 from managed_tools.stores.ids import uuid7
 from managed_tools.tools.framework import latent, redaction, variables
 from managed_tools.tools.framework.arguments import (
@@ -36,7 +36,7 @@ from managed_tools.tools.framework.content import Block, ResourceBlock, TextBloc
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.errors import Refused, ToolError
 from managed_tools.tools.framework.models import Arguments
 from managed_tools.tools.framework.ports import ApprovalRequest, SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
@@ -54,6 +54,8 @@ ErrorKind = Literal[
     "requires_action",
     "handed_back",
     "tool_error",
+    "refused",
+    "conflict",
     "timeout",
     "busy",
     "state_gone",
@@ -283,9 +285,7 @@ async def _run(call: _Call) -> CallResult:
             result = call.redact(result)  # a model's or a person's answer may quote a secret it was given
             await _write_completed(span, result)
             return result
-        if definition.precondition is not None:
-            async with runtime.db.read() as tx:
-                await definition.precondition(_context(call, tx), call.args)
+        await _check_precondition(call)
         approved = await _confirm(call) if definition.asks(call.args) else None
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
@@ -306,11 +306,13 @@ async def _run(call: _Call) -> CallResult:
     except _Refusal as refusal:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
     except ToolError as exc:
-        result = CallResult("error", str(exc), error_kind="tool_error")
+        result = CallResult("error", str(exc), error_kind="refused" if isinstance(exc, Refused) else "tool_error")
     except DatabaseUnwritableError as exc:
         result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind=exc.kind)
     except (StoreError, SamplingUnavailableError) as exc:
-        result = CallResult("error", str(exc), error_kind="tool_error")
+        # A lost compare-and-swap (another writer won; nothing changed) is a conflict, not failed work.
+        conflict = isinstance(exc, PreconditionError)
+        result = CallResult("error", str(exc), error_kind="conflict" if conflict else "tool_error")
     except TimeoutError:
         result = CallResult(
             "error",
@@ -329,6 +331,17 @@ async def _run(call: _Call) -> CallResult:
     result = call.redact(result)
     await _write_completed(span, result)
     return result
+
+
+async def _check_precondition(call: _Call) -> None:
+    """A tool's own check before anything runs or anyone is asked; its refusal is by design, not failed work."""
+    if call.definition.precondition is None:
+        return
+    async with call.span.runtime.db.read() as tx:
+        try:
+            await call.definition.precondition(_context(call, tx), call.args)
+        except ToolError as exc:
+            raise _Refusal("refused", str(exc)) from None
 
 
 async def _gather(call: _Call) -> None:
