@@ -224,6 +224,7 @@ async def open_runtime(
                 skills=skills,
                 variables=sources,
                 auto_sandboxed=config.auto_sandboxed,
+                secret_scanning=config.secret_scanning,
             )
             try:
                 async with running_upstreams(

@@ -26,6 +26,7 @@ from managed_tools.tools.framework.ports import (
     Sampler,
     VariableInput,
 )
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.framework.what_runs import WhatRuns
 
@@ -60,6 +61,7 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
 
 
 @dataclass(frozen=True)

@@ -116,11 +116,19 @@ class ToolDefinition(BaseModel):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
     # Arguments whose values are never recorded in events or shown back (shell_set_env's value).
     hidden_args: tuple[str, ...] = ()
+    # Its arguments and results are scanned for credentials (tools/framework/secret_scan.py): the shell's tools
+    # that run a command or return its output. An upstream server's tools are scanned by their ownership.
+    scans_secrets: bool = False
     instructions: str | None = None
 
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""
         return self.permission_policy == "always_ask" or (self.asks_when is not None and self.asks_when(args))
+
+    @property
+    def scanned(self) -> bool:
+        """Are this tool's arguments and results scanned for credentials?"""
+        return self.scans_secrets or self.ownership == "mcp"
 
     def input_schema(self) -> dict[str, Any]:
         return copy.deepcopy(_input_schema(self.input_model))

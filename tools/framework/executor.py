@@ -23,7 +23,7 @@ from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
 from managed_tools.stores.ids import uuid7
-from managed_tools.tools.framework import latent, redaction, variables
+from managed_tools.tools.framework import latent, redaction, secret_scan, variables
 from managed_tools.tools.framework.arguments import (
     ArgumentError,
     approval_digest,
@@ -64,6 +64,7 @@ ErrorKind = Literal[
     "state_read_only",
     "internal",
 ]
+SECRET_EVENT = "secret.detected"
 PREVIEW_CHARS = 200
 RESULT_SUMMARY_CHARS = 300
 CONSENT_PREVIEW_CHARS = 4000
@@ -84,6 +85,8 @@ class CallResult:
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
     touched: tuple[str, ...] = ()
+    # The kinds of credential the secret scan masked in this result (never their values): audited.
+    secrets_found: tuple[str, ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -146,6 +149,16 @@ class _Span:
         await events.append_event(
             tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
         )
+        if result.secrets_found:
+            await self.write_secrets(tx, "result", result.secrets_found)
+
+    async def write_secrets(self, tx: Tx, where: Literal["arguments", "result"], kinds: tuple[str, ...]) -> None:
+        """The audit record of a secret-scan hit: where and what kind, never the value."""
+        payload = {"spanId": self.span_id, "toolName": self.tool_name, "where": where, "kinds": list(kinds)}
+        summary = f"{self.tool_name}: possible credential in its {where} ({', '.join(kinds)}), masked"
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, SECRET_EVENT, payload, summary=summary
+        )
 
 
 async def execute(
@@ -206,6 +219,7 @@ async def _execute(
     except ArgumentError as exc:
         return await _record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
     span.summarize_result = not definition.read_only and not definition.hidden_args
+    found = _argument_secrets(runtime, definition, canonical)
 
     try:
         async with runtime.db.autocommit() as tx:
@@ -215,9 +229,11 @@ async def _execute(
                     "ownership": definition.ownership,
                     "permissionPolicy": definition.permission_policy,
                     "argsDigest": digest,
-                    "args": _preview(without_hidden(definition, canonical)),
+                    "args": _preview(secret_scan.mask(without_hidden(definition, canonical), found)),
                 },
             )
+            if found:
+                await span.write_secrets(tx, "arguments", tuple(secret_scan.kinds(found)))
     except DatabaseUnwritableError as exc:
         # Without an audit record the call must not run at all.
         return CallResult("error", str(exc), error_kind=exc.kind)
@@ -226,7 +242,8 @@ async def _execute(
         timeout = definition.timeout_seconds
         if timeout_seconds is not None:
             timeout = min(timeout, timeout_seconds)
-        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout, visible))
+        call = _Call(definition, args, canonical, digest, ports, span, timeout, visible, argument_secrets=found)
+        result = await _run(call)
     except BaseException:
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
@@ -248,21 +265,26 @@ class _Call:
     span: _Span
     timeout: float
     visible: Visible | None  # which tools the caller may use (its OAuth scopes); a routed call keeps them
+    # Credentials the secret scan found in the arguments: the call asks a person first, shown them masked.
+    argument_secrets: tuple[secret_scan.Hit, ...] = ()
     # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
     values: dict[str, str] = field(default_factory=dict)
 
     def redact(self, result: CallResult) -> CallResult:
         """Every secret resolved in this process (the call's own variables, an upstream's env and headers) removed
-        from everything the call shows or records, whatever the handler or the upstream did with them."""
-        if not redaction.KNOWN.ordered:
-            return result
-        return replace(
-            result,
-            text=redaction.scrub(result.text),
-            structured=redaction.scrub(result.structured),
-            content=tuple(_scrub_block(block) for block in result.content),
-            action_required=redaction.scrub(result.action_required),
-        )
+        from everything the call shows or records, whatever the handler or the upstream did with them; then, for
+        a scanned tool, every credential the secret scan finds in it."""
+        if redaction.KNOWN.ordered:
+            result = replace(
+                result,
+                text=redaction.scrub(result.text),
+                structured=redaction.scrub(result.structured),
+                content=tuple(_scrub_block(block) for block in result.content),
+                action_required=redaction.scrub(result.action_required),
+            )
+        if self.definition.scanned and self.span.runtime.secret_scanning.results:
+            result = _mask_found(result)
+        return result
 
 
 async def _run(call: _Call) -> CallResult:
@@ -286,7 +308,7 @@ async def _run(call: _Call) -> CallResult:
             await _write_completed(span, result)
             return result
         await _check_precondition(call)
-        approved = await _confirm(call) if definition.asks(call.args) else None
+        approved = await _confirm(call) if definition.asks(call.args) or call.argument_secrets else None
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
@@ -479,7 +501,7 @@ async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
     why: approvals.Unasked
     if remembered is not None:
         why, detail = "remembered", {"requestId": remembered.id}
-    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None:
+    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None and not call.argument_secrets:
         why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
     else:
         return False
@@ -502,12 +524,19 @@ async def _ask(
     definition = call.definition
     name = definition.name
     digest = approval_digest(definition, call.canonical, what)
+    hits = call.argument_secrets
+    message = consent_message(definition, secret_scan.mask(_shown_args(call), hits), kind, preview, gap)
+    if hits:  # the person sees what runs, the credential masked; the approval binds the real arguments
+        message = secret_scan.mask(message, hits) + (
+            f"\nAsked because its arguments hold what looks like a credential ({', '.join(secret_scan.kinds(hits))}),"
+            " masked here: it would go to the tool as given."
+        )
     request = ApprovalRequest(
         kind=kind,
         tool_name=name,
-        arguments=call.canonical,
+        arguments=secret_scan.mask(call.canonical, hits),
         args_digest=digest,
-        message=consent_message(definition, _shown_args(call), kind, preview, gap),
+        message=message,
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
@@ -575,10 +604,39 @@ def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) 
     return f"Unknown tool '{clip(name, MAX_NAME_CHARS)}'.{hint}"
 
 
-def _scrub_block(block: Block) -> Block:
+def _scrub_block(block: Block, hidden: list[str] | None = None) -> Block:
     if isinstance(block, TextBlock | ResourceBlock) and block.text is not None:
-        return block.model_copy(update={"text": redaction.scrub(block.text)})
+        return block.model_copy(update={"text": redaction.scrub(block.text, hidden)})
     return block
+
+
+def _argument_secrets(
+    runtime: Runtime, definition: ToolDefinition, canonical: dict[str, Any]
+) -> tuple[secret_scan.Hit, ...]:
+    if not (definition.scanned and runtime.secret_scanning.arguments):
+        return ()
+    return tuple(secret_scan.find_in(secret_scan.strings(without_hidden(definition, canonical))))
+
+
+def _mask_found(result: CallResult) -> CallResult:
+    """The result with every credential the scan finds masked: in the structured output and the blocks shown, and
+    in the text (which is their JSON, where a line break inside a value is written `\\n`)."""
+    texts = [
+        *secret_scan.strings(result.structured),
+        *(b.text or "" for b in result.content if isinstance(b, TextBlock | ResourceBlock)),
+    ]
+    hits = secret_scan.find_in(texts if result.structured is not None or result.content else [result.text])
+    if not hits:
+        return result
+    values = [hit.value for hit in hits]
+    in_json = [json.dumps(value, ensure_ascii=False)[1:-1] for value in values]
+    return replace(
+        result,
+        text=redaction.scrub(result.text, [*values, *in_json]),
+        structured=redaction.scrub(result.structured, values),
+        content=tuple(_scrub_block(block, values) for block in result.content),
+        secrets_found=tuple(secret_scan.kinds(hits)),
+    )
 
 
 def _preview(value: Any) -> Any:
