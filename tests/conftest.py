@@ -133,6 +133,7 @@ SLOW_TESTS = frozenset({
     "test_sandbox_layers::test_a_fork_bomb_is_bounded_and_reported",
     "test_sandbox_layers::test_require_confinement_names_the_missing_layers",
     "test_sandbox_routes::test_an_approval_of_one_action_is_not_one_of_another",
+    "test_provenance::test_a_real_upstream_server_taints_the_session",
     "test_secret_scanning::test_a_secret_in_an_upstream_argument_asks_a_person_first",
     "test_secret_scanning::test_a_secret_in_an_upstream_result_is_masked",
     "test_setup_context::test_a_policy_change_between_sessions_shows_as_drift",

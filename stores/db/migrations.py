@@ -538,4 +538,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         # the same session until an interrupt revokes it.
         ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
     ),
+    (
+        22,
+        "where each memory and substrate version's content came from (stores/provenance.py)",
+        # A JSON list of sources (kind, name, trust); '[]' for versions written before it was kept.
+        (
+            "ALTER TABLE memory_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE substrate_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+        ),
+    ),
 )

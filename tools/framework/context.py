@@ -100,6 +100,9 @@ class ToolContext:
     attachments: list[ResultFile] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
+    # The permission request by which a person approved this very call (asked now, or remembered for the
+    # session); None when nobody was asked. A promotion records it as the person vouching for its sources.
+    approval: str | None = None
     # The values of the tool's declared variables that resolved (tools/framework/variables.py); never in arguments
     # or events.
     variables: Mapping[str, str] = field(default_factory=dict)

@@ -45,6 +45,9 @@ AsksWhen = Callable[[Any], bool]
 # For a tool whose every effect the sandbox contains (shell_run, shell_exec): None when this call runs inside the
 # full sandbox, so `--auto-sandboxed` runs it unasked; else why it needs more than the sandbox gives (then it asks).
 Contained = Callable[[ToolContext, Any], str | None]
+# Why this call needs a person whatever its policy says (untrusted content promoted into shared memory), or None.
+# Runs in a read snapshot before the permission step; its reason is shown in the question.
+AsksBecause = Callable[[ToolContext, Any], Awaitable[str | None]]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
@@ -96,6 +99,7 @@ class ToolDefinition(BaseModel):
     consent_preview: ConsentPreview | None = None
     run_context: RunContext | None = None
     asks_when: AsksWhen | None = None
+    asks_because: AsksBecause | None = None
     contained: Contained | None = None
     precondition: Precondition | None = None
     render: Render | None = None

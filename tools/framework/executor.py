@@ -38,7 +38,7 @@ from managed_tools.tools.framework.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import Refused, ToolError
 from managed_tools.tools.framework.models import Arguments
-from managed_tools.tools.framework.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
 from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
 
@@ -299,7 +299,7 @@ async def _run(call: _Call) -> CallResult:
                     result = _success(await _fulfil_latent(call))
             elif definition.ownership == "custom":
                 # A person is the implementation of a custom tool: their answer, once valid, is the result.
-                result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+                result = _success(_custom_output(call, (await _ask(call, "custom_tool")).value))
             else:
                 raise _Refusal(
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
@@ -308,7 +308,7 @@ async def _run(call: _Call) -> CallResult:
             await _write_completed(span, result)
             return result
         await _check_precondition(call)
-        approved = await _confirm(call) if definition.asks(call.args) or call.argument_secrets else None
+        approved = await _confirm(call)
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
@@ -383,7 +383,19 @@ def _undone(definition: ToolDefinition) -> str:
     return "what it had already recorded stays" if definition.own_transactions else "nothing it started was kept"
 
 
-def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolContext:
+@dataclass(frozen=True)
+class _Approved:
+    """What a person approved for this call: the run (a command's tools) and their approval request (None when
+    the call needed nobody, or ran unasked inside the sandbox under --auto-sandboxed)."""
+
+    run: WhatRuns | None = None
+    request_id: str | None = None
+
+
+NOBODY_ASKED = _Approved()
+
+
+def _context(call: _Call, tx: Tx, approved: _Approved = NOBODY_ASKED) -> ToolContext:
     return ToolContext(
         runtime=call.span.runtime,
         attachment=call.span.attachment,
@@ -391,7 +403,8 @@ def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolC
         tx=tx,
         deadline=anyio.current_time() + call.timeout,
         log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
-        approved_run=approved_run,
+        approved_run=approved.run,
+        approval=approved.request_id,
         variables=dict(call.values),
         may_use=call.visible,
     )
@@ -411,10 +424,10 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
-async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> CallResult:
+async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
-    ctx = _context(call, tx, approved_run)
+    ctx = _context(call, tx, approved)
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
@@ -468,12 +481,21 @@ async def _hand_back(call: _Call) -> _Refusal:
     return _Refusal("handed_back", latent.handback_message(call.definition, call_id, call.values), "blocked", action)
 
 
-async def _confirm(call: _Call) -> WhatRuns | None:
-    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools). A
-    call a person approved for the session, or (with --auto-sandboxed) one the sandbox contains, runs unasked."""
-    what, preview, gap = None, None, None
+async def _confirm(call: _Call) -> _Approved:
+    """Step 4: whether the call needs a person (its policy, a credential in its arguments, or its own reason such
+    as untrusted content promoted into shared memory) and, if so, their approval. A call a person approved for
+    the session, or (with --auto-sandboxed) one the sandbox contains, runs unasked."""
+    definition = call.definition
+    asks = definition.asks(call.args) or bool(call.argument_secrets)
+    if not asks and definition.asks_because is None:
+        return NOBODY_ASKED
+    what, preview, gap, reason = None, None, None, None
     async with call.span.runtime.db.read() as tx:
         ctx = _context(call, tx)
+        if definition.asks_because is not None:
+            reason = await definition.asks_because(ctx, call.args)
+        if not asks and reason is None:
+            return NOBODY_ASKED
         try:
             if call.definition.run_context is not None:
                 what = await call.definition.run_context(ctx, call.args)
@@ -487,29 +509,36 @@ async def _confirm(call: _Call) -> WhatRuns | None:
             raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
         if call.definition.contained is not None:
             gap = call.definition.contained(ctx, call.args)
-    if not await _runs_unasked(call, approval_digest(call.definition, call.canonical, what), gap):
-        await _ask(call, "tool_confirmation", what, preview, gap)
-    return what
+    if reason is None:
+        digest = approval_digest(call.definition, call.canonical, what)
+        unasked = await _runs_unasked(call, digest, gap, forced=bool(call.argument_secrets))
+        if unasked is not None:
+            return _Approved(what, unasked or None)
+    else:  # asked every time: an earlier yes for the same arguments was given before this content's sources
+        preview = f"{preview}\n\nAsked because {reason}." if preview else f"Asked because {reason}."
+    decision = await _ask(call, "tool_confirmation", what, preview, gap)
+    return _Approved(what, decision.request_id or "approved")
 
 
-async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
-    """Whether this call runs without a question: this exact call was approved for the session, or the tool
-    runs inside the full sandbox (`gap` None) and the person chose --auto-sandboxed. Either way it is audited."""
+async def _runs_unasked(call: _Call, digest: str, gap: str | None, forced: bool) -> str | None:
+    """Whether this call runs without a question, and on whose word: the approval request that approved this
+    exact call for the session, or "" when the tool runs inside the full sandbox (`gap` None) and the person chose
+    --auto-sandboxed (never for a call `forced` to ask). Either way it is audited; None: ask."""
     runtime, attachment, name = call.span.runtime, call.span.attachment, call.definition.name
     async with runtime.db.read() as tx:
         remembered = await approvals.remembered(tx, attachment.session_id, name, digest)
     why: approvals.Unasked
     if remembered is not None:
         why, detail = "remembered", {"requestId": remembered.id}
-    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None and not call.argument_secrets:
+    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None and not forced:
         why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
     else:
-        return False
+        return None
     async with runtime.db.write() as tx:
         await approvals.record_unasked(
             tx, attachment.session_id, attachment.wake_id, tool_name=name, args_digest=digest, why=why, detail=detail
         )
-    return True
+    return remembered.id if remembered is not None else ""
 
 
 async def _ask(
@@ -518,9 +547,9 @@ async def _ask(
     what: WhatRuns | None = None,
     preview: str | None = None,
     gap: str | None = None,
-) -> dict[str, Any] | None:
+) -> ApprovalDecision:
     """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
-    answer but `approved` becomes a refusal; the value of an approved custom call returns."""
+    answer but `approved` becomes a refusal; the approval returns (with a custom call's value)."""
     definition = call.definition
     name = definition.name
     digest = approval_digest(definition, call.canonical, what)
@@ -541,7 +570,7 @@ async def _ask(
     )
     decision = await call.ports.consent.ask(request)
     if decision.status == "approved":
-        return decision.value
+        return decision
     action = {"requestId": decision.request_id, "toolName": name, "argsDigest": digest}
     if decision.status == "denied":
         note = f": {decision.note}" if decision.note else ""
