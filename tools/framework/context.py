@@ -21,6 +21,7 @@ from managed_tools.tools.framework.ports import (
     ClientLog,
     Consent,
     HeadlessRun,
+    ModelProvider,
     NoChildModel,
     NoVariableInput,
     Progress,
@@ -63,6 +64,8 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
+    # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
+    model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
