@@ -58,6 +58,7 @@ from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.prompt_tools import PromptToolSpec
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -206,6 +207,8 @@ class UserConfig(BaseModel):
     substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
     # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
     budgets: Budgets = Field(default_factory=Budgets)
+    # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
+    secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
@@ -305,6 +308,7 @@ class ServeConfig(BaseModel):
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     substrate_defaults: bool = True  # config `substrateDefaults`
     budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
+    secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
@@ -384,6 +388,7 @@ class ServeConfig(BaseModel):
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             substrate_defaults=user.substrate_defaults,
             budgets=user.budgets,
+            secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,

@@ -250,6 +250,7 @@ async def open_runtime(
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
                     budgets=config.budgets,
+                    secret_scanning=config.secret_scanning,
                 ),
                 config,
                 secrets,

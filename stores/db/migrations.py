@@ -603,6 +603,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         ),
     ),
     (
+        22,
+        "where each memory and substrate version's content came from (stores/provenance.py)",
+        # A JSON list of sources (kind, name, trust); '[]' for versions written before it was kept.
+        (
+            "ALTER TABLE memory_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE substrate_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+        ),
+    ),
+    (
         24,
         "what each session has used: calls, tokens and time (the budgets)",
         (

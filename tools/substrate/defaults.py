@@ -12,11 +12,14 @@ import logging
 
 from managed_tools.stores import substrate
 from managed_tools.stores.errors import StoreError
+from managed_tools.stores.provenance import Provenance, Source
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.substrate.access import SUBSTRATE
 
 log = logging.getLogger("managed_tools.substrate")
 SOURCE = "(default)"  # the versions' source path: no draft, the server's first version
+# The server's own first drafts: trusted, as any text of the server's is.
+PROVENANCE = Provenance(sources=(Source(kind="tool", name="substrate defaults", trust="trusted"),))
 
 AGENTS = """\
 # AGENTS.md: how this agent works
@@ -154,6 +157,7 @@ async def _write(runtime: Runtime) -> list[str]:
                 source_path=SOURCE,
                 target_path=target.virtual,
                 content=content,
+                provenance=PROVENANCE,
             )
             substrate.write_version(runtime.db, tx, version, target, content.encode(), previous=None)
             written.append(target.virtual)
