@@ -176,7 +176,7 @@ DEFINITIONS = (
         name="outcome_grade",
         title="Grade progress",
         description="Grade the active outcome's success criteria against what this session recorded in memory "
-        "(session_state, working_buffer), not against the world; with evidence and a next step.",
+        "(session_state, working_buffer), with evidence and a next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,
