@@ -7,14 +7,12 @@ the files.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -49,14 +47,19 @@ from managed_tools.server.data_dir import (
 )
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.http_token import TOKEN_PATTERN, TokenFileError, kept_token
+from managed_tools.server.providers.spec import DEFAULT_MODEL, ModelProviderSpec, chosen
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.served_urls import ServedUrl, is_loopback
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.stores.retention import Retention
+from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.prompt_tools import PromptToolSpec
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -89,21 +92,6 @@ class SkillsConfig(BaseModel):
     directories: tuple[Path, ...] | None = None
 
 
-def _served_url(value: str) -> str:
-    """An https URL (http only on a loopback host, for local issuers and tests), without query or fragment."""
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-    except ValueError:
-        raise ValueError(f"{value!r} is not a URL") from None
-    if parts.scheme not in ("https", "http") or not host or parts.query or parts.fragment or parts.username:
-        raise ValueError(f"{value!r} is not an http(s) URL without query, fragment or credentials")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise ValueError(f"{value!r} must use https (plain http only on a loopback host)")
-    return value
-
-
-ServedUrl = Annotated[str, AfterValidator(_served_url)]
 SCOPE_TOKEN = r"^[\x21\x23-\x5b\x5d-\x7e]{1,128}$"  # RFC 6749 scope-token characters
 
 
@@ -159,6 +147,8 @@ class RetentionConfig(BaseModel):
 
     def policy(self) -> Retention:
         return Retention(self.events_max_age_days, self.events_max_per_session)
+
+
 class Quota(BaseModel):
     """What one principal may use of an HTTP server at a time (None: no bound); past it, 429 and Retry-After."""
 
@@ -207,6 +197,7 @@ class UserConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
+    prompt_tools: list[PromptToolSpec] = Field(default_factory=list, alias="promptTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     oauth: OAuthConfig | None = None
@@ -229,8 +220,23 @@ class UserConfig(BaseModel):
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    # A new agent's substrate starts with AGENTS.md, SOUL.md, ... as first versions (tools/substrate/defaults.py).
+    substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
+    # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
+    budgets: Budgets = Field(default_factory=Budgets)
+    # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
+    secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
+    models: dict[VariableName, ModelProviderSpec] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _one_runs(cls, value: dict[str, ModelProviderSpec]) -> dict[str, ModelProviderSpec]:
+        if len(value) > 1 and chosen(value) is None:
+            raise ValueError(f"name the entry that runs {DEFAULT_MODEL!r} (there are {len(value)}: {', '.join(value)})")
+        return value
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -299,6 +305,7 @@ class ServeConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
+    prompt_tools: tuple[PromptToolSpec, ...] = ()  # config.json `promptTools` (tools/framework/prompt_tools.py)
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
@@ -317,6 +324,10 @@ class ServeConfig(BaseModel):
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     retention: RetentionConfig = Field(default_factory=RetentionConfig)  # config `retention`
+    substrate_defaults: bool = True  # config `substrateDefaults`
+    budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
+    secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
+    model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
@@ -378,6 +389,7 @@ class ServeConfig(BaseModel):
             else approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             latent_tools=tuple(user.latent_tools),
+            prompt_tools=tuple(user.prompt_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
             skills=_skills(user.skills, data),
@@ -393,6 +405,10 @@ class ServeConfig(BaseModel):
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             retention=user.retention,
+            substrate_defaults=user.substrate_defaults,
+            budgets=user.budgets,
+            secret_scanning=user.secret_scanning,
+            model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,
         )
@@ -580,15 +596,6 @@ class HttpConfig(BaseModel):
     @property
     def binds_everywhere(self) -> bool:
         return self.host in WILDCARD_HOSTS
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _any_port(values: list[str]) -> tuple[str, ...]:

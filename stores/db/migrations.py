@@ -561,6 +561,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         ),
     ),
     (
+        17,
+        "how a child session was delegated: its name, whether it takes further messages, how it reports back",
+        (
+            # One row per child made by session_delegate (seed 000 §4-6); sessions made otherwise have none.
+            """CREATE TABLE delegations (
+                child_session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                parent_session_id TEXT NOT NULL REFERENCES sessions(id),
+                name TEXT NOT NULL,
+                resumable INTEGER NOT NULL,
+                parent_communication TEXT NOT NULL CHECK (parent_communication IN ('implicit','explicit')),
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX delegations_parent ON delegations(parent_session_id)",
+        ),
+    ),
+    (
         19,
         "wake requests: a session asks to be woken later",
         (
@@ -606,6 +622,29 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
                 updated_at TEXT NOT NULL
             )""",
             "CREATE INDEX tasks_session ON tasks(session_id, created_at)",
+        ),
+    ),
+    (
+        22,
+        "where each memory and substrate version's content came from (stores/provenance.py)",
+        # A JSON list of sources (kind, name, trust); '[]' for versions written before it was kept.
+        (
+            "ALTER TABLE memory_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE substrate_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+        ),
+    ),
+    (
+        24,
+        "what each session has used: calls, tokens and time (the budgets)",
+        (
+            # Added to as each call's completion is recorded (stores/usage.py); one row per session.
+            """CREATE TABLE session_usage (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                calls INTEGER NOT NULL DEFAULT 0,
+                tokens INTEGER NOT NULL DEFAULT 0,
+                duration_ms REAL NOT NULL DEFAULT 0,
+                updated_at TEXT NOT NULL
+            )""",
         ),
     ),
 )

@@ -12,7 +12,8 @@ from pydantic import Field
 
 from managed_tools.stores import setups
 from managed_tools.stores.setups import ResultSize
-from managed_tools.tools.environment.setup import estimated_tokens, recorded_setup
+from managed_tools.tools.environment.setup import recorded_setup
+from managed_tools.tools.framework.budget import estimated_tokens
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, SessionId, WireModel
@@ -175,8 +176,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_describe_context",
         title="Describe the context budget",
-        description="Estimate what a session's wake put into the conversation (catalogue, tool results, the "
-        "largest) and the pressure, with narrower tools to reread.",
+        description="Estimate what a session's wake put into the conversation (catalogue, results, the largest)"
+        " and the pressure, with narrower tools.",
         input_model=ContextInput,
         output_model=DescribeContextOutput,
         handler=session_describe_context,

@@ -6,18 +6,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
-from managed_tools.stores import approvals, events, outcomes, sessions
+from managed_tools.stores import approvals, delegations, events, outcomes, sessions, usage
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
+from managed_tools.stores.usage import Usage
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.budget import CallLimits, SessionLimits, session_over
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.sessions import context, wakes
 from managed_tools.tools.shell import posture as shell_core
@@ -41,6 +44,7 @@ class SessionSummary(WireModel):
     agent_id: str
     parent_session_id: str | None
     title: str | None
+    tags: list[str]  # `name:<name>` for a delegated child (seed 000 §6)
     status: SessionStatus
     stop_reason: str | None
     created_at: str
@@ -60,7 +64,19 @@ class SessionSummary(WireModel):
     outcome_matches_current: bool
 
 
-class SessionSnapshot(SessionSummary, OutcomePosture):
+class BudgetView(WireModel):
+    """What the session has used (every recorded call, tools/framework/budget.py says what counts) against the
+    limits configured (config.json `budgets`; null: none)."""
+
+    used: Usage
+    per_session: SessionLimits
+    per_call: CallLimits
+    over: str | None = Field(description="The session limits reached: its next calls are refused.")
+
+
+class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
+    ALWAYS = frozenset({"session_id", "status"})
+
     environment_id: str
     pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
     pending_action_tool_name: str | None
@@ -74,6 +90,7 @@ class SessionSnapshot(SessionSummary, OutcomePosture):
     shell_state: dict[str, Any] | None
     queued_wakes: list[wakes.WakeView]
     next_wake_at: str | None
+    budget: BudgetView
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,7 @@ class Known:
     setup: str
     outcome_of: dict[str, Outcome]
     evaluations: dict[str, EvaluationRecord]
+    names: dict[str, str]  # delegated children's names
 
     @classmethod
     async def read(cls, ctx: ToolContext, current: SessionRecord, session_ids: list[str]) -> Known:
@@ -97,6 +115,7 @@ class Known:
             setup_fingerprint(ctx.runtime),
             await outcomes.active_many(ctx.tx, ids),
             await outcomes.latest_evaluations(ctx.tx, ids),
+            await delegations.names(ctx.tx, ids),
         )
 
 
@@ -127,6 +146,7 @@ def summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
         "agent_id": record.agent_id,
         "parent_session_id": record.parent_id,
         "title": record.title,
+        "tags": [f"name:{known.names[record.id]}"] if record.id in known.names else [],
         "status": record.status,
         "stop_reason": record.stop_reason,
         "created_at": record.created_at,
@@ -144,18 +164,40 @@ def summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
 # ---- session_list ------------------------------------------------------------------------------------
 
 
-class SessionListInput(Arguments):
-    include_current: bool = Field(default=True, description="Include the current session.")
+class SessionFilters(Arguments):
+    """What session_list and session_list_children both filter by."""
+
     limit: Annotated[int, Field(ge=1, le=100)] = 10
     active_minutes: Annotated[
-        int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Only sessions active in the last N minutes.")
+        int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Active in the last N minutes.")
     ] = None
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
     status: SessionStatus | None = None
-    has_outcome: bool | None = Field(default=None, description="Only sessions with (or without) an outcome.")
-    outcome_status: EvalStatus | None = Field(default=None, description="Only sessions last evaluated so.")
-    promotion_ready: bool | None = Field(default=None, description="Only sessions last evaluated ready (or not).")
-    outcome_trend: Trend | None = Field(default=None, description="Only sessions whose last evaluation trends so.")
+    has_outcome: bool | None = None
+    outcome_status: EvalStatus | None = None  # as last evaluated
+    promotion_ready: bool | None = None
+    outcome_trend: Trend | None = None
+
+    def active_since(self) -> str | None:
+        if self.active_minutes is None:
+            return None
+        return (datetime.now(UTC) - timedelta(minutes=self.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    def wanted(self, summary: SessionSummary, since: str | None) -> bool:
+        checks = (
+            (self.status, summary.status),
+            (self.has_outcome, summary.active_outcome_title is not None),
+            (self.outcome_status, summary.outcome_status),
+            (self.promotion_ready, summary.promotion_ready),
+            (self.outcome_trend, summary.outcome_trend),
+        )
+        if since is not None and summary.last_activity_at < since:
+            return False
+        return all(wanted is None or wanted == value for wanted, value in checks)
+
+
+class SessionListInput(SessionFilters):
+    include_current: bool = Field(default=True, description="Include the current session.")
+    lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
 
 class SessionListOutput(WireModel):
@@ -167,19 +209,6 @@ class SessionListOutput(WireModel):
 
 TREND_RANK = {"improving": 3, "first_iteration": 2, "stable": 1, "regressing": 0}
 RELATION_RANK = {"parent": 2, "child": 2, "sibling": 1}
-
-
-def _wanted(summary: SessionSummary, args: SessionListInput) -> bool:
-    checks = (
-        (args.status, summary.status),
-        (args.has_outcome, summary.active_outcome_title is not None),
-        (args.outcome_status, summary.outcome_status),
-        (args.promotion_ready, summary.promotion_ready),
-        (args.outcome_trend, summary.outcome_trend),
-    )
-    if any(wanted is not None and wanted != value for wanted, value in checks):
-        return False
-    return in_lineage(args.lineage, summary.relation_to_current)
 
 
 def sort_sessions(summaries: list[SessionSummary]) -> None:
@@ -199,15 +228,15 @@ def sort_sessions(summaries: list[SessionSummary]) -> None:
 
 async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListOutput:
     current = await scoped_session(ctx, None)
-    since = None
-    if args.active_minutes is not None:
-        since = (datetime.now(UTC) - timedelta(minutes=args.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    since = args.active_since()
     records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner, active_since=since)
     known = await Known.read(ctx, current, [r.id for r in records])
     summaries = [
         summary
         for summary in (SessionSummary(**summary_fields(r, known)) for r in records)
-        if (args.include_current or not summary.is_current) and _wanted(summary, args)
+        if (args.include_current or not summary.is_current)
+        and args.wanted(summary, since)
+        and in_lineage(args.lineage, summary.relation_to_current)
     ]
     sort_sessions(summaries)
     shown = summaries[: args.limit]
@@ -221,7 +250,11 @@ class SessionScopedInput(Arguments):
     session_id: SessionId | None = None
 
 
-async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> SessionSnapshot:
+class SnapshotInput(SessionScopedInput):
+    fields: Annotated[list[str] | None, BeforeValidator(one_of(SessionSnapshot.parts(), "field")), PART_NAMES] = None
+
+
+async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> SessionSnapshot:
     current = await scoped_session(ctx, None)
     record = await scoped_session(ctx, args.session_id)
     known = await Known.read(ctx, current, [record.id])
@@ -247,7 +280,14 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
         queued_wakes=queued_wakes,
         next_wake_at=next_wake_at,
-    )
+        budget=await budget_view(ctx, record.id),
+    ).only(args.fields)
+
+
+async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:
+    used, budgets = await usage.read(ctx.tx, session_id), ctx.runtime.budgets
+    over = session_over(budgets.per_session, used)
+    return BudgetView(used=used, per_session=budgets.per_session, per_call=budgets.per_call, over=over)
 
 
 # ---- events and traces -------------------------------------------------------------------------------
@@ -374,8 +414,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list",
         title="List sessions",
-        description="List this agent's sessions with status, relation and outcome posture, filtered by lineage, "
-        "activity, status or outcome.",
+        description="List this agent's sessions with status, relation and outcome posture; filter by lineage, "
+        "activity, status, outcome.",
         input_model=SessionListInput,
         output_model=SessionListOutput,
         handler=session_list,
@@ -385,7 +425,7 @@ DEFINITIONS = (
         name="session_get_snapshot",
         title="Snapshot a session",
         description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
-        input_model=SessionScopedInput,
+        input_model=SnapshotInput,
         output_model=SessionSnapshot,
         handler=session_get_snapshot,
         effects=("session_read",),
