@@ -28,6 +28,8 @@ async def crashed_copy(workspace: Path, tmp_path: Path, connect: Connect) -> tup
     config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "running", database=None)
     crashed = tmp_path / "crashed"
     crashed.mkdir()
+    async with open_runtime(config):
+        pass  # the migrations, checkpointed at the close: the WAL of the run below holds only its own writes
     async with open_runtime(config) as runtime, connect(runtime) as client:
         session_id = data(await client.call_tool("session_get_snapshot", {}))["sessionId"]
         for n in range(WRITES):
