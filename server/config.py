@@ -214,6 +214,8 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    # The search profile (docs/tool-search.md): a small core listed, every other tool found with tools_search.
+    tool_search: bool = Field(default=False, alias="toolSearch")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
@@ -301,6 +303,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    tool_search: bool = False  # `--tool-search`, config `toolSearch`
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
@@ -328,6 +331,7 @@ class ServeConfig(BaseModel):
         selection: Selecting | None = None,
         database: str | None = None,
         auto_sandboxed: bool | None = None,
+        tool_search: bool | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -376,6 +380,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            tool_search=user.tool_search if tool_search is None else tool_search,
             quotas=user.quotas,
             telemetry=user.telemetry,
         )

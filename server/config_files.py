@@ -28,7 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "policy", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry",
+    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "toolSearch",
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import mcp_types as types
 
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.tools.catalogue import FAMILIES, build_registry
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.definition import ToolDefinition, model_visible_chars
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.latent_calls import tools as latent_calls
 
@@ -67,10 +67,7 @@ def tools_list_bytes(definitions: list[ToolDefinition]) -> int:
     return len(result.model_dump_json(by_alias=True, exclude_none=True, include={"tools"}).encode())
 
 
-def visible_chars(definition: ToolDefinition) -> int:
-    """What a model reads of a tool: its name, its description and its input schema as compact JSON."""
-    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
-    return len(definition.name) + len(definition.description) + len(schema)
+visible_chars = model_visible_chars  # what a model reads of a tool (tools/framework/definition.py)
 
 
 def preset_figures() -> dict[str, tuple[int, int, int]]:

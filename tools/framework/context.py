@@ -22,9 +22,11 @@ from managed_tools.tools.framework.ports import (
     Consent,
     HeadlessRun,
     NoChildModel,
+    NoReveal,
     NoVariableInput,
     Progress,
     Sampler,
+    ToolReveal,
     VariableInput,
 )
 from managed_tools.tools.framework.variable_sources import VariableSources
@@ -61,6 +63,7 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    tool_search: bool = False  # `--tool-search`: a small core listed, the rest found with tools_search
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
@@ -84,6 +87,8 @@ class Ports:
     child_model: ChildModel = field(default_factory=NoChildModel)
     # A person asked for a required variable's missing value; nobody by default.
     variables: VariableInput = field(default_factory=NoVariableInput)
+    # Tools that tools_describe adds to this connection's list (the search profile); none by default.
+    reveal: ToolReveal = field(default_factory=NoReveal)
 
 
 @dataclass(frozen=True)
