@@ -273,7 +273,7 @@ def build_server(
             result = await execute(
                 runtime,
                 attachment,
-                with_reveal(ports_for(ctx, consent, variables), catalogue.profile, ctx),
+                with_reveal(ports_for(ctx, consent, variables, runtime.model_provider), catalogue.profile, ctx),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),

@@ -21,6 +21,7 @@ from managed_tools.tools.framework.ports import (
     ClientLog,
     Consent,
     HeadlessRun,
+    ModelProvider,
     NoChildModel,
     NoReveal,
     NoVariableInput,
@@ -64,6 +65,8 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     tool_search: bool = False  # `--tool-search`: a small core listed, the rest found with tools_search
+    # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
+    model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
