@@ -213,12 +213,18 @@ def _serve_flags(serve: argparse.ArgumentParser) -> None:
 
 
 def _context_flags(serve: argparse.ArgumentParser) -> None:
-    """What the model reads: which tools are listed at connect."""
+    """What the model reads: which tools are listed at connect, and how list-shaped results are written."""
     read = serve.add_argument_group("what the model reads (docs/tool-search.md)")
     read.add_argument(
         "--tool-search", action=argparse.BooleanOptionalAction, default=None,
         help="list a small core of tools plus tools_search, tools_describe and tools_call, which find and run "
         "every other served tool (config: toolSearch)",
+    )  # fmt: skip
+    read.add_argument(
+        "--result-format", choices=["json", "compact"], default=None,
+        help="how list-shaped results (sessions, events, history, search hits, glob) are written for the model: "
+        "json (default) or compact, a header line and one line per row; structuredContent is unchanged "
+        "(config: resultFormat)",
     )  # fmt: skip
 
 

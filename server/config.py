@@ -54,6 +54,7 @@ from managed_tools.server.served_urls import ServedUrl, is_loopback
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
+from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.toolsets import ToolSelection
@@ -201,6 +202,8 @@ class UserConfig(BaseModel):
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     # The search profile (docs/tool-search.md): a small core listed, every other tool found with tools_search.
     tool_search: bool = Field(default=False, alias="toolSearch")
+    # How list-shaped results are written for the model: "compact" is a header line and one line per row.
+    result_format: ResultFormat = Field(default="json", alias="resultFormat")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
@@ -298,6 +301,7 @@ class ServeConfig(BaseModel):
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     tool_search: bool = False  # `--tool-search`, config `toolSearch`
+    result_format: ResultFormat = "json"  # `--result-format`, config `resultFormat`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
@@ -327,6 +331,7 @@ class ServeConfig(BaseModel):
         database: str | None = None,
         auto_sandboxed: bool | None = None,
         tool_search: bool | None = None,
+        result_format: ResultFormat | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -376,6 +381,7 @@ class ServeConfig(BaseModel):
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             tool_search=user.tool_search if tool_search is None else tool_search,
+            result_format=result_format or user.result_format,
             model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,

@@ -243,6 +243,7 @@ async def open_runtime(
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
                     tool_search=config.tool_search,
+                    result_format=config.result_format,
                 ),
                 config,
                 secrets,

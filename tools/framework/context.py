@@ -16,6 +16,7 @@ from managed_tools.stores.attachments import AttachmentLimits
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.framework.attachments import AttachmentRef, ResultFile, save
+from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
@@ -65,6 +66,7 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     tool_search: bool = False  # `--tool-search`: a small core listed, the rest found with tools_search
+    result_format: ResultFormat = "json"  # `--result-format compact`: list-shaped results as a header and rows
     # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one

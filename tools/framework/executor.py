@@ -32,6 +32,7 @@ from managed_tools.tools.framework.arguments import (
     parse_call,
     without_hidden,
 )
+from managed_tools.tools.framework.compact import compact_text
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
@@ -393,8 +394,11 @@ async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = Non
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
+    structured = output.model_dump(mode="json", by_alias=True)
     content = tuple(definition.render(output)) if definition.render is not None else ()
-    return call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx))
+    if not content and ctx.runtime.result_format == "compact" and (text := compact_text(structured)) is not None:
+        content = (TextBlock(text=text),)  # the model reads this; structuredContent stays the whole output
+    return call.redact(_success(structured, content, ctx))
 
 
 def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
