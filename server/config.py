@@ -57,7 +57,7 @@ from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
-from managed_tools.tools.framework.toolsets import ToolSelection
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -201,7 +201,8 @@ class UserConfig(BaseModel):
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     # The search profile (docs/tool-search.md): a small core listed, every other tool found with tools_search.
-    tool_search: bool = Field(default=False, alias="toolSearch")
+    # Unset: the preset's choice (`coding` searches; tools/framework/toolsets.py).
+    tool_search: bool | None = Field(default=None, alias="toolSearch")
     # How list-shaped results are written for the model: "compact" is a header line and one line per row.
     result_format: ResultFormat = Field(default="json", alias="resultFormat")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
@@ -380,7 +381,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
-            tool_search=user.tool_search if tool_search is None else tool_search,
+            tool_search=_tool_search(tool_search, user, selection or Selecting()),
             result_format=result_format or user.result_format,
             model=chosen(user.models),
             quotas=user.quotas,
@@ -427,6 +428,16 @@ def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
         exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),
         read_only=bool(flags.read_only if flags.read_only is not None else file.read_only),
     )
+
+
+def _tool_search(flag: bool | None, file: UserConfig, flags: Selecting) -> bool:
+    """`--tool-search`/`--no-tool-search`, else config.json's `toolSearch`, else what the preset chose."""
+    if flag is not None:
+        return flag
+    if file.tool_search is not None:
+        return file.tool_search
+    preset = flags.preset if flags.preset is not None else file.preset
+    return preset in PRESETS and PRESETS[preset].tool_search
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

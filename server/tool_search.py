@@ -23,6 +23,7 @@ from managed_tools.stores.events import most_called_tools
 from managed_tools.tools.discovery.tools import OWN
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime
 from managed_tools.tools.framework.definition import model_visible_chars
+from managed_tools.tools.framework.registry import Registry
 
 # What the core may cost, beside the three search tools, in names + descriptions + input schemas: the search
 # profile's whole list at connect stays under 6,000 characters (tests/test_catalogue_budget.py).
@@ -33,12 +34,12 @@ MAX_CONNECTIONS = 10_000  # connections whose revealed tools are kept (the oldes
 FALLBACK_CORE = ("session_get_snapshot", "memory_read", "memory_write", "outcome_define", "read", "edit", "glob")
 
 
-def choose_core(runtime: Runtime, most_called: list[str]) -> list[str]:
+def choose_core(registry: Registry, most_called: list[str]) -> list[str]:
     """The most called served tools first, then the fallback's, while they fit CORE_BUDGET and CORE_MAX_TOOLS."""
     chosen: list[str] = []
     spent = 0
     for name in dict.fromkeys([*most_called, *FALLBACK_CORE]):
-        definition = runtime.registry.get(name)
+        definition = registry.get(name)
         if definition is None or name in OWN or len(chosen) == CORE_MAX_TOOLS:
             continue
         cost = model_visible_chars(definition)
@@ -71,7 +72,7 @@ class SearchProfile:
         if self._core is None or self._core[0] != version:
             async with self._runtime.db.read() as tx:
                 most_called = await most_called_tools(tx, CORE_MAX_TOOLS * 4)
-            self._core = (version, choose_core(self._runtime, most_called))
+            self._core = (version, choose_core(self._runtime.registry, most_called))
         return self._core[1]
 
     async def shown(self, ctx: ServerRequestContext[Any]) -> set[str]:

@@ -171,3 +171,23 @@ def test_the_fallback_core_fits() -> None:
     catalogue = {d.name: d for d in full_catalogue()}
     assert all(name in catalogue for name in FALLBACK_CORE)
     assert sum(model_visible_chars(catalogue[n]) for n in FALLBACK_CORE) > 0
+
+
+def test_the_coding_preset_searches_unless_told_not_to(workspace: Path, tmp_path: Path) -> None:
+    coding = Selecting(preset="coding")
+    assert ServeConfig.build(workspace=workspace, data_dir=None, selection=coding).tool_search
+    assert not ServeConfig.build(workspace=workspace, data_dir=None, selection=coding, tool_search=False).tool_search
+    assert not ServeConfig.build(workspace=workspace, data_dir=None).tool_search  # full: every tool listed
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "config.json").write_text(json.dumps({"preset": "coding", "toolSearch": False}))
+    assert not ServeConfig.build(workspace=workspace, data_dir=data_dir).tool_search
+
+
+async def test_a_coding_client_connects_to_the_core_and_the_search_tools(workspace: Path) -> None:
+    config = ServeConfig.build(workspace=workspace, data_dir=None, selection=Selecting(preset="coding"))
+    async with open_runtime(config) as runtime, Client(build_server(runtime, transport="memory")) as client:
+        listed = (await client.list_tools()).tools
+        found = data(await client.call_tool("tools_search", {"query": "make a plan with steps", "limit": 3}))
+    assert {t.name for t in listed} == {*OWN, "session_get_snapshot", "memory_read", "memory_write", "outcome_define"}
+    assert visible(listed) < 3_000 and found["hits"][0]["name"].startswith("planning_")
