@@ -77,8 +77,10 @@ async def test_a_small_list_at_connect_and_every_tool_found(workspace: Path, mod
         names = {t.name for t in listed}
         hits = data(await client.call_tool("tools_search", {"query": "persistent shell run command", "limit": 3}))
         everything = data(await client.call_tool("tools_search", {"query": "shell", "limit": 20}))
+        instructions = client.instructions or ""
     assert visible(listed) <= MAX_AT_CONNECT, visible(listed)
     assert set(OWN) <= names and names - set(OWN) == set(FALLBACK_CORE)  # a fresh state: the fixed core
+    assert "find them with tools_search" in instructions
     assert "shell_exec" in [h["name"] for h in hits["hits"]]
     assert {h["name"] for h in everything["hits"]} >= {"shell_run", "shell_exec", "shell_open"}
 
