@@ -31,7 +31,10 @@ CORE_BUDGET = 4_000
 CORE_MAX_TOOLS = 8
 MAX_CONNECTIONS = 10_000  # connections whose revealed tools are kept (the oldest forgotten: they list the core)
 # A fresh state's core: where a session starts (instructions.py), what it remembers, and the file tools.
-FALLBACK_CORE = ("environment_describe", "session_get_snapshot", "memory_read", "memory_write", "outcome_define", "read", "edit", "glob")
+FALLBACK_CORE = (
+    "environment_describe", "session_get_snapshot", "memory_read", "memory_write", "outcome_define", "read", "edit",
+    "glob",
+)  # fmt: skip
 
 
 def choose_core(registry: Registry, most_called: list[str]) -> list[str]:
