@@ -158,8 +158,8 @@ async def test_a_read_only_scope_reaches_no_writing_tool(workspace: Path) -> Non
     assert described.is_error and called.is_error and not (workspace / "y").exists()
 
 
-async def test_the_core_is_what_this_state_calls_most(workspace: Path) -> None:
-    config = ServeConfig.build(workspace=workspace, data_dir=None)
+@pytest.mark.both_backends
+async def test_the_core_is_what_this_state_calls_most(config: ServeConfig) -> None:
     async with served(config, "auto") as client:
         for _ in range(3):
             data(await client.call_tool("tools_call", {"name": "learning_list", "arguments": {}}))
