@@ -57,6 +57,7 @@ from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -205,6 +206,8 @@ class UserConfig(BaseModel):
     tool_search: bool | None = Field(default=None, alias="toolSearch")
     # How list-shaped results are written for the model: "compact" is a header line and one line per row.
     result_format: ResultFormat = Field(default="json", alias="resultFormat")
+    # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
+    secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
@@ -303,6 +306,7 @@ class ServeConfig(BaseModel):
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     tool_search: bool = False  # `--tool-search`, config `toolSearch`
     result_format: ResultFormat = "json"  # `--result-format`, config `resultFormat`
+    secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
@@ -383,6 +387,7 @@ class ServeConfig(BaseModel):
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             tool_search=_tool_search(tool_search, user, selection or Selecting()),
             result_format=result_format or user.result_format,
+            secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,

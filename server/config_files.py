@@ -28,7 +28,8 @@ MERGED_BY_NAME = ("mcpServers", "models", "policy", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "models", "toolSearch", "resultFormat",
+    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "models", "secretScanning", "toolSearch",
+    "resultFormat",
 )  # fmt: skip
 
 

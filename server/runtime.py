@@ -244,6 +244,7 @@ async def open_runtime(
                     auto_sandboxed=config.auto_sandboxed,
                     tool_search=config.tool_search,
                     result_format=config.result_format,
+                    secret_scanning=config.secret_scanning,
                 ),
                 config,
                 secrets,
