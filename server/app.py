@@ -31,6 +31,7 @@ from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
+from managed_tools.server.tool_search import SearchProfile, only, with_reveal
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
@@ -144,10 +145,11 @@ class ManagedServer(Server[Attachments]):
 
 class PublishedTools:
     """Every served tool as tools/list shows it, built once per registry version; each principal's scopes filter it
-    without rebuilding it."""
+    without rebuilding it, and under the search profile (`profile`) each connection's shown tools."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, profile: SearchProfile | None = None) -> None:
         self._registry = registry
+        self.profile = profile
         self._version = -1
         self._tools: dict[str, tuple[ToolDefinition, types.Tool]] = {}
 
@@ -159,6 +161,11 @@ class PublishedTools:
 
     def listed(self, principal: Principal) -> list[types.Tool]:
         return [tool for definition, tool in self._current().values() if principal.may_use(definition)]
+
+    async def listed_in(self, ctx: ServerRequestContext[Attachments], principal: Principal) -> list[types.Tool]:
+        """What this request's tools/list shows: under the search profile, only the tools its connection sees."""
+        tools = self.listed(principal)
+        return tools if self.profile is None else only(tools, await self.profile.shown(ctx))
 
     def input_schema(self, name: str, principal: Principal) -> Mapping[str, Any] | None:
         """What the 2026-07-28 HTTP transport checks a call's `Mcp-Param-*` headers against. Without it the SDK runs
@@ -202,7 +209,7 @@ def build_server(
     """
     # By registry version (upstream servers' tools come and go): each definition beside its MCP tool, so a
     # principal's scopes can filter the list without rebuilding it.
-    catalogue = PublishedTools(runtime.registry)
+    catalogue = PublishedTools(runtime.registry, SearchProfile(runtime) if runtime.tool_search else None)
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
@@ -235,7 +242,7 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx.session)
-        return types.ListToolsResult(tools=cards.listed(ctx, catalogue.listed(current_principal())))
+        return types.ListToolsResult(tools=cards.listed(ctx, await catalogue.listed_in(ctx, current_principal())))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -271,7 +278,7 @@ def build_server(
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent, variables, runtime.model_provider),
+                with_reveal(ports_for(ctx, consent, variables, runtime.model_provider), catalogue.profile, ctx),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
