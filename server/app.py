@@ -20,6 +20,7 @@ from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.instructions import instructions
 from managed_tools.server.library import Library
+from managed_tools.server.listing import ListedOnce
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.planning_prompts import planning_prompts
@@ -285,4 +286,5 @@ def build_server(
         else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
     )
     server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
+    server.middleware.append(ListedOnce(runtime.registry, on_hit=lambda ctx: notifier.tools_listed(ctx.session)))
     return server
