@@ -204,7 +204,7 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        notifier.tools_listed(ctx.session)
+        notifier.tools_listed(ctx)
         return types.ListToolsResult(tools=catalogue.listed(current_principal()))
 
     async def call_tool(
@@ -286,5 +286,5 @@ def build_server(
         else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
     )
     server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
-    server.middleware.append(ListedOnce(runtime.registry, on_hit=lambda ctx: notifier.tools_listed(ctx.session)))
+    server.middleware.append(ListedOnce(runtime.registry, on_hit=notifier.tools_listed))
     return server

@@ -64,6 +64,27 @@ async def test_a_changed_registry_is_listed_anew(runtime: Runtime, connect: Conn
     assert len(handler_runs) == 2
 
 
+async def test_a_client_that_listed_often_hears_of_a_change_once(runtime: Runtime, connect: Connect) -> None:
+    """The regression: each listing kept its own session object, so a client that listed three times heard of
+    one change three times (and every listing stayed in memory)."""
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append(message.method)
+
+    base = next(iter(runtime.registry))
+    async with connect(runtime, "legacy", message_handler=on_message) as client:
+        for _ in range(3):
+            await client.list_tools(cache_mode="refresh")
+        runtime.registry.replace_group("up", [base.model_copy(update={"name": "up__describe", "ownership": "mcp"})])
+        with anyio.fail_after(5):
+            while not heard:  # noqa: ASYNC110 (the watcher's notification arrives on the client's own task)
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.3)  # room for any duplicate to arrive
+    assert heard == ["notifications/tools/list_changed"]
+
+
 async def test_principals_of_one_view_share_a_listing() -> None:
     read, write = frozenset({TOOLS_READ}), frozenset({TOOLS_READ, TOOLS_WRITE})
     assert LOCAL.view == Principal("oauth:a", write).view == "all"
