@@ -23,7 +23,6 @@ from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.commands import cut_short_quietly, serve_config
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.data_dir import tell
-from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.rules import DATABASE_ENV
@@ -212,6 +211,9 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
 
 
 async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str, stopping: Stopping) -> None:
+    # Imported here: the Streamable HTTP and SSE app, its sessions, token and OAuth checks are no part of stdio.
+    from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
+
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
         app = build_app(runtime, config, http, extensions, pages)
