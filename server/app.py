@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
@@ -14,6 +15,7 @@ from mcp.server.subscriptions import ListenHandler
 from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server.approval_card import ApprovalCards
 from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
@@ -29,8 +31,11 @@ from managed_tools.server.principal import Principal, current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
 from managed_tools.server.variables import CallVariables, SecretInputFactory
+from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
+from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.executor import CallResult, execute
@@ -62,7 +67,18 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 
 
 AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
+MODERN_ONLY = (TASKS_EXTENSION,)  # extensions the handshake era never hears of (tasks are a 2026-07-28 extension)
 END_CALLS_WITHIN_SECONDS = 2.0
+
+
+QUOTA_REFUSAL = "managed_tools_quota_refusal"  # a request's state key: its principal is past a quota (legacy SSE)
+
+
+def _quota_refusal(ctx: ServerRequestContext[Attachments]) -> str | None:
+    """Why server/http_quotas.py refused this call, when it could not refuse its request with 429 (legacy SSE)."""
+    state = getattr(getattr(ctx, "request", None), "scope", {}).get("state", {})
+    refusal = state.get(QUOTA_REFUSAL) if isinstance(state, dict) else None
+    return refusal if isinstance(refusal, str) else None
 
 
 class InFlight:
@@ -71,24 +87,33 @@ class InFlight:
 
     def __init__(self) -> None:
         self._running: set[anyio.CancelScope] = set()
+        self._owners: Counter[str] = Counter()  # each principal's calls running now (server/http_quotas.py)
         self._idle = anyio.Event()
         self._idle.set()
         self._stopping = False
 
     @contextmanager
-    def running(self) -> Iterator[anyio.CancelScope]:
+    def running(self, owner: str = LOCAL_OWNER) -> Iterator[anyio.CancelScope]:
         with anyio.CancelScope() as call:
             if self._stopping:
                 call.cancel()
             if not self._running:
                 self._idle = anyio.Event()
             self._running.add(call)
+            self._owners[owner] += 1
             try:
                 yield call
             finally:
                 self._running.discard(call)
+                self._owners[owner] -= 1
+                if not self._owners[owner]:
+                    del self._owners[owner]
                 if not self._running:
                     self._idle.set()
+
+    def of(self, owner: str) -> int:
+        """How many calls `owner` has running now."""
+        return self._owners[owner]
 
     async def end_all(self) -> None:
         """Cancel every call (a command one started is killed) and wait, bounded, for their answers."""
@@ -110,10 +135,11 @@ class ManagedServer(Server[Attachments]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        handshake = {key: value for key, value in self.extensions.items() if key not in MODERN_ONLY}
         return super().create_initialization_options(
             notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
             experimental_capabilities,
-            extensions,
+            extensions if extensions is not None else handshake,
         )
 
 
@@ -181,18 +207,23 @@ def build_server(
     in_flight = calls if calls is not None else InFlight()
     library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
-    served = Resources(runtime, library, notifier)
+    # Beside the resources, a paused call's approval card for MCP Apps hosts (server/approval_card.py).
+    served, cards = (
+        Resources(runtime, library, notifier),
+        ApprovalCards(runtime.db, page_only=pages is not None and pages.for_approvals),
+    )
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
         source = attachments() if attachments is not None else attached(runtime, session_id, transport)
-        async with source as resolved:
+        async with source as resolved, long_calls.running():
             start, stop = anyio.Event(), anyio.Event()
             served.watch = start
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
                 watcher.start_soon(watch_tools, runtime, notifier)
+                watcher.start_soon(run_wakes, runtime, notifier)
                 if relay:
                     watcher.start_soon(relay_for(runtime).run, notifier)
                 try:
@@ -205,12 +236,20 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx)
-        return types.ListToolsResult(tools=catalogue.listed(current_principal()))
+        return types.ListToolsResult(tools=cards.listed(ctx, catalogue.listed(current_principal())))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if wanted(ctx, runtime.registry.get(params.name)):  # a client following long calls as tasks (server/tasks.py)
+            return await long_calls.offload(ctx, params)
+        return (await run_call(ctx, params)).reply
+
+    async def run_call(ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Answer:
         principal = current_principal()
+        refused = _quota_refusal(ctx)
+        if refused is not None:
+            return Answer(to_call_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
             runtime,
@@ -229,24 +268,24 @@ def build_server(
             else None
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
-        with in_flight.running() as call:
+        with in_flight.running(principal.owner) as call:
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent, variables),
+                ports_for(ctx, consent, variables, runtime.model_provider),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
                 visible=principal.may_use,
             )
         if call.cancelled_caught:
-            return to_call_result(STOPPED)
+            return Answer(to_call_result(STOPPED), STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required":
             pending = consent.input_required or variables.input_required
             if pending is not None:
-                return pending
-        return to_call_result(result)
+                return Answer(pending, None)
+        return Answer(cards.reply(ctx, result), result)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Attachments], params: types.SetLevelRequestParams
@@ -263,10 +302,10 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         get_tool_input_schema=lambda name: catalogue.input_schema(name, current_principal()),
-        on_call_tool=call_tool,
+        on_call_tool=cards.in_front_of_calls(call_tool),
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,
-        on_read_resource=served.read_resource,
+        on_read_resource=cards.in_front_of(served.read_resource),
         on_subscribe_resource=served.subscribe,
         on_unsubscribe_resource=served.unsubscribe,
         on_subscriptions_listen=served.guarded(ListenHandler(notifier.bus)),
@@ -277,6 +316,7 @@ def build_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    long_calls = serve(server, runtime, run_call)  # the tasks extension (server/tasks.py)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
     security = (
         RequestStateSecurity(
@@ -285,6 +325,8 @@ def build_server(
         if request_state_keys
         else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
     )
-    server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
-    server.middleware.append(ListedOnce(runtime.registry, on_hit=notifier.tools_listed))
+    server.middleware += [
+        RequestStateBoundary(security, default_audience=SERVER_NAME),
+        ListedOnce(runtime.registry, on_hit=notifier.tools_listed, variant=cards.shown_by),
+    ]
     return server

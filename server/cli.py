@@ -165,6 +165,16 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     located.add_argument("--json", action="store_true", help="one JSON document for machines")
     located.add_argument("--agent", type=_agent, default="default", help="whose substrate skills (default: default)")
     _state_flags(located)
+    listed = _command(
+        commands,
+        "wakes",
+        "list the wakes sessions scheduled (queued, running, or due and waiting for a client)",
+        "managed-tools wakes --all --json",
+    )
+    listed.add_argument("--all", action="store_true", help="also those already fired, offered, failed or cancelled")
+    listed.add_argument("--json", action="store_true", help="one JSON document for machines")
+    listed.add_argument("--agent", type=_agent, default="default", help="whose sessions (default: default)")
+    _state_flags(listed)
     _view_parsers(commands)
     _audit_parser(commands)
     _migrate_parser(commands)
@@ -266,6 +276,13 @@ def _approval_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
     _state_flags(stop)
+    board = _command(
+        commands,
+        "dashboard",
+        "serve a live dashboard on this machine: sessions, events, approvals to answer, versions, outcomes",
+        "managed-tools dashboard --workspace ~/projects/app",
+    )
+    _state_flags(board)
 
 
 def _limit(value: str) -> int:

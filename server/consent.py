@@ -35,6 +35,7 @@ from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Tx
 from managed_tools.stores.errors import NotFoundError
+from managed_tools.tools.framework import telemetry
 from managed_tools.tools.framework.context import Attachment, Runtime
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest
 
@@ -42,6 +43,7 @@ log = logging.getLogger("managed_tools.consent")
 
 INPUT_KEY = "consent"
 MAX_NOTE_CHARS = 500
+DECIDED_ELSEWHERE_POLL_SECONDS = 0.25  # one primary-key read per waiting question
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -95,7 +97,84 @@ def _form_field(prop: dict[str, Any]) -> bool:
 ALREADY_USED = "that answer was already used or is for another call"
 
 
-class CallConsent:
+class OutOfBandConsent:
+    """Steps 1 and 4 alone: where no client is there to ask (a session run headless, a wake), an approval given
+    out of band is used once, and any other question is recorded for `managed-tools approve`."""
+
+    def __init__(self, runtime: Runtime, attachment: Attachment) -> None:
+        self._runtime = runtime
+        self._attachment = attachment
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        used = await self._use_out_of_band_answer(request)
+        return used if used is not None else await self._out_of_band(request)
+
+    def in_session(self, session_id: str, wake_id: str) -> OutOfBandConsent:
+        attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id)
+        return OutOfBandConsent(self._runtime, attachment)
+
+    # -- 1. an answer given out of band ------------------------------------------------------------------
+
+    async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        async with self._runtime.db.write() as tx:
+            record = await self._find(tx, request, "approved")
+            if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
+                return None
+        return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
+
+    # -- 4. out of band ----------------------------------------------------------------------------------
+
+    async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self._runtime.db.write() as tx:
+            record = await self._find(tx, request, "pending")
+            if record is None:
+                record = await self._create(tx, request, "out_of_band")
+        return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
+
+    def _instructions(self, record: ApprovalRecord) -> str:
+        """What the model tells the person. It names no host path (the data dir): the full command, with its
+        --data-dir, goes to the server's log (stderr), which only the person sees."""
+        if record.kind == "custom_tool":
+            command = f"managed-tools respond {record.id} --json '<result>'"
+            text = (
+                f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
+                f"Request {record.id} is waiting: ask them to run `{command}` in a terminal (with the server's "
+                f"--data-dir, if it has one), then call {record.tool_name} again with the same arguments."
+            )
+        else:
+            command = f"managed-tools approve {record.id}"
+            text = (
+                f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
+                f"Request {record.id} is waiting: ask them to run `{command}` (or `managed-tools deny "
+                f"{record.id}`) in a terminal (with the server's --data-dir, if it has one; `managed-tools "
+                f"pending` shows the question), then call {record.tool_name} again with exactly the same "
+                "arguments. It runs once; other arguments need their own approval."
+            )
+        where = shlex.quote(str(self._runtime.environment.data_dir))
+        log.warning("permission request %s waits for a person: %s --data-dir %s", record.id, command, where)
+        return text
+
+    async def _find(self, tx: Tx, request: ApprovalRequest, status: approvals.Status) -> ApprovalRecord | None:
+        """This session's request for exactly this call (tool, kind and argument digest) in `status`."""
+        return await approvals.find(
+            tx, self._attachment.session_id, request.tool_name, request.args_digest, status=status, kind=request.kind
+        )
+
+    async def _create(self, tx: Tx, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
+        return await approvals.create(
+            tx,
+            session_id=self._attachment.session_id,
+            wake_id=self._attachment.wake_id,
+            kind=request.kind,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            args_digest=request.args_digest,
+            channel=channel,
+            question=request.message,
+        )
+
+
+class CallConsent(OutOfBandConsent):
     """Consent for one `tools/call`. After a call, `input_required` holds the result to send back (2026-07-28)."""
 
     def __init__(
@@ -108,19 +187,21 @@ class CallConsent:
         wait_seconds: float,
         answers: bool = True,
         pages: Pages | None = None,
+        rounds: bool = True,
     ) -> None:
-        self._runtime = runtime
-        self._attachment = attachment
+        super().__init__(runtime, attachment)
         self._ctx = ctx
         self._params = params
         self._wait = wait_seconds
         self._answers = answers  # may the caller answer in the client, or only a person at the server?
         self._pages = pages
+        self._rounds = rounds  # may the question go back as an input-required result (not inside a child's run)
         self.input_required: types.InputRequiredResult | None = None
 
     def in_session(self, session_id: str, wake_id: str) -> CallConsent:
-        """The same person and channel, for a call made in another session of theirs (a child run through
-        sampling)."""
+        """The same person, for a call made in another session of theirs (a child's run). Never by an
+        input-required round: the run cannot stop for the client's retry, so a 2026-07-28 client's question waits
+        out of band."""
         attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id, transport="sampling")
         return CallConsent(
             self._runtime,
@@ -130,16 +211,21 @@ class CallConsent:
             wait_seconds=self._wait,
             answers=self._answers,
             pages=self._pages,
+            rounds=False,
         )
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         used = await self._use_out_of_band_answer(request)
         if used is not None:
             return used
+        with telemetry.approval_wait(request.tool_name):
+            return await self._ask_a_person(request)
+
+    async def _ask_a_person(self, request: ApprovalRequest) -> ApprovalDecision:
         schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
         asks = self._asks_by(request, schema)
         question = schema if asks == "form" else None  # None: the page asks
-        if asks is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if asks is not None and self._rounds and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._input_required_round(request, question)
         if asks is not None and self._ctx.session.can_send_request:
             return await self._elicit(request, question)
@@ -157,15 +243,6 @@ class CallConsent:
         if self._pages is not None and request.kind == "tool_confirmation" and (self._pages.for_approvals or not forms):
             return "page" if urls else None
         return "form" if forms and schema is not None else None
-
-    # -- 1. an answer given out of band ------------------------------------------------------------------
-
-    async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        async with self._runtime.db.write() as tx:
-            record = await self._find(tx, request, "approved")
-            if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
-                return None
-        return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
 
     # -- 2. 2026-07-28: input-required round trip -------------------------------------------------------
 
@@ -194,8 +271,10 @@ class CallConsent:
                 record = await approvals.get(tx, request_id)
             except NotFoundError:
                 return ApprovalDecision(status="denied", reason="the request state names no request")
-        if not self._same_call(record, request, "input_required") or record.status != "pending":
+        if not self._same_call(record, request, "input_required") or record.status not in ("pending", "approved"):
             return ApprovalDecision(status="denied", request_id=request_id, reason=ALREADY_USED)
+        if record.status == "approved":  # a person approved it out of band meanwhile (the dashboard, the CLI)
+            return await self._settle(record, request, None)
         answer = (self._params.input_responses or {}).get(INPUT_KEY)
         reply = answer if isinstance(answer, types.ElicitResult) else None
         if schema is None:
@@ -214,20 +293,34 @@ class CallConsent:
     async def _elicit(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> ApprovalDecision:
         record = await self._record(request, "elicitation")
         answer: types.ElicitResult | None = None
-        with anyio.move_on_after(self._wait):
-            try:
-                if schema is None:
-                    answer = await self._elicit_page(record, request)
-                else:
-                    answer = await self._ctx.session.elicit_form(
-                        request.message, requested_schema=schema, related_request_id=self._ctx.request_id
-                    )
-            except PagesFull as exc:
-                return await self._settle(record, request, None, reason=str(exc))
-            except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
-                log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
-                return await self._settle(record, request, None, reason="the client could not show the question")
+        with anyio.move_on_after(self._wait) as waiting:
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(self._cancel_when_decided_elsewhere, record.id, waiting)
+                try:
+                    if schema is None:
+                        answer = await self._elicit_page(record, request)
+                    else:
+                        answer = await self._ctx.session.elicit_form(
+                            request.message, requested_schema=schema, related_request_id=self._ctx.request_id
+                        )
+                except PagesFull as exc:
+                    return await self._settle(record, request, None, reason=str(exc))
+                except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
+                    log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
+                    return await self._settle(record, request, None, reason="the client could not show the question")
+                finally:
+                    watch.cancel_scope.cancel()
         return await self._settle(record, request, answer, reason=None if answer else "no answer in time")
+
+    async def _cancel_when_decided_elsewhere(self, request_id: str, waiting: anyio.CancelScope) -> None:
+        """A person may answer at the dashboard (or `managed-tools approve`) while the client's question is
+        open, from any process sharing the store: the wait ends then, and `_settle` takes that answer."""
+        while True:
+            await anyio.sleep(DECIDED_ELSEWHERE_POLL_SECONDS)
+            async with self._runtime.db.read() as tx:
+                if (await approvals.get(tx, request_id)).status != "pending":
+                    waiting.cancel()
+                    return
 
     async def _elicit_page(self, record: ApprovalRecord, request: ApprovalRequest) -> types.ElicitResult | None:
         """URL mode: the client opens the page (accept) or refuses to (decline, cancel: a no); then the page's
@@ -265,62 +358,11 @@ class CallConsent:
             message=message, url=self._pages.url(page), elicitation_id=page.elicitation_id
         )
 
-    # -- 4. out of band ----------------------------------------------------------------------------------
-
-    async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
-        async with self._runtime.db.write() as tx:
-            record = await self._find(tx, request, "pending")
-            if record is None:
-                record = await self._create(tx, request, "out_of_band")
-        return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
-
-    def _instructions(self, record: ApprovalRecord) -> str:
-        """What the model tells the person. It names no host path (the data dir): the full command, with its
-        --data-dir, goes to the server's log (stderr), which only the person sees."""
-        if record.kind == "custom_tool":
-            command = f"managed-tools respond {record.id} --json '<result>'"
-            text = (
-                f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
-                f"Request {record.id} is waiting: ask them to run `{command}` in a terminal (with the server's "
-                f"--data-dir, if it has one), then call {record.tool_name} again with the same arguments."
-            )
-        else:
-            command = f"managed-tools approve {record.id}"
-            text = (
-                f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
-                f"Request {record.id} is waiting: ask them to run `{command}` (or `managed-tools deny "
-                f"{record.id}`) in a terminal (with the server's --data-dir, if it has one; `managed-tools "
-                f"pending` shows the question), then call {record.tool_name} again with exactly the same "
-                "arguments. It runs once; other arguments need their own approval."
-            )
-        where = shlex.quote(str(self._runtime.environment.data_dir))
-        log.warning("permission request %s waits for a person: %s --data-dir %s", record.id, command, where)
-        return text
-
     # -- shared ------------------------------------------------------------------------------------------
-
-    async def _find(self, tx: Tx, request: ApprovalRequest, status: approvals.Status) -> ApprovalRecord | None:
-        """This session's request for exactly this call (tool, kind and argument digest) in `status`."""
-        return await approvals.find(
-            tx, self._attachment.session_id, request.tool_name, request.args_digest, status=status, kind=request.kind
-        )
 
     async def _record(self, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
         async with self._runtime.db.write() as tx:
             return await self._create(tx, request, channel)
-
-    async def _create(self, tx: Tx, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
-        return await approvals.create(
-            tx,
-            session_id=self._attachment.session_id,
-            wake_id=self._attachment.wake_id,
-            kind=request.kind,
-            tool_name=request.tool_name,
-            arguments=request.arguments,
-            args_digest=request.args_digest,
-            channel=channel,
-            question=request.message,
-        )
 
     def _same_call(self, record: ApprovalRecord, request: ApprovalRequest, channel: str) -> bool:
         return (
@@ -342,7 +384,13 @@ class CallConsent:
         """Turn the client's answer into a decision, record it, and consume it if it is a yes."""
         approved, note, value, why = _judge(request, answer)
         async with self._runtime.db.write() as tx:
-            if (await approvals.get(tx, record.id)).status != "pending":  # a concurrent retry settled it first
+            current = await approvals.get(tx, record.id)
+            if current.status == "approved" and await approvals.consume(tx, record.id, self._attachment.wake_id):
+                # A person approved it out of band (the dashboard, the CLI) while the question was open.
+                return ApprovalDecision(status="approved", request_id=record.id, note=current.note)
+            if current.status == "denied":
+                return ApprovalDecision(status="denied", request_id=record.id, note=current.note, reason="denied")
+            if current.status != "pending":  # a concurrent retry settled it first
                 return ApprovalDecision(status="denied", request_id=record.id, reason=ALREADY_USED)
             await approvals.decide(
                 tx,

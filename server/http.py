@@ -6,7 +6,8 @@ exactly against the allowlists (421, 403; server/http_allowlist.py), then the st
 Resource Metadata), and an `Mcp-Managed-Session` header, which must name a session of this agent owned by the
 caller (400). Body sizes are capped by the SDK's transports on both POST endpoints (413), the number of open MCP
 sessions and SSE streams by `--max-sessions` (503; each OAuth principal holds at most a quarter of them, 429:
-server/http_shares.py), and connections by the deadlines and bound of server/http_limits.py.
+server/http_shares.py), each principal's calls by its quota (429: server/http_quotas.py), and connections by the
+deadlines and bound of server/http_limits.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import socket
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -45,10 +46,12 @@ from managed_tools.server.extensions import Extensions
 from managed_tools.server.fair_share import share_of
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
+from managed_tools.server.http_quotas import QuotaGate
 from managed_tools.server.http_replica import ReplicaRoute
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http_shares import SessionShares, beyond_share, json_rpc_error
 from managed_tools.server.oauth import auth_middleware, metadata_routes
+from managed_tools.server.otel import PROMETHEUS_CONTENT_TYPE, Installed
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
@@ -57,6 +60,7 @@ from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.tools.framework.context import Runtime
 
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 MCP_PATH = "/mcp"
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
@@ -72,6 +76,8 @@ def build_app(
     http: HttpConfig,
     extensions: Extensions | None = None,
     pages: Pages | None = None,
+    *,
+    telemetry: Installed | None = None,
 ) -> McpApp:
     calls = InFlight()
     server = build_server(
@@ -89,6 +95,8 @@ def build_app(
     # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     routes: list[Route | Mount] = [Route(HEALTH_PATH, _health, methods=["GET", "HEAD"])]
+    if telemetry is not None and telemetry.prometheus:  # behind the token (or OAuth) like every other path
+        routes.append(Route(METRICS_PATH, _metrics_of(telemetry), methods=["GET"]))
     manager: StreamableHTTPSessionManager | None = None
     if http.transport == "http":
         manager = StreamableHTTPSessionManager(
@@ -115,6 +123,17 @@ def build_app(
         routes = [*metadata, *routes]
         middleware += auth_middleware(http.oauth, open_paths=[HEALTH_PATH, *(route.path for route in metadata)])
     middleware.append(Middleware(SessionHeader, runtime=runtime))
+    middleware.append(
+        Middleware(
+            QuotaGate,
+            quotas=config.quotas,
+            db=runtime.db,
+            running=calls.of,
+            max_body=http.max_request_bytes,
+            streamable_path=MCP_PATH,
+            messages_path=MESSAGES_PATH,
+        )
+    )
     if http.replica is not None:
         middleware.insert(0, Middleware(ReplicaRoute, name=http.replica))
     return McpApp(calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: mcp_sessions.running())
@@ -169,6 +188,14 @@ class McpApp(Starlette):
 async def _health(request: Request) -> Response:
     # For load balancers: open without a token, so it says nothing but that the process answers.
     return JSONResponse({"status": "ok"})
+
+
+def _metrics_of(telemetry: Installed) -> Callable[[Request], Awaitable[Response]]:
+    async def metrics(request: Request) -> Response:
+        text = await anyio.to_thread.run_sync(telemetry.prometheus_text)
+        return Response(text, media_type=PROMETHEUS_CONTENT_TYPE)
+
+    return metrics
 
 
 class Guard:

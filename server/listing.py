@@ -4,9 +4,9 @@ The SDK shapes every answer itself: it dumps the handler's `ListToolsResult` (68
 against the protocol version's result schema and dumps it again: 15 ms in the handshake era and 25 ms at 2026-07-28
 for our ~140 KB catalogue, on every tools/list (each stateless HTTP client lists when it connects, every stdio
 start-up lists once). The answer depends only on which tools are served (the registry's version), which of them the
-caller may see (its principal's view) and the protocol version, so the first answer for each is kept and later ones
-are a copy of it. What the SDK checks before any handler runs is still checked: the request's params against the
-protocol, and that the connection finished its handshake.
+caller may see (its principal's view), the protocol version and whether the client negotiated MCP Apps, so the
+first answer for each is kept and later ones are a copy of it. What the SDK checks before any handler runs is still
+checked: the request's params against the protocol, and that the connection finished its handshake.
 """
 
 from __future__ import annotations
@@ -29,17 +29,26 @@ LISTING = "tools/list"
 
 class ListedOnce:
     """The server middleware that keeps each tools/list answer as sent; `on_hit` is told of every listing it answers
-    (the lister hears tools/list_changed from then on, as when the handler runs)."""
+    (the lister hears tools/list_changed from then on, as when the handler runs). `variant` is whatever else the
+    handler's answer depends on in the request: whether the client negotiated MCP Apps (the approval card's tool
+    is listed only then)."""
 
-    def __init__(self, registry: Registry, on_hit: Callable[[ServerRequestContext[Any]], None]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        on_hit: Callable[[ServerRequestContext[Any]], None],
+        variant: Callable[[ServerRequestContext[Any]], bool],
+    ) -> None:
         self._registry = registry
         self._on_hit = on_hit
-        self._answers: dict[tuple[int, View, str], dict[str, Any]] = {}
+        self._variant = variant
+        self._answers: dict[tuple[int, View, str, bool], dict[str, Any]] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != LISTING:
             return await call_next(ctx)
-        key = (self._registry.version, current_principal().view, ctx.protocol_version)
+        key = (self._registry.version, current_principal().view, ctx.protocol_version, self._variant(ctx))
         kept = self._answers.get(key)
         if kept is None:
             answer = await call_next(ctx)

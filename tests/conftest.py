@@ -50,6 +50,43 @@ def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     return home
 
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Debian's headless Chromium through playwright's client (tests that use it are `browser_test` in
+    test_pages.py: skipped with a reason where either is missing, outside CI)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+def probe_config(workspace: Path) -> ServeConfig:
+    """SQLite, and the probe tools (tests/probe_tools.py: an always_ask write whose rows can be counted)."""
+    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+
+
+@pytest.fixture
+async def probe_rt(probe_config: ServeConfig) -> AsyncIterator[Runtime]:
+    async with open_runtime(probe_config) as runtime:
+        yield runtime
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "workspace"
@@ -65,6 +102,8 @@ SLOW_MODULES = {
     "test_postgresql": "a PostgreSQL cluster, or a CLI process per bad database URL",
     "test_replicas": "PostgreSQL, nginx and several server processes",
     "test_pages": "Chromium",
+    "test_dashboard": "Chromium and a dashboard process",
+    "test_approval_card": "Chromium",
     "test_crash": "server processes killed mid-write, then recovered",
     "test_fuzz_tools": "hypothesis over every tool",
     "test_fuzz_frames": "hypothesis over raw protocol frames",
@@ -77,6 +116,8 @@ SLOW_MODULES = {
     "test_upstream": "an upstream MCP server process per test",
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
+    "test_http_quotas": "a server per test, over HTTP",
+    "test_otel": "server processes over stdio and HTTP, and an OTLP receiver",
     "test_approval_cli": "a CLI process per case",
     "test_views_cli": "a CLI process per case",
 }
@@ -115,6 +156,7 @@ SLOW_TESTS = frozenset({
     "test_lazy_imports::test_stdio_serve_loads_no_oauth_postgres_keyring_or_jsonschema",
     "test_memory::test_racing_processes_on_one_version_exactly_one_wins",
     "test_memory::test_retrying_writers_lose_nothing",
+    "test_model_provider::test_a_child_runs_headless_for_a_client_over_stdio",
     "test_oauth::test_a_valid_token_works_with_each_algorithm",
     "test_oauth::test_another_principal_cannot_reach_a_principals_sessions_or_events",
     "test_oauth::test_keys_are_fetched_again_for_an_unknown_kid_at_a_bounded_rate",
@@ -134,6 +176,9 @@ SLOW_TESTS = frozenset({
     "test_sandbox_layers::test_a_fork_bomb_is_bounded_and_reported",
     "test_sandbox_layers::test_require_confinement_names_the_missing_layers",
     "test_sandbox_routes::test_an_approval_of_one_action_is_not_one_of_another",
+    "test_provenance::test_a_real_upstream_server_taints_the_session",
+    "test_secret_scanning::test_a_secret_in_an_upstream_argument_asks_a_person_first",
+    "test_secret_scanning::test_a_secret_in_an_upstream_result_is_masked",
     "test_setup_context::test_a_policy_change_between_sessions_shows_as_drift",
     "test_shell::test_a_new_process_reports_the_shell_closed_and_reads_its_history",
     "test_shell::test_a_shell_wait_cut_short_by_the_clients_deadline_answers_running",
@@ -149,12 +194,16 @@ SLOW_TESTS = frozenset({
     "test_stores::test_migrations_apply_once_when_processes_start_together",
     "test_substrate::test_out_of_band_approval_with_the_cli",
     "test_substrate::test_racing_processes_one_wins_and_disk_matches_history",
+    "test_tasks::test_over_streamable_http_a_task_is_followed_and_cancelled",
     "test_toolsets::test_a_hidden_tools_request_is_never_shown_or_approved",
     "test_toolsets::test_an_unknown_toolset_is_a_one_line_startup_error",
     "test_toolsets::test_flags_over_stdio",
     "test_vault::test_a_secret_appears_nowhere_after_a_run_that_used_it",
     "test_vault::test_a_wrong_key_refuses_with_a_clear_error",
     "test_vault::test_secret_set_from_a_terminal_then_the_call_runs",
+    "test_wakes::test_a_provider_error_is_the_wakes_result",
+    "test_wakes::test_a_wake_is_listed_graded_sleeping_fires_and_is_offered_to_the_next_client",
+    "test_wakes::test_with_a_model_provider_a_due_wake_runs_the_session_headless",
 })  # fmt: skip
 
 

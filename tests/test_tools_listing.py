@@ -12,15 +12,19 @@ import mcp_types as types
 import pytest
 from conftest import Connect
 from mcp import Client
+from mcp.client import advertise
 from mcp.server import Server
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.message import SessionMessage
 
 from managed_tools.server.app import PublishedTools, build_server
+from managed_tools.server.approval_card import CARD_TOOL
 from managed_tools.server.principal import LOCAL, TOOLS_READ, TOOLS_WRITE, Principal
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 ERAS = ["auto", "legacy"]
+APPS = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
 
 
 @pytest.fixture
@@ -51,6 +55,18 @@ async def test_later_listings_are_the_first_answer_again(
     assert handler_runs == ["all", "all"]  # the other server's, then this one's first
     assert all(answer.tools == first.tools for answer in answers)
     assert len(first.tools) == len(runtime.registry)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_apps_host_and_a_plain_client_keep_their_own_listings(runtime: Runtime, mode: str) -> None:
+    """The approval card's tool is listed only to a client that negotiated MCP Apps: one server, both orders."""
+    server = build_server(runtime, transport="memory")
+    listings = []
+    for extensions in ([], [APPS], []):
+        async with Client(server, mode=mode, extensions=extensions) as client:
+            listings.append({tool.name for tool in (await client.list_tools()).tools})
+    plain, host, plain_again = listings
+    assert CARD_TOOL not in plain and plain == plain_again and host == plain | {CARD_TOOL}
 
 
 async def test_a_changed_registry_is_listed_anew(runtime: Runtime, connect: Connect, handler_runs: list[str]) -> None:

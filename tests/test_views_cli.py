@@ -17,13 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import Connect, data
+from test_approval_cli import PROBE, Ran, run
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.terminal import Column, Screen, table
 from managed_tools.stores import approvals, events
 from managed_tools.tools.framework.context import Runtime
-from tests.conftest import Connect, data
-from tests.test_approval_cli import PROBE, Ran, run
 
 pytestmark = pytest.mark.anyio
 
