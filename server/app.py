@@ -22,6 +22,7 @@ from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.instructions import instructions
 from managed_tools.server.library import Library
+from managed_tools.server.listing import ListedOnce
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.planning_prompts import planning_prompts
@@ -241,7 +242,7 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        notifier.tools_listed(ctx.session)
+        notifier.tools_listed(ctx)
         return types.ListToolsResult(tools=cards.listed(ctx, await catalogue.listed_in(ctx, current_principal())))
 
     async def call_tool(
@@ -323,13 +324,21 @@ def build_server(
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
     long_calls = serve(server, runtime, run_call)  # the tasks extension (server/tasks.py)
-    # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
-    security = (
-        RequestStateSecurity(
-            keys=[key.get_secret_value() for key in request_state_keys], ttl=approval_wait_seconds, audience=SERVER_NAME
-        )
-        if request_state_keys
-        else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    server.middleware.append(_request_state_boundary(request_state_keys, approval_wait_seconds))
+    # Under the search profile each connection's list is its own (tools_describe adds to it): never kept.
+    server.middleware += (
+        []
+        if catalogue.profile
+        else [ListedOnce(runtime.registry, on_hit=notifier.tools_listed, variant=cards.shown_by)]
     )
-    server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
     return server
+
+
+def _request_state_boundary(keys: Sequence[SecretBytes], ttl: float) -> RequestStateBoundary:
+    """Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler."""
+    security = (
+        RequestStateSecurity(keys=[key.get_secret_value() for key in keys], ttl=ttl, audience=SERVER_NAME)
+        if keys
+        else RequestStateSecurity.ephemeral(ttl=ttl, audience=SERVER_NAME)
+    )
+    return RequestStateBoundary(security, default_audience=SERVER_NAME)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -26,6 +28,7 @@ from mcp.server.subscriptions import (
 )
 
 from managed_tools.server.attach import Attachments
+from managed_tools.server.connection import connection_of
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
 from managed_tools.stores.errors import StoreError
@@ -48,6 +51,13 @@ ListenGuard = Callable[
 RESOURCE_NOT_FOUND = -32002
 
 
+def _remember(listers: dict[Connection, ServerSession], ctx: ServerRequestContext[Any]) -> None:
+    connection = connection_of(ctx)
+    if connection not in listers:
+        connection.exit_stack.callback(listers.pop, connection, None)
+    listers[connection] = ctx.session
+
+
 class Notifier:
     """Who wants to hear about which resource, across every connection of this process; `forward` also sends what
     happened here to the other processes sharing the store (server/relay.py)."""
@@ -55,24 +65,27 @@ class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
-        self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
-        self._tool_listers: set[ServerSession] = set()  # and those that listed tools
+        # The connections that listed resources, and those that listed tools: each by its connection (a session
+        # object is made per request, so keeping those would tell a client that listed five times five times,
+        # and keep every one), forgotten when the connection ends.
+        self._listers: dict[Connection, ServerSession] = {}
+        self._tool_listers: dict[Connection, ServerSession] = {}
         self.forward: Callable[[ServerEvent], None] | None = None
 
-    def listed(self, session: ServerSession) -> None:
-        self._listers.add(session)
+    def listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._listers, ctx)
 
-    def tools_listed(self, session: ServerSession) -> None:
-        self._tool_listers.add(session)
+    def tools_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._tool_listers, ctx)
 
     async def tools_changed(self) -> None:
         """The tool list changed (an upstream server's tools came, went or changed)."""
         await self.bus.publish(ToolsListChanged())
-        for session in list(self._tool_listers):
+        for connection, session in list(self._tool_listers.items()):
             try:
                 await session.send_tool_list_changed()
             except Exception:  # a connection that went away stops hearing
-                self._tool_listers.discard(session)
+                self._tool_listers.pop(connection, None)
 
     async def list_changed(self) -> None:
         """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""
@@ -93,11 +106,11 @@ class Notifier:
                 except Exception:  # a connection that went away stops hearing, nothing more
                     self.unsubscribe(event.uri, session)
         elif isinstance(event, ResourcesListChanged):
-            for session in list(self._listers):
+            for connection, session in list(self._listers.items()):
                 try:
                     await session.send_resource_list_changed()
                 except Exception:  # a connection that went away stops hearing
-                    self._listers.discard(session)
+                    self._listers.pop(connection, None)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
         if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None and parse_attachment(uri) is None:
@@ -226,7 +239,7 @@ class Resources:
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self.watch.set()
-        self._notifier.listed(ctx.session)
+        self._notifier.listed(ctx)
         async with self._reader(ctx) as reader:
             found = (
                 resources.listing(reader.session_id, self._runtime.registry)
