@@ -62,3 +62,20 @@ def test_config_json_chooses_it_and_a_typo_is_one_clear_error(workspace: Path, t
     (data_dir / "config.json").write_text(json.dumps({"resultFormat": "toon"}))
     with pytest.raises(ConfigError, match="resultFormat"):
         ServeConfig.build(workspace=workspace, data_dir=data_dir)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_one_call_asks_for_the_compact_form(workspace: Path, mode: str) -> None:
+    for name in ("a.py", "b.py"):
+        (workspace / name).write_text("x")
+    config = ServeConfig.build(workspace=workspace, data_dir=None)
+    async with open_runtime(config) as runtime, Client(build_server(runtime, transport="memory"), mode=mode) as client:
+        plain = await client.call_tool("glob", {"pattern": "*.py"})
+        compact = await client.call_tool("glob", {"pattern": "*.py", "format": "compact"})
+        listed = await client.call_tool("session_list", {"format": "compact"})
+        wrong = await client.call_tool("glob", {"pattern": "*.py", "format": "yaml"})
+    assert json.loads(plain.content[0].text) == plain.structured_content  # type: ignore[union-attr]
+    assert compact.structured_content == plain.structured_content
+    assert compact.content[0].text.splitlines()[1:3] == ["a.py", "b.py"]  # type: ignore[union-attr]
+    assert listed.content[0].text.startswith("sessions[1]")  # type: ignore[union-attr]
+    assert wrong.is_error and "format" in wrong.content[0].text  # type: ignore[union-attr]

@@ -45,7 +45,7 @@ from managed_tools.tools.framework.context import Attachment, Ports, Runtime, To
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import Refused, ToolError
-from managed_tools.tools.framework.models import Arguments
+from managed_tools.tools.framework.models import Arguments, Formatted
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
 from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
@@ -508,7 +508,8 @@ async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
     result = call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx))
-    if ctx.runtime.result_format == "compact":
+    chosen = call.args.format if isinstance(call.args, Formatted) else None
+    if (chosen or ctx.runtime.result_format) == "compact":
         result = _compacted(result)
     try:  # inside the transaction: a result over the budget undoes the call
         call.span.budget.check_call(call.span.arg_chars + result.visible_chars())
