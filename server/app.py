@@ -28,6 +28,8 @@ from managed_tools.server.principal import Principal, current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.upstream.gateway import gateway_for
+from managed_tools.server.upstream.questions import Questions, asking
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.tools.framework.context import Runtime
@@ -100,8 +102,8 @@ class InFlight:
 
 class ManagedServer(Server[Attachments]):
     """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
-    go, the tool list when an upstream server's tools do (server/watch.py). Every transport asks for its options
-    without any; 2026-07-28 derives them itself."""
+    go, the tool list when an upstream server's tools do (server/watch.py), the prompt list when its prompts do.
+    Every transport asks for its options without any; 2026-07-28 derives them itself."""
 
     def create_initialization_options(
         self,
@@ -110,7 +112,8 @@ class ManagedServer(Server[Attachments]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
+            notification_options
+            or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -178,9 +181,10 @@ def build_server(
     # principal's scopes can filter the list without rebuilding it.
     catalogue = PublishedTools(runtime.registry)
     in_flight = calls if calls is not None else InFlight()
-    library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
-    served = Resources(runtime, library, notifier)
+    gateway = gateway_for(runtime.registry, notifier)
+    library = Library(extensions or Extensions(), planning_prompts(runtime.registry), gateway, notifier.prompts_listed)
+    served = Resources(runtime, library, notifier, gateway)
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
@@ -228,16 +232,21 @@ def build_server(
             else None
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
-        with in_flight.running() as call:
-            result = await execute(
-                runtime,
-                attachment,
-                ports_for(ctx, consent, variables),
-                params.name,
-                params.arguments,
-                timeout_seconds=requested_timeout(params.meta),
-                visible=principal.may_use,
-            )
+        # An upstream this call reaches asks its questions of this caller's person (server/upstream/questions.py).
+        questions = asking.set(Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds))
+        try:
+            with in_flight.running() as call:
+                result = await execute(
+                    runtime,
+                    attachment,
+                    ports_for(ctx, consent, variables),
+                    params.name,
+                    params.arguments,
+                    timeout_seconds=requested_timeout(params.meta),
+                    visible=principal.may_use,
+                )
+        finally:
+            asking.reset(questions)
         if call.cancelled_caught:
             return to_call_result(STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))

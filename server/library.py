@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
+from mcp.server.session import ServerSession
 
 from managed_tools.server.extensions import Extensions, Prompt, Resource, ResourceTemplate
 from managed_tools.server.publish import to_mcp_content
+from managed_tools.server.upstream.gateway import Gateway
 
 MAX_COMPLETIONS = 100  # the spec's cap on completion values per response
 T = TypeVar("T")
@@ -35,7 +37,15 @@ async def _guarded(what: str, work: Awaitable[T]) -> T:
 class Library:
     """Handlers for `resources/*`, `prompts/*` and `completion/complete` over the extensions' definitions."""
 
-    def __init__(self, extensions: Extensions, builtin_prompts: tuple[Prompt, ...] = ()) -> None:
+    def __init__(
+        self,
+        extensions: Extensions,
+        builtin_prompts: tuple[Prompt, ...] = (),
+        gateway: Gateway | None = None,
+        listed: Callable[[ServerSession], None] | None = None,
+    ) -> None:
+        self._gateway = gateway or Gateway()  # the upstream servers' prompts, `<upstream>__<prompt>`
+        self._listed = listed  # who listed prompts hears when an upstream's change (handshake era)
         self._fixed = {r.uri: r for r in extensions.resources if isinstance(r, Resource)}
         self._templates = [r for r in extensions.resources if isinstance(r, ResourceTemplate)]
         self._prompts = {p.name: p for p in (*builtin_prompts, *extensions.prompts)}
@@ -135,11 +145,16 @@ class Library:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return self._prompt_list
+        if self._listed is not None:
+            self._listed(ctx.session)
+        upstream = self._gateway.prompts()
+        return types.ListPromptsResult(prompts=self._prompt_list.prompts + upstream) if upstream else self._prompt_list
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        if params.name not in self._prompts and self._gateway.owns_prompt(params.name):
+            return await self._gateway.get_prompt(params.name, params.arguments)
         prompt = self._prompt(params.name)
         arguments = dict(params.arguments or {})
         missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name)]
@@ -167,7 +182,7 @@ class Library:
     ) -> types.CompleteResult:
         """A prompt argument's `choices` that start with what the user has typed; nothing for anything else."""
         values: list[str] = []
-        if isinstance(params.ref, types.PromptReference):
+        if isinstance(params.ref, types.PromptReference) and not self._gateway.owns_prompt(params.ref.name):
             argument = next(
                 (a for a in self._prompt(params.ref.name).arguments if a.name == params.argument.name), None
             )

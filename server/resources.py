@@ -19,6 +19,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     ServerEvent,
@@ -28,6 +29,8 @@ from mcp.server.subscriptions import (
 from managed_tools.server.attach import Attachments
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
+from managed_tools.server.upstream.gateway import Gateway
+from managed_tools.server.upstream.names import inner_uri
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.skills import Skill
 from managed_tools.tools import resources
@@ -57,6 +60,7 @@ class Notifier:
         self._subscribers: dict[str, set[ServerSession]] = {}
         self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
         self._tool_listers: set[ServerSession] = set()  # and those that listed tools
+        self._prompt_listers: set[ServerSession] = set()  # and prompts
         self.forward: Callable[[ServerEvent], None] | None = None
 
     def listed(self, session: ServerSession) -> None:
@@ -64,6 +68,18 @@ class Notifier:
 
     def tools_listed(self, session: ServerSession) -> None:
         self._tool_listers.add(session)
+
+    def prompts_listed(self, session: ServerSession) -> None:
+        self._prompt_listers.add(session)
+
+    async def prompts_changed(self) -> None:
+        """The prompt list changed (an upstream server's prompts came, went or changed)."""
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self._prompt_listers):
+            try:
+                await session.send_prompt_list_changed()
+            except Exception:  # a connection that went away stops hearing
+                self._prompt_listers.discard(session)
 
     async def tools_changed(self) -> None:
         """The tool list changed (an upstream server's tools came, went or changed)."""
@@ -100,7 +116,8 @@ class Notifier:
                     self._listers.discard(session)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
-        if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None and parse_attachment(uri) is None:
+        known = (parse(uri), parse_file(uri), skill_name(uri), parse_attachment(uri), inner_uri(uri))
+        if all(found is None for found in known):
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"No resource {uri} to subscribe to.")
         self._subscribers.setdefault(uri, set()).add(session)
 
@@ -193,10 +210,11 @@ class Resources:
     """The resources handlers: built-in resources (memory stores, evaluations, workspace and substrate files)
     beside the extensions' (`Library`), told apart by URI."""
 
-    def __init__(self, runtime: Runtime, library: Library, notifier: Notifier) -> None:
+    def __init__(self, runtime: Runtime, library: Library, notifier: Notifier, gateway: Gateway) -> None:
         self._runtime = runtime
         self._library = library
         self._notifier = notifier
+        self._gateway = gateway  # the upstream servers' resources, under their prefixes
         # The current lifespan's "start watching files" event, set when a client first looks at file resources.
         self.watch = anyio.Event()
 
@@ -235,18 +253,19 @@ class Resources:
             )
         await anyio.to_thread.run_sync(self._runtime.skills.reload)
         extra = (await self._library.list_resources(ctx, params)).resources if self._library.has_resources else []
-        return listing(found, self._runtime.skills.all(), extra)
+        return listing(found, self._runtime.skills.all(), extra + self._gateway.resources())
 
     async def list_templates(
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return templates(
-            self._runtime.registry, (await self._library.list_resource_templates(ctx, params)).resource_templates
-        )
+        extra = (await self._library.list_resource_templates(ctx, params)).resource_templates
+        return templates(self._runtime.registry, extra + self._gateway.templates())
 
     async def read_resource(
         self, ctx: ServerRequestContext[Attachments], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        if inner_uri(params.uri) is not None:
+            return await self._gateway.read(params.uri)
         if not self._ours(params.uri):
             return await self._library.read_resource(ctx, params)
         if params.uri.startswith(f"{SKILL_SCHEME}://"):
@@ -257,6 +276,10 @@ class Resources:
     async def subscribe(
         self, ctx: ServerRequestContext[Attachments], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        if inner_uri(params.uri) is not None:
+            await self._gateway.subscribe(params.uri)
+            self._notifier.subscribe(params.uri, ctx.session)
+            return types.EmptyResult()
         if not self._ours(params.uri):
             return await self._library.subscribe(ctx, params)
         await self._may_see(ctx, params.uri)
@@ -274,6 +297,8 @@ class Resources:
             for uri in params.notifications.resource_subscriptions or ():
                 if self._ours(uri):
                     await self._may_see(ctx, uri)
+                elif inner_uri(uri) is not None:
+                    await self._gateway.subscribe(uri)
             return await listen(ctx, params)
 
         return handler
@@ -281,6 +306,9 @@ class Resources:
     async def unsubscribe(
         self, ctx: ServerRequestContext[Attachments], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        if inner_uri(params.uri) is not None:  # its upstream stays subscribed: others of ours may be, or come
+            self._notifier.unsubscribe(params.uri, ctx.session)
+            return types.EmptyResult()
         if not self._ours(params.uri):
             return await self._library.unsubscribe(ctx, params)
         self._notifier.unsubscribe(params.uri, ctx.session)

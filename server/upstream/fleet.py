@@ -15,6 +15,7 @@ import anyio
 
 from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.mounts import Mount
+from managed_tools.server.upstream.gateway import gateway_for
 from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import SecretLookup, no_vault
 from managed_tools.server.upstream.spec import UpstreamSpecs
@@ -55,6 +56,7 @@ async def running_upstreams(
     """Publish what each upstream listed last time (kept in `cache_dir`), start them all, wait (bounded) for the
     first start of those with nothing remembered, and stop them all (their process groups killed) on the way
     out."""
+    gateway = gateway_for(registry)
     upstreams = [
         Upstream(
             name,
@@ -66,9 +68,11 @@ async def running_upstreams(
             mounts=mounts,
             workspace=workspace,
             memory=None if cache_dir is None else ToolMemory(cache_dir, name, spec),
+            gateway=gateway,
         )
         for name, spec in specs.items()
     ]
+    gateway.upstreams.update((upstream.name, upstream) for upstream in upstreams)
     remembered = [await upstream.publish_remembered() for upstream in upstreams]
     async with anyio.create_task_group() as tasks:
         for upstream in upstreams:
@@ -81,3 +85,5 @@ async def running_upstreams(
             yield upstreams
         finally:
             tasks.cancel_scope.cancel()
+            for upstream in upstreams:
+                gateway.upstreams.pop(upstream.name, None)
