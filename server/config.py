@@ -56,6 +56,7 @@ from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.overrides import ToolOverride
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -151,6 +152,8 @@ class UserConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     policy: dict[str, Policy] = Field(default_factory=dict, description="Per-tool permission policy overrides.")
+    # Per tool: title, description, annotations, a stricter policy, fields kept from the model (overrides.py).
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
@@ -240,6 +243,7 @@ class ServeConfig(BaseModel):
     session: str | None = None
     busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)  # config.json `overrides`
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
@@ -314,6 +318,7 @@ class ServeConfig(BaseModel):
             agent=agent,
             session=session,
             policy=policy,
+            overrides=user.overrides,
             approval_wait_seconds=user.approval_wait_seconds
             if approval_wait_seconds is None
             else approval_wait_seconds,

@@ -284,3 +284,25 @@ async def test_a_modern_client_hears_updates_by_listening(workspace: Path, tmp_p
         with anyio.fail_after(10):
             event = await anext(aiter(subscription))
     assert getattr(event, "uri", None) == GREETING
+
+
+# ---- overrides of an upstream's tools ---------------------------------------------------------------------------
+
+
+async def test_an_upstreams_tools_take_overrides_but_never_a_looser_policy(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides = {
+        "asker__ask_form": {"title": "Ask a form", "description": "Ask the person.", "permissionPolicy": "always_ask"},
+        "asker__store": {"permissionPolicy": "always_allow"},  # looser than its missing read-only hint gives
+    }
+    config = configured(workspace, tmp_path / "data", {"asker": GATEWAY}, overrides=overrides)
+    async with open_runtime(config) as rt, serving_pages(Pages()) as pages:
+        await upstreams_started(rt, "asker")
+        async with client_of(rt, pages, "legacy") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+    ask, store = tools["asker__ask_form"], tools["asker__store"]
+    assert (ask.title, ask.description) == ("Ask a form", "Ask the person.")
+    assert (ask.meta or {})["managed-tools/tool"]["permissionPolicy"] == "always_ask"
+    assert (store.meta or {})["managed-tools/tool"]["permissionPolicy"] == "always_ask"
+    assert "overrides.asker__store.permissionPolicy: always_allow is looser" in caplog.text

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -21,6 +22,7 @@ from managed_tools.server.upstream.secrets import SecretLookup, no_vault
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.server.upstream.upstream import Upstream
 from managed_tools.tools.framework.definition import PermissionPolicy
+from managed_tools.tools.framework.overrides import ToolOverride
 from managed_tools.tools.framework.registry import GROUP_SEPARATOR, Registry
 
 # How long start-up waits, at most and all together, for the first start of the upstreams with no remembered tools
@@ -28,11 +30,13 @@ from managed_tools.tools.framework.registry import GROUP_SEPARATOR, Registry
 # it is there to list them.
 START_WAIT_SECONDS = 2.0
 LISTING_WAIT_SECONDS = 20.0
+T = TypeVar("T")
 
 
-def upstream_policy(policy: Mapping[str, PermissionPolicy], specs: UpstreamSpecs) -> dict[str, PermissionPolicy]:
-    """The per-tool policy entries that name an upstream's tools (`<name>__<tool>`): checked when it lists them."""
-    return {tool: p for tool, p in policy.items() if _group(tool) in specs}
+def upstream_entries(entries: Mapping[str, T], specs: UpstreamSpecs) -> dict[str, T]:
+    """The per-tool entries (`policy`, `overrides`) that name an upstream's tools (`<name>__<tool>`): checked when
+    it lists them."""
+    return {tool: entry for tool, entry in entries.items() if _group(tool) in specs}
 
 
 def _group(tool: str) -> str | None:
@@ -46,6 +50,7 @@ async def running_upstreams(
     registry: Registry,
     *,
     policy: Mapping[str, PermissionPolicy],
+    overrides: Mapping[str, ToolOverride] | None = None,
     confinement: Confinement,
     mounts: list[Mount],
     workspace: Path,
@@ -63,6 +68,7 @@ async def running_upstreams(
             spec,
             registry=registry,
             policy={tool: p for tool, p in policy.items() if _group(tool) == name},
+            overrides={tool: o for tool, o in (overrides or {}).items() if _group(tool) == name},
             secrets=secrets or no_vault,
             confinement=confinement,
             mounts=mounts,

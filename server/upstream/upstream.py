@@ -39,8 +39,9 @@ from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
-from managed_tools.tools.framework.definition import PermissionPolicy
+from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError, ToolError
+from managed_tools.tools.framework.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
 
@@ -71,11 +72,13 @@ class Upstream:
         workspace: Path,
         memory: ToolMemory | None = None,
         gateway: Gateway | None = None,
+        overrides: Mapping[str, ToolOverride] | None = None,
     ) -> None:
         self.name = name
         self.spec = spec
         self._registry = registry
         self._policy = policy
+        self._overrides = overrides or {}  # config.json `overrides` of its tools, applied as it lists them
         self._secrets = secrets
         self._confinement = confinement
         self._mounts = mounts
@@ -107,7 +110,7 @@ class Upstream:
             self._registry.replace_group(self.name, [], absent=self.unavailable)
             return False
         try:
-            self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+            self._registry.replace_group(self.name, self._definitions(tools))
         except RegistryError as exc:  # a list it could not publish either: wait for its own
             log.warning("upstream %s: its remembered tools are not published: %s", self.name, exc)
             self._registry.replace_group(self.name, [], absent=self.unavailable)
@@ -248,14 +251,28 @@ class Upstream:
             tools.extend(page.tools)
             if not (cursor := page.next_cursor):
                 break
-        published = definitions(self.name, tools, self._call, self._policy)
-        unknown = sorted(set(self._policy) - {d.name for d in published})
+        published = self._definitions(tools)
+        unknown = sorted((set(self._policy) | set(self._overrides)) - {d.name for d in published})
         if unknown:
-            log.warning("upstream %s lists no tool for the policy entries %s", self.name, ", ".join(unknown))
+            log.warning("upstream %s lists no tool for the policy or override entries %s", self.name,
+                        ", ".join(unknown))  # fmt: skip
         self._registry.replace_group(self.name, published)
         self._published = self._listed = True
         if self._memory is not None:
             await anyio.to_thread.run_sync(self._memory.keep, tools)
+
+    def _definitions(self, tools: list[types.Tool]) -> list[ToolDefinition]:
+        """Its tools as ours, each with its override; an override that would loosen one is a configuration error,
+        said in the log, and that tool is published as the upstream describes it (the stricter way)."""
+        found = definitions(self.name, tools, self._call, self._policy)
+        for index, definition in enumerate(found):
+            override = self._overrides.get(definition.name)
+            if override is not None:
+                try:
+                    found[index] = overridden(definition, override)
+                except RegistryError as exc:
+                    log.error("%s; the override is not applied", exc)
+        return found
 
     async def _relist_on_change(self, client: Client) -> None:
         while True:

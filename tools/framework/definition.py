@@ -117,6 +117,12 @@ class ToolDefinition(BaseModel):
     # Arguments whose values are never recorded in events or shown back (shell_set_env's value).
     hidden_args: tuple[str, ...] = ()
     instructions: str | None = None
+    # May config.json `overrides` give it another title or description (seed 002)? Not where the words are a
+    # contract a model must read as written.
+    accepts_overrides: bool = True
+    # Top-level result fields kept out of the model's context (seed 002 `exclude_value_from_context`): the person
+    # sees them in the result's `_meta`, the audit their digests (tools/framework/overrides.py).
+    context_excluded: tuple[str, ...] = ()
 
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""
