@@ -75,20 +75,12 @@ class Notifier:
     async def prompts_changed(self) -> None:
         """The prompt list changed (an upstream server's prompts came, went or changed)."""
         await self.bus.publish(PromptsListChanged())
-        for session in list(self._prompt_listers):
-            try:
-                await session.send_prompt_list_changed()
-            except Exception:  # a connection that went away stops hearing
-                self._prompt_listers.discard(session)
+        await _tell(self._prompt_listers, ServerSession.send_prompt_list_changed)
 
     async def tools_changed(self) -> None:
         """The tool list changed (an upstream server's tools came, went or changed)."""
         await self.bus.publish(ToolsListChanged())
-        for session in list(self._tool_listers):
-            try:
-                await session.send_tool_list_changed()
-            except Exception:  # a connection that went away stops hearing
-                self._tool_listers.discard(session)
+        await _tell(self._tool_listers, ServerSession.send_tool_list_changed)
 
     async def list_changed(self) -> None:
         """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""
@@ -127,6 +119,15 @@ class Notifier:
     async def updated(self, uris: Iterable[str]) -> None:
         for uri in uris:
             await self._publish(ResourceUpdated(uri=uri))
+
+
+async def _tell(listers: set[ServerSession], send: Callable[[ServerSession], Awaitable[None]]) -> None:
+    """Tell each handshake-era connection that listed something; one that went away stops hearing."""
+    for session in list(listers):
+        try:
+            await send(session)
+        except Exception:
+            listers.discard(session)
 
 
 def skill_uri(name: str) -> str:
