@@ -1,4 +1,5 @@
-"""How fast the approval CLI answers: `managed-tools pending` (and `approve` of an unknown id, `where`, `--version`)
+"""How fast the terminal commands answer: the approval CLI (`pending`, `approve` of an unknown id), the views of what
+agents did (`sessions`, `events`, `memory`, `outcomes`, `approvals`, `audit export`), `where` and `--version`,
 against a bare `python -c "import pydantic, sqlite3"`, measured in the same run.
 
 A person approving a paused call is on the agent's critical path; the target is each command within 5x of the
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import anyio
 
-from managed_tools.stores import approvals, sessions
+from managed_tools.stores import approvals, events, memory, sessions
 from managed_tools.stores.db import Database
 
 TARGET_RATIO = 5.0
@@ -39,7 +40,8 @@ def command() -> list[str]:
 
 
 async def seed(data_dir: Path) -> None:
-    """A state with three open requests, as paused calls leave them."""
+    """A state with three sessions, each with an open request as a paused call leaves it, 400 events and ten
+    versions of its session_state."""
     db = await Database.open(data_dir / "state.db", local_dir=data_dir)
     try:
         async with db.write() as tx:
@@ -53,6 +55,17 @@ async def seed(data_dir: Path) -> None:
                     arguments={"command": f"make test-{n}"}, args_digest=f"{n:064x}", channel="out_of_band",
                     question=f"Run this command?\n\nmake test-{n}",
                 )  # fmt: skip
+                for call in range(200):  # a working session's log and memory, for the views to read
+                    started = {"toolName": "shell_run", "args": {"command": f"make test-{call}"}}
+                    await events.append_event(tx, session.id, wake.id, "span.started", started)
+                    completed = {"toolName": "shell_run", "result": "success", "durationMs": 12.5}
+                    await events.append_event(tx, session.id, wake.id, "span.completed", completed, summary="ok")
+                    if call % 20 == 0:
+                        await memory.write(
+                            tx, scope=session.id, target="session_state", agent_id="default", session_id=session.id,
+                            wake_id=wake.id, content=f"step {call} done", mode="replace", source="bench",
+                            searchable_title="session_state",
+                        )  # fmt: skip
     finally:
         await db.close()
 
@@ -63,6 +76,12 @@ def series(workspace: Path, data_dir: Path) -> dict[str, list[str]]:
         "baseline": [sys.executable, "-c", "import pydantic, sqlite3"],
         "pending": [*cli, "pending", *place],
         "approve (unknown id)": [*cli, "approve", "0193f2c1-7d4e-7b55-9f3e-2a1c9d8e4b10", *place],
+        "sessions": [*cli, "sessions", *place],
+        "events": [*cli, "events", *place],
+        "memory": [*cli, "memory", *place],
+        "outcomes": [*cli, "outcomes", *place],
+        "approvals --all": [*cli, "approvals", "--all", *place],
+        "audit export": [*cli, "audit", "export", *place],
         "where": [*cli, "where", *place],
         "--version": [*cli, "--version"],
     }

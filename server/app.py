@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
@@ -29,9 +30,10 @@ from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.upstream.gateway import gateway_for
-from managed_tools.server.upstream.questions import Questions, asking
+from managed_tools.server.upstream.questions import Questions, asking_for
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
+from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.executor import CallResult, execute
@@ -66,30 +68,49 @@ AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
 END_CALLS_WITHIN_SECONDS = 2.0
 
 
+QUOTA_REFUSAL = "managed_tools_quota_refusal"  # a request's state key: its principal is past a quota (legacy SSE)
+
+
+def _quota_refusal(ctx: ServerRequestContext[Attachments]) -> str | None:
+    """Why server/http_quotas.py refused this call, when it could not refuse its request with 429 (legacy SSE)."""
+    state = getattr(getattr(ctx, "request", None), "scope", {}).get("state", {})
+    refusal = state.get(QUOTA_REFUSAL) if isinstance(state, dict) else None
+    return refusal if isinstance(refusal, str) else None
+
+
 class InFlight:
     """The tool calls running now, so that a stop ends each with an answer the transport can still carry (an
     error result saying the server stopped) instead of cutting it off mid-call."""
 
     def __init__(self) -> None:
         self._running: set[anyio.CancelScope] = set()
+        self._owners: Counter[str] = Counter()  # each principal's calls running now (server/http_quotas.py)
         self._idle = anyio.Event()
         self._idle.set()
         self._stopping = False
 
     @contextmanager
-    def running(self) -> Iterator[anyio.CancelScope]:
+    def running(self, owner: str = LOCAL_OWNER) -> Iterator[anyio.CancelScope]:
         with anyio.CancelScope() as call:
             if self._stopping:
                 call.cancel()
             if not self._running:
                 self._idle = anyio.Event()
             self._running.add(call)
+            self._owners[owner] += 1
             try:
                 yield call
             finally:
                 self._running.discard(call)
+                self._owners[owner] -= 1
+                if not self._owners[owner]:
+                    del self._owners[owner]
                 if not self._running:
                     self._idle.set()
+
+    def of(self, owner: str) -> int:
+        """How many calls `owner` has running now."""
+        return self._owners[owner]
 
     async def end_all(self) -> None:
         """Cancel every call (a command one started is killed) and wait, bounded, for their answers."""
@@ -214,6 +235,9 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         principal = current_principal()
+        refused = _quota_refusal(ctx)
+        if refused is not None:
+            return to_call_result(CallResult("error", refused, error_kind="quota_exceeded"))
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
             runtime,
@@ -233,20 +257,17 @@ def build_server(
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
         # An upstream this call reaches asks its questions of this caller's person (server/upstream/questions.py).
-        questions = asking.set(Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds))
-        try:
-            with in_flight.running() as call:
-                result = await execute(
-                    runtime,
-                    attachment,
-                    ports_for(ctx, consent, variables),
-                    params.name,
-                    params.arguments,
-                    timeout_seconds=requested_timeout(params.meta),
-                    visible=principal.may_use,
-                )
-        finally:
-            asking.reset(questions)
+        questions = Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds)
+        with asking_for(questions), in_flight.running(principal.owner) as call:
+            result = await execute(
+                runtime,
+                attachment,
+                ports_for(ctx, consent, variables),
+                params.name,
+                params.arguments,
+                timeout_seconds=requested_timeout(params.meta),
+                visible=principal.may_use,
+            )
         if call.cancelled_caught:
             return to_call_result(STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))

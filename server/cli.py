@@ -165,6 +165,8 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     located.add_argument("--json", action="store_true", help="one JSON document for machines")
     located.add_argument("--agent", type=_agent, default="default", help="whose substrate skills (default: default)")
     _state_flags(located)
+    _view_parsers(commands)
+    _audit_parser(commands)
     _migrate_parser(commands)
     _secret_parser(commands)
     _adopt_parser(commands)
@@ -264,6 +266,84 @@ def _approval_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
     _state_flags(stop)
+
+
+def _limit(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 100_000:
+        raise argparse.ArgumentTypeError(f"takes a whole number from 1 to 100000; not {value!r}")
+    return number
+
+
+def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
+    """sessions, events, memory, outcomes, approvals: what the agents did, read from the state (docs/cli.md)."""
+    views = {
+        "sessions": ("list the sessions, most recently active first", "managed-tools sessions --agent reviewer"),
+        "events": (
+            "print a session's events (every tool call's start and end, approvals, wakes); --follow keeps printing",
+            "managed-tools events --session 0193f2c0 --type span.completed --follow",
+        ),
+        "memory": (
+            "list memory documents; `memory show TARGET` prints one, --versions its history, --diff A B a change",
+            "managed-tools memory show session_state --session 0193f2c0 --diff 0193f2c1 0193f2c4",
+        ),
+        "outcomes": (
+            "list sessions' outcomes and their latest grade; --session ID shows one's criteria and every evaluation",
+            "managed-tools outcomes --session 0193f2c0",
+        ),
+        "approvals": (
+            "list permission requests: waiting ones, or with --all every one and who decided it",
+            "managed-tools approvals --all --limit 20",
+        ),
+    }
+    for name, (text, example) in views.items():
+        sub = _command(commands, name, text, example)
+        if name == "memory":
+            sub.add_argument("words", nargs="*", metavar="show TARGET", help="print one document (its current text)")
+            sub.add_argument("--versions", action="store_true", help="with show: list TARGET's versions")
+            sub.add_argument("--diff", nargs=2, metavar=("A", "B"), help="with show: the change from version A to B")
+        if name in ("events", "memory", "outcomes"):
+            sub.add_argument("--session", metavar="ID", help="only this session (its id, or the start of it)")
+        if name in ("sessions", "memory"):
+            sub.add_argument("--agent", type=_agent, help="only this agent's")
+        if name == "events":
+            sub.add_argument("--type", metavar="TYPE", action="append", help="only events of TYPE (repeatable)")
+            sub.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)")
+        if name == "approvals":
+            sub.add_argument("--all", action="store_true", help="decided and consumed ones too, newest first")
+        sub.add_argument("--limit", type=_limit, default=50, help="show at most N rows, the latest (default: 50)")
+        sub.add_argument("--json", action="store_true", help="one JSON document (with --follow: a line per event)")
+        _state_flags(sub)
+
+
+def _audit_parser(commands: argparse._SubParsersAction[Parser]) -> None:
+    """`audit export`: the event log for an operator's SIEM, redacted by a profile."""
+    audit = _command(
+        commands,
+        "audit",
+        "export the audit log (every event) as JSON lines or CSV",
+        "managed-tools audit export --since 24h --format csv --output audit.csv",
+    )
+    actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", required=True, parser_class=Parser)
+    export = _command(
+        actions,
+        "export",
+        "write every event, oldest first: arguments as their shape only (types and sizes), unless --full",
+        "managed-tools audit export --since 2026-11-01 --session 0193f2c0 > audit.jsonl",
+    )
+    export.add_argument("--since", metavar="WHEN", help="from this date, time (UTC) or age ago: 2026-11-01, 24h, 7d")
+    export.add_argument("--session", metavar="ID", help="only this session (its id, or the start of it)")
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="jsonl (default) or csv")
+    export.add_argument(
+        "--full",
+        action="store_true",
+        help="also the recorded argument previews, errors and summaries (secrets are removed either way)",
+    )
+    export.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE (default: stdout)")
+    _state_flags(export)
 
 
 def _migrate_parser(commands: argparse._SubParsersAction[Parser]) -> None:

@@ -1,7 +1,8 @@
 """What each `managed-tools` command does, once server/cli.py has parsed its arguments.
 
 A person approving a paused call is on the agent's critical path, so the approval commands (`pending`,
-`approve`, `deny`, `respond`, `interrupt`) and `where` load only the stores and the config files: not the MCP
+`approve`, `deny`, `respond`, `interrupt`), the views of what agents did (`sessions`, `events`, `memory`,
+`outcomes`, `approvals`, `audit export`) and `where` load only the stores and the config files: not the MCP
 SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`, `tools`, `migrate`),
 or when an approval command's tool selection hides some tools and it must know which. `secret` loads the whole
 configuration (server/config.py), not the SDK.
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from managed_tools.tools.framework.registry import Registry
 
 ANSWERING = ("pending", "approve", "deny", "respond", "interrupt")
+VIEWS = ("sessions", "events", "memory", "outcomes", "approvals")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +39,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command in ANSWERING:
             return cut_short_quietly(lambda: _answer(args))
+        if args.command in VIEWS:
+            from managed_tools.server import views
+
+            return cut_short_quietly(lambda: views.run(args))
+        if args.command == "audit":
+            from managed_tools.server import audit
+
+            return cut_short_quietly(lambda: audit.run(args))
         if args.command == "where":
             from managed_tools.server import where
 

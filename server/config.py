@@ -146,6 +146,33 @@ class SandboxConfig(BaseModel):
     network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
+class Quota(BaseModel):
+    """What one principal may use of an HTTP server at a time (None: no bound); past it, 429 and Retry-After."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    calls_per_minute: Annotated[int, Field(gt=0)] | None = Field(default=None, alias="callsPerMinute")
+    concurrent_calls: Annotated[int, Field(gt=0)] | None = Field(default=None, alias="concurrentCalls")
+    pending_approvals: Annotated[int, Field(gt=0)] | None = Field(default=None, alias="pendingApprovals")
+
+    @property
+    def bounded(self) -> bool:
+        return any(v is not None for v in (self.calls_per_minute, self.concurrent_calls, self.pending_approvals))
+
+
+OAUTH_QUOTA = Quota(calls_per_minute=600, concurrent_calls=16, pending_approvals=20)
+
+
+class QuotasConfig(BaseModel):
+    """config.json `quotas` (server/http_quotas.py): each OAuth principal's (bounded by default, a team shares the
+    server) and the one local principal's (the static token or none: the operator's own, unbounded by default)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    oauth: Quota = OAUTH_QUOTA
+    token: Quota = Quota()
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
@@ -178,6 +205,7 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    quotas: QuotasConfig = Field(default_factory=QuotasConfig)
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -264,6 +292,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
     @field_validator("database")
     @classmethod
@@ -338,6 +367,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            quotas=user.quotas,
         )
 
     @property

@@ -28,7 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "policy", "overrides", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "overrides",
+    "vaultKey", "sandbox", "autoSandboxed", "quotas", "overrides",
 )  # fmt: skip
 
 

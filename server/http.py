@@ -6,7 +6,8 @@ exactly against the allowlists (421, 403; server/http_allowlist.py), then the st
 Resource Metadata), and an `Mcp-Managed-Session` header, which must name a session of this agent owned by the
 caller (400). Body sizes are capped by the SDK's transports on both POST endpoints (413), the number of open MCP
 sessions and SSE streams by `--max-sessions` (503; each OAuth principal holds at most a quarter of them, 429:
-server/http_shares.py), and connections by the deadlines and bound of server/http_limits.py.
+server/http_shares.py), each principal's calls by its quota (429: server/http_quotas.py), and connections by the
+deadlines and bound of server/http_limits.py.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from managed_tools.server.extensions import Extensions
 from managed_tools.server.fair_share import share_of
 from managed_tools.server.http_allowlist import Allowlist
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
+from managed_tools.server.http_quotas import QuotaGate
 from managed_tools.server.http_replica import ReplicaRoute
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http_shares import SessionShares, beyond_share, json_rpc_error
@@ -115,6 +117,17 @@ def build_app(
         routes = [*metadata, *routes]
         middleware += auth_middleware(http.oauth, open_paths=[HEALTH_PATH, *(route.path for route in metadata)])
     middleware.append(Middleware(SessionHeader, runtime=runtime))
+    middleware.append(
+        Middleware(
+            QuotaGate,
+            quotas=config.quotas,
+            db=runtime.db,
+            running=calls.of,
+            max_body=http.max_request_bytes,
+            streamable_path=MCP_PATH,
+            messages_path=MESSAGES_PATH,
+        )
+    )
     if http.replica is not None:
         middleware.insert(0, Middleware(ReplicaRoute, name=http.replica))
     return McpApp(calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: mcp_sessions.running())

@@ -73,8 +73,12 @@ async def state_database(config: StateAt, *, create: bool = False) -> AsyncItera
         await db.close()
 
 
-def _age(requested_at: str) -> str:
-    then = datetime.strptime(requested_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+def age(stamp: str) -> str:
+    """How long ago a stored time was, as a person reads it: 42s, 5m, 3h, 2d."""
+    try:
+        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:  # not one of ours (a row copied in by hand): shown as it is
+        return stamp
     seconds = int((datetime.now(UTC) - then).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -90,7 +94,7 @@ def _view(record: ApprovalRecord, attended: Attendance | None, attached: bool) -
         "tool": record.tool_name,
         "session": record.session_id,
         "requestedAt": record.requested_at,
-        "age": _age(record.requested_at),
+        "age": age(record.requested_at),
         "clientAttached": attached,
         "lastActivityAt": attended.last_activity_at if attended else None,
         "arguments": record.arguments,
@@ -151,10 +155,10 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
     for r in records:
         waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
         what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
-        print(f"\n{r.id}  {r.tool_name}  ({what}, {_age(r.requested_at)} old)\n  session {r.session_id}")
+        print(f"\n{r.id}  {r.tool_name}  ({what}, {age(r.requested_at)} old)\n  session {r.session_id}")
         if not attached[r.id]:
             seen = attendance.get(r.session_id)
-            since = f" for {_age(seen.last_activity_at)}" if seen else ""
+            since = f" for {age(seen.last_activity_at)}" if seen else ""
             print(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
         print(_indented(_question(r)))
 

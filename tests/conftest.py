@@ -78,7 +78,9 @@ SLOW_MODULES = {
     "test_gateway": "an upstream MCP server process per test",
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
+    "test_http_quotas": "a server per test, over HTTP",
     "test_approval_cli": "a CLI process per case",
+    "test_views_cli": "a CLI process per case",
 }
 # Single tests in the slow tier: each starts `managed-tools` processes (a server over stdio or HTTP, the approval
 # CLI, racing writers) or waits out a real timeout, and took 2 s or more on a loaded machine (`--durations`). CI runs

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
@@ -157,6 +159,16 @@ def web_address(url: str) -> str | None:
 # The asker of the `tools/call` now running in this task (set by server/app.py around the executor), so the
 # upstream that call reaches knows whom its questions are for.
 asking: ContextVar[Questions | None] = ContextVar("managed_tools_upstream_asking", default=None)
+
+
+@contextmanager
+def asking_for(questions: Questions) -> Iterator[None]:
+    """`questions` is who the upstreams this task reaches ask, for the block."""
+    token = asking.set(questions)
+    try:
+        yield
+    finally:
+        asking.reset(token)
 
 
 def addressee(waiting: list[Questions]) -> Questions | None:

@@ -61,6 +61,7 @@ ErrorKind = Literal[
     "state_unavailable",
     "disk_full",
     "state_read_only",
+    "quota_exceeded",
     "internal",
 ]
 PREVIEW_CHARS = 200
