@@ -180,9 +180,13 @@ class Library:
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        """A prompt argument's `choices` that start with what the user has typed; nothing for anything else."""
+        """A prompt argument's `choices` that start with what the user has typed; an upstream's prompt or template
+        completed by that upstream; nothing for anything else."""
+        ours = isinstance(params.ref, types.PromptReference) and params.ref.name in self._prompts
+        if not ours and (forwarded := await self._gateway.complete(params)) is not None:
+            return forwarded
         values: list[str] = []
-        if isinstance(params.ref, types.PromptReference) and not self._gateway.owns_prompt(params.ref.name):
+        if isinstance(params.ref, types.PromptReference):
             argument = next(
                 (a for a in self._prompt(params.ref.name).arguments if a.name == params.argument.name), None
             )

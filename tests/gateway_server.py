@@ -97,6 +97,16 @@ def greet(name: str) -> str:
     return f"Say hello to {name}."
 
 
+@mcp.completion()  # type: ignore[untyped-decorator,no-untyped-call]  # the SDK leaves it untyped
+async def complete(
+    ref: types.PromptReference | types.ResourceTemplateReference,
+    argument: types.CompletionArgument,
+    context: types.CompletionContext | None,
+) -> types.Completion | None:
+    names = ["Ada", "Alan", "Grace"]
+    return types.Completion(values=[n for n in names if n.startswith(argument.value)])
+
+
 async def _subscribe(ctx: ServerRequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
     return types.EmptyResult()
 

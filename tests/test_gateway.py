@@ -224,6 +224,8 @@ async def test_resources_templates_and_prompts_are_served_under_the_prefix(
         item = await client.read_resource("upstream://asker/note://items/pen")
         prompts = {p.name for p in (await client.list_prompts()).prompts}
         got = await client.get_prompt("asker__greet", {"name": "Ada"})
+        completed = await client.complete(types.PromptReference(type="ref/prompt", name="asker__greet"), {
+            "name": "name", "value": "A"})  # fmt: skip
     assert listed[GREETING].name == "asker__greeting"
     assert "upstream://asker/note://items/{item}" in templates
     assert read.contents[0].uri == GREETING and isinstance(read.contents[0], types.TextResourceContents)
@@ -232,6 +234,7 @@ async def test_resources_templates_and_prompts_are_served_under_the_prefix(
     assert {"asker__greet", "planning_react"} <= prompts or "asker__greet" in prompts
     content = got.messages[0].content
     assert isinstance(content, types.TextContent) and content.text == "Say hello to Ada."
+    assert completed.completion.values == ["Ada", "Alan"]  # the upstream completes its own prompt
 
 
 async def test_an_upstream_cannot_spoof_our_resources_or_another_upstream(workspace: Path, tmp_path: Path) -> None:

@@ -85,6 +85,22 @@ class Gateway:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name[:100]}")
         return await upstream.get_prompt(found[1], arguments)
 
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult | None:
+        """Completion of an upstream's prompt or template argument, asked of it; None for a reference not under an
+        upstream's prefix."""
+        ref = params.ref
+        found = inner_name(ref.name) if isinstance(ref, types.PromptReference) else inner_uri(ref.uri)
+        upstream = self.upstreams.get(found[0]) if found else None
+        if found is None or upstream is None:
+            return None
+        inner = (
+            types.PromptReference(type="ref/prompt", name=found[1])
+            if isinstance(ref, types.PromptReference)
+            else types.ResourceTemplateReference(type="ref/resource", uri=found[1])
+        )
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        return await upstream.complete(inner, argument, params.context.arguments if params.context else None)
+
     def _by_uri(self, uri: str) -> tuple[Upstream, str]:
         found = inner_uri(uri)
         upstream = self.upstreams.get(found[0]) if found else None

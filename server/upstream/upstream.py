@@ -29,6 +29,7 @@ from managed_tools.sandbox.confine import Confinement, upstream_policy
 from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.spawn import Domain
+from managed_tools.server.library import MAX_COMPLETIONS
 from managed_tools.server.upstream import process
 from managed_tools.server.upstream.gateway import Gateway
 from managed_tools.server.upstream.log_repeats import limited
@@ -374,6 +375,21 @@ class Upstream:
         result = await self._relayed(self._connected().get_prompt(name, arguments))
         messages = [m.model_copy(update={"content": outer_content(self.name, m.content)}) for m in result.messages]
         return types.GetPromptResult(description=result.description, messages=messages)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Its completions (none when it offers none), at most MAX_COMPLETIONS of them."""
+        client = self._connected()
+        if client.server_capabilities.completions is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        found = (await self._relayed(client.complete(ref, argument, context))).completion
+        values = found.values[:MAX_COMPLETIONS]
+        more = found.has_more or len(found.values) > MAX_COMPLETIONS
+        return types.CompleteResult(completion=types.Completion(values=values, total=found.total, has_more=more))
 
     async def _relayed(self, request: Awaitable[T]) -> T:
         """Its answer; its error said as its own (bounded), never as ours."""
