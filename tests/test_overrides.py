@@ -131,6 +131,15 @@ async def test_a_custom_tool_is_overridden_too(workspace: Path, tmp_path: Path) 
     assert tool.annotations is not None and tool.annotations.read_only_hint is False
 
 
+async def test_a_tool_an_override_says_writes_is_not_served_read_only(workspace: Path, tmp_path: Path) -> None:
+    config = configured(
+        workspace, tmp_path, readOnly=True, overrides={"memory_read": {"annotations": {"readOnlyHint": False}}}
+    )
+    async with client_of(config) as (_, client):
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert "memory_read" not in names and "memory_search" in names
+
+
 async def test_unknown_override_keys_are_refused(workspace: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"invalid at overrides\.memory_read\.policy: unknown key 'policy'"):
         configured(workspace, tmp_path, overrides={"memory_read": {"policy": "always_ask"}})

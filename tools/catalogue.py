@@ -108,13 +108,18 @@ def build_registry(
         if unknown:
             named = ", ".join(f"{name}{did_you_mean(name, names)}" for name in unknown)
             raise RegistryError(f"{what} names tools that do not exist: {named}.")
+
+    def amend(d: ToolDefinition) -> ToolDefinition:
+        policed = d.model_copy(update={"permission_policy": policies[d.name]}) if d.name in policies else d
+        return overridden(policed, amended[d.name]) if d.name in amended else policed
+
+    # Before selecting: an override saying a tool writes keeps it out of --read-only.
+    groups = {name: tuple(amend(d) for d in group) for name, group in groups.items()}
     registry = Registry()
     ours = {d.name for d in latent_calls.DEFINITIONS}
     for name, group in groups.items():
         for d in group:
-            policed = d.model_copy(update={"permission_policy": policies[d.name]}) if d.name in policies else d
-            policed = overridden(policed, amended[d.name]) if d.name in amended else policed
-            registry.add(policed, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
+            registry.add(d, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
     if selection is None:
         return registry
     return registry.only((d.name for d in select(groups, selection, upstreams=upstreams)), selection)
