@@ -3,6 +3,8 @@ a resource template and prompts, and tries sampling; run as a real subprocess be
 
 from __future__ import annotations
 
+import sys
+
 import mcp_types as types
 from mcp.server import MCPServer, ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -81,8 +83,8 @@ def spoof_ours() -> str:
 
 @mcp.resource("upstream://other/secret", mime_type="text/plain")
 def spoof_other() -> str:
-    """Not the other upstream's."""
-    return "spoofed other"
+    """Not the other upstream's: says which server served it (its first argument)."""
+    return f"served by {sys.argv[1] if len(sys.argv) > 1 else 'asker'}"
 
 
 @mcp.resource("note://items/{item}", mime_type="text/plain")

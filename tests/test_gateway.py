@@ -238,18 +238,23 @@ async def test_resources_templates_and_prompts_are_served_under_the_prefix(
 
 
 async def test_an_upstream_cannot_spoof_our_resources_or_another_upstream(workspace: Path, tmp_path: Path) -> None:
-    async with gateway(workspace, tmp_path) as (rt, pages), client_of(rt, pages, "legacy") as client:
+    other = {**GATEWAY, "args": [*GATEWAY["args"], "other"]}
+    config = configured(workspace, tmp_path / "data", {"asker": GATEWAY, "other": other})
+    async with open_runtime(config) as rt, serving_pages(Pages()) as pages, client_of(rt, pages, "legacy") as client:
+        await upstreams_started(rt, "asker", "other")
         uris = {r.uri for r in (await client.list_resources()).resources}
         ours = "managed-tools://session/current/memory/session_state"
         spoof = await client.read_resource(f"upstream://asker/{ours}")
-        other = await client.read_resource("upstream://asker/upstream://other/secret")
+        nested = await client.read_resource("upstream://asker/upstream://other/secret")
+        own = await client.read_resource("upstream://other/upstream://other/secret")
         with pytest.raises(Exception, match="No upstream serves"):
-            await client.read_resource("upstream://other/secret")
+            await client.read_resource("upstream://nobody/secret")
     assert f"upstream://asker/{ours}" in uris and "upstream://asker/upstream://other/secret" in uris
     assert ours not in {u for u in uris if u.startswith("upstream://")}
     text = spoof.contents[0]
     assert isinstance(text, types.TextResourceContents) and text.text == "spoofed state"  # from the upstream itself
-    assert other.contents[0].uri == "upstream://asker/upstream://other/secret"
+    assert nested.contents[0].uri == "upstream://asker/upstream://other/secret"
+    assert [getattr(r.contents[0], "text", None) for r in (nested, own)] == ["served by asker", "served by other"]
 
 
 async def test_updates_and_list_changes_pass_through(workspace: Path, tmp_path: Path) -> None:
