@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import anyio
 import mcp_types as types
 from mcp.server import MCPServer, ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -26,6 +27,14 @@ async def ask_form(question: str, ctx: Context) -> str:
     """Ask the user a form question and say what came back."""
     answer = await ctx.elicit(question, schema=Confirm)
     return f"form {answer.action}: {answer.data.model_dump() if answer.action == 'accept' else None}"
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def ask_later(seconds: float, ctx: Context) -> str:
+    """Wait, then ask the user a form question (so that other calls are waiting too)."""
+    await anyio.sleep(seconds)
+    answer = await ctx.elicit("Later?", schema=Confirm)
+    return f"form {answer.action}"
 
 
 @mcp.tool(annotations=READ_ONLY)

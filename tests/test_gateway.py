@@ -196,6 +196,27 @@ async def test_an_upstream_question_approves_nothing_of_ours(workspace: Path, tm
     assert [(r.tool_name, r.status) for r in records] == [("asker__store", "pending")]
 
 
+async def test_a_question_while_callers_of_two_sessions_wait_is_declined(workspace: Path, tmp_path: Path) -> None:
+    """Nobody can tell whose person the upstream means: neither is asked."""
+    asked: list[str] = []
+
+    async def person(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True, "name": "x"})
+
+    answers: list[str] = []
+    async with gateway(workspace, tmp_path) as (rt, pages):
+
+        async def caller() -> None:
+            async with client_of(rt, pages, "legacy", elicitation_callback=person) as client:
+                answers.append(said(await client.call_tool("asker__ask_later", {"seconds": 1.5})))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(caller)
+            tg.start_soon(caller)
+    assert answers == ["form decline", "form decline"] and asked == []
+
+
 async def test_a_question_with_no_caller_waiting_is_declined(workspace: Path, tmp_path: Path) -> None:
     async with gateway(workspace, tmp_path) as (rt, _):
         upstream = gateway_for(rt.registry).upstreams["asker"]
