@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from managed_tools.sandbox import refusal_count
 from managed_tools.sandbox.launcher import compiled
 from managed_tools.sandbox.policy import Addition, Bind, Grant, SandboxPolicy
 
@@ -176,6 +177,7 @@ class Channel:
             self.path.unlink()
 
     def refuse(self, host: str, port: int, reason: str) -> None:
+        refusal_count.counted("network")
         refusal = Refusal(host, port, reason, time.time())
         if len(self.refusals) < MAX_REFUSALS:
             self.refusals.append(refusal)

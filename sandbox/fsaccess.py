@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from managed_tools.sandbox import refusal_count
 from managed_tools.stores.errors import StoreError
 
 # struct open_how and the RESOLVE_* bits from <linux/openat2.h>; 437 is openat2 on x86_64 and aarch64.
@@ -137,6 +138,8 @@ def make_dirs(root: str, relative: str) -> list[str]:
 
 def refusal(virtual: str, exc: OSError) -> FileAccessError:
     """One clear message for an OSError met on `virtual`: no host path, no traceback."""
+    if exc.errno in (errno.ELOOP, errno.EXDEV):  # the kernel stopped a way out of the mount
+        refusal_count.counted("path")
     reasons = {
         errno.ELOOP: "a symbolic link is in the way (a link loop, or one put there after the path was checked); "
         "refused",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.sandbox import refusal_count
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.stores.errors import StoreError
 
@@ -34,6 +35,12 @@ Access = Literal["read", "list", "write", "modify"]
 
 class PathError(StoreError):
     """A path the file tools refuse; the message names the mount and the rule."""
+
+
+def _escape(message: str) -> PathError:
+    """A path that tried to leave its mount: refused, and counted (sandbox/refusal_count.py)."""
+    refusal_count.counted("path")
+    return PathError(message)
 
 
 @dataclass(frozen=True)
@@ -164,9 +171,9 @@ class PathGuard:
                 raise PathError(f"{virtual}: a parent of it is a file, not a directory.")
             real = os.path.join(real_ancestor, os.path.relpath(candidate, ancestor))
         if not inside(real, root):
-            raise PathError(f"{virtual} resolves outside {mount.mount_path} (through a symbolic link); refused.")
+            raise _escape(f"{virtual} resolves outside {mount.mount_path} (through a symbolic link); refused.")
         if mount.kind not in ("agent_substrate", "attachments") and any(inside(real, p) for p in self._private):
-            raise PathError(f"{virtual} is inside the server's own data directory, which no tool may reach.")
+            raise _escape(f"{virtual} is inside the server's own data directory, which no tool may reach.")
         inner = "" if real == root else real[len(root.rstrip(os.sep)) + 1 :]
         return Resolved(mount=mount, virtual=virtual, relative=relative, root=root, real=inner, exists=exists)
 
@@ -185,9 +192,9 @@ class PathGuard:
             None,
         )
         if mount is None:
-            raise PathError(f"{path} is outside the mounts ({self._names}); use a path inside one of them.")
+            raise _escape(f"{path} is outside the mounts ({self._names}); use a path inside one of them.")
         rest = text[len(mount.mount_path) :].strip("/")
         parts = [p for p in rest.split("/") if p not in ("", ".")]
         if ".." in parts:
-            raise PathError(f"{path} climbs out with '..'; paths must stay inside {mount.mount_path}.")
+            raise _escape(f"{path} climbs out with '..'; paths must stay inside {mount.mount_path}.")
         return mount, posixpath.join(*parts) if parts else ""

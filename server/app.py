@@ -29,9 +29,11 @@ from managed_tools.server.principal import Principal, current_principal
 from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
+from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
 from managed_tools.server.upstream.gateway import gateway_for
 from managed_tools.server.upstream.questions import Questions, asking_for
 from managed_tools.server.variables import CallVariables, SecretInputFactory
+from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Runtime
@@ -65,6 +67,7 @@ def requested_timeout(meta: Mapping[str, Any] | None) -> float | None:
 
 
 AttachmentsFactory = Callable[[], AbstractAsyncContextManager[Attachments]]
+MODERN_ONLY = (TASKS_EXTENSION,)  # extensions the handshake era never hears of (tasks are a 2026-07-28 extension)
 END_CALLS_WITHIN_SECONDS = 2.0
 
 
@@ -132,11 +135,12 @@ class ManagedServer(Server[Attachments]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        handshake = {key: value for key, value in self.extensions.items() if key not in MODERN_ONLY}
         return super().create_initialization_options(
             notification_options
             or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
-            extensions,
+            extensions if extensions is not None else handshake,
         )
 
 
@@ -203,20 +207,25 @@ def build_server(
     catalogue = PublishedTools(runtime.registry)
     in_flight = calls if calls is not None else InFlight()
     notifier = Notifier()
-    gateway = gateway_for(runtime.registry, notifier)
-    library = Library(extensions or Extensions(), planning_prompts(runtime.registry), gateway, notifier.prompts_listed)
-    served = Resources(runtime, library, notifier, gateway)
+    library = Library(
+        extensions or Extensions(),
+        planning_prompts(runtime.registry),
+        gateway_for(runtime.registry, notifier),  # the upstreams' resources and prompts, beside ours
+        notifier.prompts_listed,
+    )
+    served = Resources(runtime, library, notifier)
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
         source = attachments() if attachments is not None else attached(runtime, session_id, transport)
-        async with source as resolved:
+        async with source as resolved, long_calls.running():
             start, stop = anyio.Event(), anyio.Event()
             served.watch = start
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(watch_when_asked, start, stop, runtime, notifier)
                 watcher.start_soon(watch_skills, stop, runtime, notifier)
                 watcher.start_soon(watch_tools, runtime, notifier)
+                watcher.start_soon(run_wakes, runtime, notifier)
                 if relay:
                     watcher.start_soon(relay_for(runtime).run, notifier)
                 try:
@@ -234,10 +243,15 @@ def build_server(
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if wanted(ctx, runtime.registry.get(params.name)):  # a client following long calls as tasks (server/tasks.py)
+            return await long_calls.offload(ctx, params)
+        return (await run_call(ctx, params)).reply
+
+    async def run_call(ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Answer:
         principal = current_principal()
         refused = _quota_refusal(ctx)
         if refused is not None:
-            return to_call_result(CallResult("error", refused, error_kind="quota_exceeded"))
+            return Answer(to_call_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
             runtime,
@@ -257,8 +271,10 @@ def build_server(
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
         # An upstream this call reaches asks its questions of this caller's person (server/upstream/questions.py).
-        questions = Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds)
-        with asking_for(questions), in_flight.running(principal.owner) as call:
+        with (
+            asking_for(Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds)),
+            in_flight.running(principal.owner) as call,
+        ):
             result = await execute(
                 runtime,
                 attachment,
@@ -269,13 +285,13 @@ def build_server(
                 visible=principal.may_use,
             )
         if call.cancelled_caught:
-            return to_call_result(STOPPED)
+            return Answer(to_call_result(STOPPED), STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required":
             pending = consent.input_required or variables.input_required
             if pending is not None:
-                return pending
-        return to_call_result(result)
+                return Answer(pending, None)
+        return Answer(to_call_result(result), result)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Attachments], params: types.SetLevelRequestParams
@@ -306,6 +322,7 @@ def build_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    long_calls = serve(server, runtime, run_call)  # the tasks extension (server/tasks.py)
     # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
     security = (
         RequestStateSecurity(

@@ -8,6 +8,7 @@ Streamable HTTP resolves each request (server/http_sessions.py).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,13 +17,15 @@ from typing import Any, Protocol
 import anyio
 from mcp.server import ServerRequestContext
 
-from managed_tools.stores import events, sessions, setups
+from managed_tools.stores import events, sessions, setups, wake_requests
 from managed_tools.stores.errors import DatabaseUnwritableError
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.environment.setup import live_setup
+from managed_tools.tools.framework import telemetry
 from managed_tools.tools.framework.context import Attachment, Runtime
 
 log = logging.getLogger("managed_tools.attach")
+_OPENED: dict[str, int] = {}  # each open wake's start, for its trace span (tools/framework/telemetry.py)
 
 
 async def attach(runtime: Runtime, session_id: str | None, transport: str, *, owner: str = LOCAL_OWNER) -> Attachment:
@@ -47,11 +50,25 @@ async def attach(runtime: Runtime, session_id: str | None, transport: str, *, ow
             {"spanId": wake.id, "spanKind": "wake", "transport": transport, "pid": wake.pid},
             summary=f"Connected over {transport}",
         )
+        for offered in await wake_requests.offer_due(tx, record.id, wake.id):
+            # A wake that fell due with no model provider to run it: this connection's client is the one woken.
+            await events.append_event(
+                tx,
+                record.id,
+                wake.id,
+                "wake.offered",
+                {"wakeRequestId": offered.id, "reason": offered.reason, "dueAt": offered.due_at},
+                summary=f"Scheduled wake due: {offered.reason}",
+            )
+    _OPENED[wake.id] = time.time_ns()
     return Attachment(session_id=record.id, wake_id=wake.id, transport=transport, owner=owner)
 
 
 async def detach(runtime: Runtime, attachment: Attachment) -> None:
     """Close the wake. A database still locked by another process only costs the wake its end time."""
+    opened = _OPENED.pop(attachment.wake_id, None)
+    if opened is not None:
+        telemetry.wake(attachment.session_id, attachment.transport, opened)
     with anyio.CancelScope(shield=True):
         try:
             await _close(runtime, attachment)

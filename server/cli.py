@@ -165,6 +165,16 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     located.add_argument("--json", action="store_true", help="one JSON document for machines")
     located.add_argument("--agent", type=_agent, default="default", help="whose substrate skills (default: default)")
     _state_flags(located)
+    listed = _command(
+        commands,
+        "wakes",
+        "list the wakes sessions scheduled (queued, running, or due and waiting for a client)",
+        "managed-tools wakes --all --json",
+    )
+    listed.add_argument("--all", action="store_true", help="also those already fired, offered, failed or cancelled")
+    listed.add_argument("--json", action="store_true", help="one JSON document for machines")
+    listed.add_argument("--agent", type=_agent, default="default", help="whose sessions (default: default)")
+    _state_flags(listed)
     _view_parsers(commands)
     _audit_parser(commands)
     _migrate_parser(commands)

@@ -2,7 +2,7 @@
 
 A person approving a paused call is on the agent's critical path, so the approval commands (`pending`,
 `approve`, `deny`, `respond`, `interrupt`), the views of what agents did (`sessions`, `events`, `memory`,
-`outcomes`, `approvals`, `audit export`) and `where` load only the stores and the config files: not the MCP
+`outcomes`, `approvals`, `audit export`), `wakes` and `where` load only the stores and the config files: not the MCP
 SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`, `tools`, `migrate`),
 or when an approval command's tool selection hides some tools and it must know which. `secret` loads the whole
 configuration (server/config.py), not the SDK.
@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command in ANSWERING:
             return cut_short_quietly(lambda: _answer(args))
+        if args.command == "wakes":
+            return cut_short_quietly(lambda: _wakes(args))
         if args.command in VIEWS:
             from managed_tools.server import views
 
@@ -167,6 +169,16 @@ def _answer(args: argparse.Namespace) -> int:
         "interrupt": lambda: human.interrupt(place, args.session, note=args.note),
     }
     anyio.run(commands[args.command])
+    return 0
+
+
+def _wakes(args: argparse.Namespace) -> int:
+    import anyio
+
+    from managed_tools.server.wakes_command import wakes
+
+    place = StatePlace.of(args)
+    anyio.run(lambda: wakes(place, agent=args.agent, include_done=args.all, as_json=args.json))
     return 0
 
 

@@ -173,6 +173,18 @@ class QuotasConfig(BaseModel):
     token: Quota = Quota()
 
 
+class TelemetryConfig(BaseModel):
+    """config.json `telemetry` (server/otel.py): traces and metrics over OTLP/HTTP to `otlpEndpoint` (the collector's
+    base URL), and `/metrics` for Prometheus on HTTP. The standard OTEL_* environment turns them on as well."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    otlp_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")] | None = Field(
+        default=None, alias="otlpEndpoint"
+    )
+    prometheus: bool = False
+
+
 class UserConfig(BaseModel):
     """`<data-dir>/config.json` over `<user config dir>/managed-tools/config.json` (server/config_files.py)."""
 
@@ -206,6 +218,7 @@ class UserConfig(BaseModel):
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -292,6 +305,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
     @field_validator("database")
@@ -368,6 +382,7 @@ class ServeConfig(BaseModel):
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             quotas=user.quotas,
+            telemetry=user.telemetry,
         )
 
     @property

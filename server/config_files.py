@@ -28,7 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "policy", "overrides", "variables", "vaults")
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "quotas", "overrides",
+    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "overrides",
 )  # fmt: skip
 
 

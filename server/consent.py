@@ -35,6 +35,7 @@ from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Tx
 from managed_tools.stores.errors import NotFoundError
+from managed_tools.tools.framework import telemetry
 from managed_tools.tools.framework.context import Attachment, Runtime
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest
 
@@ -136,6 +137,10 @@ class CallConsent:
         used = await self._use_out_of_band_answer(request)
         if used is not None:
             return used
+        with telemetry.approval_wait(request.tool_name):
+            return await self._ask_a_person(request)
+
+    async def _ask_a_person(self, request: ApprovalRequest) -> ApprovalDecision:
         schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
         asks = self._asks_by(request, schema)
         question = schema if asks == "form" else None  # None: the page asks

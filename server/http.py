@@ -19,7 +19,7 @@ import re
 import socket
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -51,6 +51,7 @@ from managed_tools.server.http_replica import ReplicaRoute
 from managed_tools.server.http_sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http_shares import SessionShares, beyond_share, json_rpc_error
 from managed_tools.server.oauth import auth_middleware, metadata_routes
+from managed_tools.server.otel import PROMETHEUS_CONTENT_TYPE, Installed
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.principal import current_principal
 from managed_tools.server.stopping import Stopping
@@ -59,6 +60,7 @@ from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.tools.framework.context import Runtime
 
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 MCP_PATH = "/mcp"
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
@@ -74,6 +76,8 @@ def build_app(
     http: HttpConfig,
     extensions: Extensions | None = None,
     pages: Pages | None = None,
+    *,
+    telemetry: Installed | None = None,
 ) -> McpApp:
     calls = InFlight()
     server = build_server(
@@ -91,6 +95,8 @@ def build_app(
     # matches `name:*` as a string prefix and compares case-sensitively, so it is switched off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     routes: list[Route | Mount] = [Route(HEALTH_PATH, _health, methods=["GET", "HEAD"])]
+    if telemetry is not None and telemetry.prometheus:  # behind the token (or OAuth) like every other path
+        routes.append(Route(METRICS_PATH, _metrics_of(telemetry), methods=["GET"]))
     manager: StreamableHTTPSessionManager | None = None
     if http.transport == "http":
         manager = StreamableHTTPSessionManager(
@@ -182,6 +188,14 @@ class McpApp(Starlette):
 async def _health(request: Request) -> Response:
     # For load balancers: open without a token, so it says nothing but that the process answers.
     return JSONResponse({"status": "ok"})
+
+
+def _metrics_of(telemetry: Installed) -> Callable[[Request], Awaitable[Response]]:
+    async def metrics(request: Request) -> Response:
+        text = await anyio.to_thread.run_sync(telemetry.prometheus_text)
+        return Response(text, media_type=PROMETHEUS_CONTENT_TYPE)
+
+    return metrics
 
 
 class Guard:

@@ -73,13 +73,22 @@ async def state_database(config: StateAt, *, create: bool = False) -> AsyncItera
         await db.close()
 
 
+def moment(stamp: str) -> datetime:
+    """A stored timestamp (stores.ids.utc_now's form) as a datetime."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
 def age(stamp: str) -> str:
     """How long ago a stored time was, as a person reads it: 42s, 5m, 3h, 2d."""
     try:
-        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        then = moment(stamp)
     except ValueError:  # not one of ours (a row copied in by hand): shown as it is
         return stamp
-    seconds = int((datetime.now(UTC) - then).total_seconds())
+    return span(int((datetime.now(UTC) - then).total_seconds()))
+
+
+def span(seconds: int) -> str:
+    """A duration as a person reads it at a glance: 3d, 5h, 12m, 40s."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"

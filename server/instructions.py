@@ -24,9 +24,12 @@ def instructions(registry: Registry, engine: Literal["sqlite", "postgresql"]) ->
     asks = " Tools marked always_ask wait for a person's approval." if any(
         d.permission_policy == "always_ask" for d in registry
     ) else ""  # fmt: skip
+    current = " A sessionId left out means the current session." if any(
+        "session_id" in d.input_model.model_fields for d in registry
+    ) else ""  # fmt: skip
     return (
         "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in "
         f"{ENGINES[engine]} "
-        f'and every call is recorded.{asks} Numbers and booleans may be given as strings ("3", "true"). '
+        f'and every call is recorded.{asks}{current} Numbers and booleans may be given as strings ("3", "true"). '
         f"Toolsets served: {families or 'none'}.{start}"
     )

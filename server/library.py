@@ -44,7 +44,7 @@ class Library:
         gateway: Gateway | None = None,
         listed: Callable[[ServerSession], None] | None = None,
     ) -> None:
-        self._gateway = gateway or Gateway()  # the upstream servers' prompts, `<upstream>__<prompt>`
+        self.gateway = gateway or Gateway()  # the upstream servers' prompts (`<upstream>__<prompt>`) and resources
         self._listed = listed  # who listed prompts hears when an upstream's change (handshake era)
         self._fixed = {r.uri: r for r in extensions.resources if isinstance(r, Resource)}
         self._templates = [r for r in extensions.resources if isinstance(r, ResourceTemplate)]
@@ -147,14 +147,14 @@ class Library:
     ) -> types.ListPromptsResult:
         if self._listed is not None:
             self._listed(ctx.session)
-        upstream = self._gateway.prompts()
+        upstream = self.gateway.prompts()
         return types.ListPromptsResult(prompts=self._prompt_list.prompts + upstream) if upstream else self._prompt_list
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        if params.name not in self._prompts and self._gateway.owns_prompt(params.name):
-            return await self._gateway.get_prompt(params.name, params.arguments)
+        if params.name not in self._prompts and self.gateway.owns_prompt(params.name):
+            return await self.gateway.get_prompt(params.name, params.arguments)
         prompt = self._prompt(params.name)
         arguments = dict(params.arguments or {})
         missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name)]
@@ -183,7 +183,7 @@ class Library:
         """A prompt argument's `choices` that start with what the user has typed; an upstream's prompt or template
         completed by that upstream; nothing for anything else."""
         ours = isinstance(params.ref, types.PromptReference) and params.ref.name in self._prompts
-        if not ours and (forwarded := await self._gateway.complete(params)) is not None:
+        if not ours and (forwarded := await self.gateway.complete(params)) is not None:
             return forwarded
         values: list[str] = []
         if isinstance(params.ref, types.PromptReference):

@@ -29,7 +29,6 @@ from mcp.server.subscriptions import (
 from managed_tools.server.attach import Attachments
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
-from managed_tools.server.upstream.gateway import Gateway
 from managed_tools.server.upstream.names import inner_uri
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.skills import Skill
@@ -211,11 +210,11 @@ class Resources:
     """The resources handlers: built-in resources (memory stores, evaluations, workspace and substrate files)
     beside the extensions' (`Library`), told apart by URI."""
 
-    def __init__(self, runtime: Runtime, library: Library, notifier: Notifier, gateway: Gateway) -> None:
+    def __init__(self, runtime: Runtime, library: Library, notifier: Notifier) -> None:
         self._runtime = runtime
         self._library = library
         self._notifier = notifier
-        self._gateway = gateway  # the upstream servers' resources, under their prefixes
+        self._gateway = library.gateway  # the upstream servers' resources, under their prefixes
         # The current lifespan's "start watching files" event, set when a client first looks at file resources.
         self.watch = anyio.Event()
 

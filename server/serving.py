@@ -24,6 +24,7 @@ from managed_tools.server.commands import cut_short_quietly, serve_config
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.data_dir import tell
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
+from managed_tools.server.otel import Installed, telemetry
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.rules import DATABASE_ENV
@@ -185,8 +186,10 @@ def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
                     f"{redacted(config.database) if config.database else config.state_path}). An MCP client starts "
                     "this command itself: run `managed-tools where` to see where everything is, or see the README."
                 )
-            return anyio.run(until_signalled, partial(_serve_stdio, config))
-        return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level))
+            with telemetry(config.telemetry):
+                return anyio.run(until_signalled, partial(_serve_stdio, config))
+        with telemetry(config.telemetry) as installed:
+            return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed))
     except KeyboardInterrupt:  # before or after the event loop listens for signals
         return 130
 
@@ -211,10 +214,12 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
         await serve_stdio(server, calls, stopping)
 
 
-async def _serve_remote(config: ServeConfig, http: HttpConfig, log_level: str, stopping: Stopping) -> None:
+async def _serve_remote(
+    config: ServeConfig, http: HttpConfig, log_level: str, installed: Installed | None, stopping: Stopping
+) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
-        app = build_app(runtime, config, http, extensions, pages)
+        app = build_app(runtime, config, http, extensions, pages, telemetry=installed)
         try:
             sock = bind(http)
         except OSError as exc:

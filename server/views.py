@@ -419,7 +419,7 @@ async def _outcomes(place: StatePlace, args: argparse.Namespace, screen: Screen)
 
 
 def _grade(screen: Screen, grade: str) -> str:
-    colours = {"pass": "green", "fail": "red", "blocked": "red", "in_progress": "yellow"}
+    colours = {"pass": "green", "fail": "red", "blocked": "red", "in_progress": "yellow", "sleeping": "cyan"}
     return screen.style(grade, colours[grade]) if grade in colours else grade
 
 

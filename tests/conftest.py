@@ -79,6 +79,7 @@ SLOW_MODULES = {
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
     "test_http_quotas": "a server per test, over HTTP",
+    "test_otel": "server processes over stdio and HTTP, and an OTLP receiver",
     "test_approval_cli": "a CLI process per case",
     "test_views_cli": "a CLI process per case",
 }
@@ -151,12 +152,16 @@ SLOW_TESTS = frozenset({
     "test_stores::test_migrations_apply_once_when_processes_start_together",
     "test_substrate::test_out_of_band_approval_with_the_cli",
     "test_substrate::test_racing_processes_one_wins_and_disk_matches_history",
+    "test_tasks::test_over_streamable_http_a_task_is_followed_and_cancelled",
     "test_toolsets::test_a_hidden_tools_request_is_never_shown_or_approved",
     "test_toolsets::test_an_unknown_toolset_is_a_one_line_startup_error",
     "test_toolsets::test_flags_over_stdio",
     "test_vault::test_a_secret_appears_nowhere_after_a_run_that_used_it",
     "test_vault::test_a_wrong_key_refuses_with_a_clear_error",
     "test_vault::test_secret_set_from_a_terminal_then_the_call_runs",
+    "test_wakes::test_a_provider_error_is_the_wakes_result",
+    "test_wakes::test_a_wake_is_listed_graded_sleeping_fires_and_is_offered_to_the_next_client",
+    "test_wakes::test_with_a_model_provider_a_due_wake_runs_the_session_headless",
 })  # fmt: skip
 
 

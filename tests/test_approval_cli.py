@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from managed_tools.stores import approvals, sessions
+from managed_tools.stores import approvals, sessions, wake_requests
 from managed_tools.stores.db import Database
 
 pytestmark = pytest.mark.anyio
@@ -310,3 +310,28 @@ def test_the_uvicorn_start_lines_are_not_called_errors(tmp_path: Path) -> None:
     started = [line for line in lines if "startup complete" in line or "Uvicorn running" in line]
     assert started and all(" uvicorn: " in line for line in started), lines
     assert not any("uvicorn.error" in line for line in lines), lines
+
+
+async def test_wakes_lists_scheduled_wakes_without_the_sdk(tmp_path: Path, state: State) -> None:
+    workspace, data_dir, db = state
+    async with db.write() as tx:
+        session = await sessions.create_session(tx, "default", owner=sessions.LOCAL_OWNER)
+        soon = await wake_requests.schedule(
+            tx, session.id, reason="Check CI\x1b[2J", due_at="2999-01-01T00:00:00.000Z", priority="high",
+            requested_in=None,
+        )  # fmt: skip
+        done = await wake_requests.schedule(
+            tx, session.id, reason="Old", due_at="2000-01-01T00:00:00.000Z", priority="low", requested_in=None
+        )
+        await wake_requests.cancel(tx, done.id)
+    await db.close()
+    listed = run(tmp_path, "wakes", *place(workspace, data_dir))
+    assert listed.returncode == 0, listed.stderr
+    assert soon.id in listed.stdout and done.id not in listed.stdout and "queued" in listed.stdout
+    assert "Check CI\\u001b[2J" in listed.stdout and "\x1b" not in listed.stdout  # a control character, escaped
+    every = run(tmp_path, "wakes", "--all", "--json", *place(workspace, data_dir))
+    shown = json.loads(every.stdout)["wakes"]
+    assert [(w["id"], w["status"]) for w in shown] == [(done.id, "cancelled"), (soon.id, "queued")]
+    assert listed.heavy() == [] and every.heavy() == []
+    nowhere = run(tmp_path, "wakes", "--workspace", str(workspace), "--data-dir", str(tmp_path / "none"))
+    assert nowhere.returncode == 1 and "No state database" in nowhere.stderr

@@ -19,7 +19,7 @@ from managed_tools.tools.permissions import tools as permissions
 from managed_tools.tools.planning import tools as planning
 from managed_tools.tools.recall import tools as recall
 from managed_tools.tools.sandbox import tools as sandbox
-from managed_tools.tools.sessions import delegation
+from managed_tools.tools.sessions import delegation, wakes
 from managed_tools.tools.sessions import tools as session_tools
 from managed_tools.tools.shell import tools as shell_tools
 from managed_tools.tools.skills import tools as skill_tools
@@ -28,7 +28,7 @@ from managed_tools.tools.substrate import tools as substrate_tools
 # The families (toolsets of `serve --toolsets`), in publishing order, each with what it is for.
 FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {
     "environment": environment.DEFINITIONS,
-    "sessions": session_tools.DEFINITIONS + delegation.DEFINITIONS,
+    "sessions": session_tools.DEFINITIONS + delegation.DEFINITIONS + wakes.DEFINITIONS,
     "outcomes": outcome_tools.DEFINITIONS,
     "memory": memory_tools.DEFINITIONS + memory_search.DEFINITIONS,
     "recall": recall.DEFINITIONS,
@@ -42,7 +42,7 @@ FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {
 }
 PURPOSES: dict[str, str] = {
     "environment": "mounts, vaults, the agent setup",
-    "sessions": "sessions, events, traces, child sessions",
+    "sessions": "sessions, events, traces, child sessions, wakes",
     "outcomes": "what done means, grading, evaluation",
     "memory": "versioned memory stores and learnings",
     "recall": "search past sessions' events",

@@ -116,6 +116,8 @@ VIEWS = {
                              "Drafts staged from the substrate and whether each is ready to promote."),
     "agent_setup": View("agent_describe_setup", "Agent setup",
                         "The setup contract the session ran under, with per-section fingerprints."),
+    "wake_requests": View("session_list_wakes", "Scheduled wakes",
+                          "The session's scheduled wakes (queued, or due and waiting for a client), soonest first."),
 }  # fmt: skip
 assert VIEWS.keys() == set(SESSION_VIEWS.values())
 

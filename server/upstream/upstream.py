@@ -40,6 +40,7 @@ from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
+from managed_tools.tools.framework import telemetry
 from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError, ToolError
 from managed_tools.tools.framework.overrides import ToolOverride, overridden
@@ -406,7 +407,8 @@ class Upstream:
         if asker is not None:
             self._waiting.append(asker)
         try:
-            return await client.call_tool(tool, arguments, read_timeout_seconds=max(seconds, 0.001))
+            with telemetry.upstream_call(self.name, tool):
+                return await client.call_tool(tool, arguments, read_timeout_seconds=max(seconds, 0.001))
         except MCPError as exc:
             if exc.error.code == types.REQUEST_TIMEOUT:
                 raise TimeoutError from None  # the executor says the call did not finish in time

@@ -538,4 +538,52 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         # the same session until an interrupt revokes it.
         ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
     ),
+    (
+        19,
+        "wake requests: a session asks to be woken later",
+        (
+            # Not the `wakes` table (one row per connection attached to a session): a request, made by a session, to
+            # be woken at `due_at` (stores/wake_requests.py). queued -> running (a headless run) -> fired | failed, or
+            # queued -> due (no model provider: waits for a client) -> offered (to the next connection, `offered_to`);
+            # queued or due -> cancelled.
+            """CREATE TABLE wake_requests (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                reason TEXT NOT NULL,
+                priority TEXT NOT NULL CHECK (priority IN ('low','normal','high')),
+                due_at TEXT NOT NULL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('queued','running','due','offered','fired','failed','cancelled')),
+                requested_in TEXT,
+                offered_to TEXT,
+                result TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX wake_requests_due ON wake_requests(status, due_at)",
+            "CREATE INDEX wake_requests_session ON wake_requests(session_id, status, due_at)",
+        ),
+    ),
+    (
+        20,
+        "tasks: long tool calls a 2026-07-28 client follows by id (the io.modelcontextprotocol/tasks extension)",
+        (
+            # One row per task (stores/tasks.py), written before the CreateTaskResult is sent, so a tasks/get always
+            # finds it, from any process. `reply` is the final CallToolResult (JSON) once completed, `error` the
+            # JSON-RPC error once failed.
+            """CREATE TABLE tasks (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                tool_name TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('working','completed','failed','cancelled')),
+                status_message TEXT,
+                reply TEXT,
+                error TEXT,
+                ttl_ms INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX tasks_session ON tasks(session_id, created_at)",
+        ),
+    ),
 )

@@ -20,6 +20,7 @@ from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
     Consent,
+    HeadlessRun,
     NoChildModel,
     NoVariableInput,
     Progress,
@@ -60,6 +61,7 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 
 @dataclass(frozen=True)

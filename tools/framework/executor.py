@@ -24,7 +24,7 @@ from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 from managed_tools.stores.ids import uuid7
-from managed_tools.tools.framework import latent, redaction, variables
+from managed_tools.tools.framework import latent, redaction, telemetry, variables
 from managed_tools.tools.framework.arguments import (
     ArgumentError,
     approval_digest,
@@ -68,6 +68,7 @@ PREVIEW_CHARS = 200
 RESULT_SUMMARY_CHARS = 300
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
+UNKNOWN_TOOL = "(unknown)"
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,17 @@ async def execute(
     A tool `visible` refuses is unknown to this caller, and never named among the near names."""
     definition = runtime.registry.get(name)
     if definition is None or (visible is not None and not visible(definition)):
-        span = _Span(runtime, attachment, clip(name, MAX_NAME_CHARS))
-        unknown = CallResult("error", _unknown_tool_message(runtime, name, visible), error_kind="unknown_tool")
-        return await _record_refusal(span, unknown, arguments)
-    return await _execute(
-        runtime, attachment, ports, definition, arguments, timeout_seconds=timeout_seconds, visible=visible
-    )
+        # Traced under one name: a client's made-up names must not become a metric series each.
+        with telemetry.tool_call(UNKNOWN_TOOL) as observed:
+            span = _Span(runtime, attachment, clip(name, MAX_NAME_CHARS))
+            unknown = CallResult("error", _unknown_tool_message(runtime, name, visible), error_kind="unknown_tool")
+            return observed.ended(await _record_refusal(span, unknown, arguments))
+    with telemetry.tool_call(definition.name, definition.ownership) as observed:
+        return observed.ended(
+            await _execute(
+                runtime, attachment, ports, definition, arguments, timeout_seconds=timeout_seconds, visible=visible
+            )
+        )
 
 
 async def execute_routed(ctx: ToolContext, definition: ToolDefinition, arguments: dict[str, Any]) -> CallResult:
@@ -181,9 +187,12 @@ async def execute_routed(ctx: ToolContext, definition: ToolDefinition, arguments
     ports (a person's answers), scopes and the time the routing call has left. The router checks beforehand that
     the tool is served and that the caller may use it."""
     left = ctx.deadline - anyio.current_time()
-    return await _execute(
-        ctx.runtime, ctx.attachment, ctx.ports, definition, arguments, timeout_seconds=left, visible=ctx.may_use
-    )
+    with telemetry.tool_call(definition.name, definition.ownership) as observed:
+        return observed.ended(
+            await _execute(
+                ctx.runtime, ctx.attachment, ctx.ports, definition, arguments, timeout_seconds=left, visible=ctx.may_use
+            )
+        )
 
 
 class Routed(_Refusal):

@@ -44,7 +44,7 @@ NoNul = AfterValidator(_refuse_nul)
 SessionId = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=64),
-    Field(description="Default: the current session."),
+    # "Default: the current session." once in the server's instructions, not in ~25 schemas (catalogue budget).
 ]
 
 

@@ -164,3 +164,11 @@ class NoChildModel:
 
     def consent_in(self, session_id: str, wake_id: str) -> Consent:
         raise SamplingUnavailableError("No client model runs here.")
+
+
+class HeadlessRun(Protocol):
+    """Run a session with no client attached, through the operator's model provider: `message` is the turn it
+    starts from, every tool call it makes goes through the executor in that session, and the final answer is
+    returned. Only a server with a provider configured has one (`Runtime.headless`); a due wake uses it."""
+
+    async def __call__(self, session_id: str, owner: str, message: str) -> str: ...

@@ -3,7 +3,7 @@
 This is the outcome family's seam: other families import only this module (enforce_gate, posture, Evaluation).
 
 The rubric (reference §4, adapted to a server without a harness; docs/outcomes.md explains it):
-grade — missing_outcome | blocked | in_progress | done_candidate; evaluation — missing_outcome | blocked |
+grade — missing_outcome | blocked | sleeping | in_progress | done_candidate; evaluation — missing_outcome | blocked |
 not_ready | uncertain | fail | pass, and only `pass` is promotion-ready.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from managed_tools.stores import approvals, memory, outcomes, sessions
+from managed_tools.stores import approvals, memory, outcomes, sessions, wake_requests
 from managed_tools.stores.outcomes import Outcome
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.errors import ToolError
@@ -20,7 +20,7 @@ from managed_tools.tools.framework.models import NextTool, WireModel
 from managed_tools.tools.framework.retrieval import build_query, score_text
 from managed_tools.tools.shell import posture as shell_core
 
-GradeStatus = Literal["missing_outcome", "blocked", "in_progress", "done_candidate"]
+GradeStatus = Literal["missing_outcome", "blocked", "sleeping", "in_progress", "done_candidate"]
 EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
 Confidence = Literal["low", "medium", "high"]
 Trend = Literal["first_iteration", "improving", "stable", "regressing"]
@@ -129,6 +129,9 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> G
             evidence.append(f"criterion met in session memory: {criterion} ({', '.join(reasons)})")
         else:
             evidence.append(f"criterion not yet shown in session memory: {criterion}")
+    sleeping = await _sleeping(ctx, session_id, len(matched), total, evidence)
+    if sleeping is not None:
+        return sleeping
     if total and len(matched) == total:
         return Grade(
             status="done_candidate",
@@ -157,6 +160,28 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> G
             tool="memory_write" if total else "outcome_define",
             args={"target": "session_state", "mode": "append"} if total else {},
             rationale=f"Record the work that meets: {missing[0]}" if missing else "Add success criteria.",
+        ),
+    )
+
+
+async def _sleeping(ctx: ToolContext, session_id: str, matched: int, total: int, evidence: list[str]) -> Grade | None:
+    """The session waits on a wake it scheduled (queued, or due and waiting for a client): it is asleep, not done."""
+    found = await wake_requests.list_for(ctx.tx, session_id, statuses=wake_requests.WAITING, limit=3)
+    if not found:
+        return None
+    first = found[0]
+    when = f"due since {first.due_at}, waiting for a client" if first.status == "due" else f"until {first.due_at}"
+    return Grade(
+        status="sleeping",
+        confidence="medium",
+        summary=f"Sleeping {when}: {first.reason}",
+        matched_criteria=matched,
+        total_criteria=total,
+        evidence=[f"{r.status} wake {r.id} at {r.due_at}: {r.reason}" for r in found] + evidence,
+        next_suggested_tool=NextTool(
+            tool="session_get_snapshot",
+            args={"sessionId": session_id},
+            rationale="Its queuedWakes say what it waits for.",
         ),
     )
 
@@ -234,7 +259,7 @@ async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, G
     if graded.status in ("missing_outcome", "blocked"):
         status = graded.status
         summary = graded.summary
-    elif graded.status == "in_progress":
+    elif graded.status in ("in_progress", "sleeping"):
         status, summary = "not_ready", graded.summary
     else:
         wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)

@@ -19,7 +19,7 @@ from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
-from managed_tools.tools.sessions import context
+from managed_tools.tools.sessions import context, wakes
 from managed_tools.tools.shell import posture as shell_core
 
 MAX_EVENT_LIMIT = 200
@@ -72,6 +72,8 @@ class SessionSnapshot(SessionSummary, OutcomePosture):
     event_cursor: EventCursor
     agent_setup_fingerprint: str | None
     shell_state: dict[str, Any] | None
+    queued_wakes: list[wakes.WakeView]
+    next_wake_at: str | None
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
     count, pending, last_id = await events.session_event_stats(ctx.tx, record.id)
     wake = await sessions.latest_wake(ctx.tx, record.id)
     waiting = [r for r in await approvals.list_open(ctx.tx, record.id) if r.status == "pending"]
+    queued_wakes, next_wake_at = await wakes.pending(ctx.tx, record.id)
     live = (await posture(ctx, record.id)).model_dump(
         by_alias=False
     )  # a snapshot judges the outcome now, not as last recorded
@@ -242,6 +245,8 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         event_cursor=EventCursor(last_event_id=last_id, event_count=count),
         agent_setup_fingerprint=None if wake is None else wake.setup_fingerprint,
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
+        queued_wakes=queued_wakes,
+        next_wake_at=next_wake_at,
     )
 
 
