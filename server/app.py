@@ -278,7 +278,7 @@ def build_server(
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent, variables),
+                ports_for(ctx, consent, variables, runtime.model_provider),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),

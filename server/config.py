@@ -7,14 +7,12 @@ the files.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -49,8 +47,10 @@ from managed_tools.server.data_dir import (
 )
 from managed_tools.server.http_allowlist import Address, host_entry, origin_entry
 from managed_tools.server.http_token import TOKEN_PATTERN, TokenFileError, kept_token
+from managed_tools.server.providers.spec import DEFAULT_MODEL, ModelProviderSpec, chosen
 from managed_tools.server.request_state_keys import KeyRingError, KeyRingSource, load_key_ring, load_vault_key
 from managed_tools.server.rules import APPROVAL_WAIT_RULE, NAME, TOKEN_ENV, approval_wait_allowed
+from managed_tools.server.served_urls import ServedUrl, is_loopback
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
@@ -89,21 +89,6 @@ class SkillsConfig(BaseModel):
     directories: tuple[Path, ...] | None = None
 
 
-def _served_url(value: str) -> str:
-    """An https URL (http only on a loopback host, for local issuers and tests), without query or fragment."""
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-    except ValueError:
-        raise ValueError(f"{value!r} is not a URL") from None
-    if parts.scheme not in ("https", "http") or not host or parts.query or parts.fragment or parts.username:
-        raise ValueError(f"{value!r} is not an http(s) URL without query, fragment or credentials")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise ValueError(f"{value!r} must use https (plain http only on a loopback host)")
-    return value
-
-
-ServedUrl = Annotated[str, AfterValidator(_served_url)]
 SCOPE_TOKEN = r"^[\x21\x23-\x5b\x5d-\x7e]{1,128}$"  # RFC 6749 scope-token characters
 
 
@@ -219,6 +204,15 @@ class UserConfig(BaseModel):
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
+    models: dict[VariableName, ModelProviderSpec] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _one_runs(cls, value: dict[str, ModelProviderSpec]) -> dict[str, ModelProviderSpec]:
+        if len(value) > 1 and chosen(value) is None:
+            raise ValueError(f"name the entry that runs {DEFAULT_MODEL!r} (there are {len(value)}: {', '.join(value)})")
+        return value
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:
@@ -305,6 +299,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
 
@@ -381,6 +376,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,
         )
@@ -568,15 +564,6 @@ class HttpConfig(BaseModel):
     @property
     def binds_everywhere(self) -> bool:
         return self.host in WILDCARD_HOSTS
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _any_port(values: list[str]) -> tuple[str, ...]:

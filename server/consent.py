@@ -96,7 +96,84 @@ def _form_field(prop: dict[str, Any]) -> bool:
 ALREADY_USED = "that answer was already used or is for another call"
 
 
-class CallConsent:
+class OutOfBandConsent:
+    """Steps 1 and 4 alone: where no client is there to ask (a session run headless, a wake), an approval given
+    out of band is used once, and any other question is recorded for `managed-tools approve`."""
+
+    def __init__(self, runtime: Runtime, attachment: Attachment) -> None:
+        self._runtime = runtime
+        self._attachment = attachment
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        used = await self._use_out_of_band_answer(request)
+        return used if used is not None else await self._out_of_band(request)
+
+    def in_session(self, session_id: str, wake_id: str) -> OutOfBandConsent:
+        attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id)
+        return OutOfBandConsent(self._runtime, attachment)
+
+    # -- 1. an answer given out of band ------------------------------------------------------------------
+
+    async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        async with self._runtime.db.write() as tx:
+            record = await self._find(tx, request, "approved")
+            if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
+                return None
+        return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
+
+    # -- 4. out of band ----------------------------------------------------------------------------------
+
+    async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self._runtime.db.write() as tx:
+            record = await self._find(tx, request, "pending")
+            if record is None:
+                record = await self._create(tx, request, "out_of_band")
+        return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
+
+    def _instructions(self, record: ApprovalRecord) -> str:
+        """What the model tells the person. It names no host path (the data dir): the full command, with its
+        --data-dir, goes to the server's log (stderr), which only the person sees."""
+        if record.kind == "custom_tool":
+            command = f"managed-tools respond {record.id} --json '<result>'"
+            text = (
+                f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
+                f"Request {record.id} is waiting: ask them to run `{command}` in a terminal (with the server's "
+                f"--data-dir, if it has one), then call {record.tool_name} again with the same arguments."
+            )
+        else:
+            command = f"managed-tools approve {record.id}"
+            text = (
+                f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
+                f"Request {record.id} is waiting: ask them to run `{command}` (or `managed-tools deny "
+                f"{record.id}`) in a terminal (with the server's --data-dir, if it has one; `managed-tools "
+                f"pending` shows the question), then call {record.tool_name} again with exactly the same "
+                "arguments. It runs once; other arguments need their own approval."
+            )
+        where = shlex.quote(str(self._runtime.environment.data_dir))
+        log.warning("permission request %s waits for a person: %s --data-dir %s", record.id, command, where)
+        return text
+
+    async def _find(self, tx: Tx, request: ApprovalRequest, status: approvals.Status) -> ApprovalRecord | None:
+        """This session's request for exactly this call (tool, kind and argument digest) in `status`."""
+        return await approvals.find(
+            tx, self._attachment.session_id, request.tool_name, request.args_digest, status=status, kind=request.kind
+        )
+
+    async def _create(self, tx: Tx, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
+        return await approvals.create(
+            tx,
+            session_id=self._attachment.session_id,
+            wake_id=self._attachment.wake_id,
+            kind=request.kind,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            args_digest=request.args_digest,
+            channel=channel,
+            question=request.message,
+        )
+
+
+class CallConsent(OutOfBandConsent):
     """Consent for one `tools/call`. After a call, `input_required` holds the result to send back (2026-07-28)."""
 
     def __init__(
@@ -109,19 +186,21 @@ class CallConsent:
         wait_seconds: float,
         answers: bool = True,
         pages: Pages | None = None,
+        rounds: bool = True,
     ) -> None:
-        self._runtime = runtime
-        self._attachment = attachment
+        super().__init__(runtime, attachment)
         self._ctx = ctx
         self._params = params
         self._wait = wait_seconds
         self._answers = answers  # may the caller answer in the client, or only a person at the server?
         self._pages = pages
+        self._rounds = rounds  # may the question go back as an input-required result (not inside a child's run)
         self.input_required: types.InputRequiredResult | None = None
 
     def in_session(self, session_id: str, wake_id: str) -> CallConsent:
-        """The same person and channel, for a call made in another session of theirs (a child run through
-        sampling)."""
+        """The same person, for a call made in another session of theirs (a child's run). Never by an
+        input-required round: the run cannot stop for the client's retry, so a 2026-07-28 client's question waits
+        out of band."""
         attachment = dataclasses.replace(self._attachment, session_id=session_id, wake_id=wake_id, transport="sampling")
         return CallConsent(
             self._runtime,
@@ -131,6 +210,7 @@ class CallConsent:
             wait_seconds=self._wait,
             answers=self._answers,
             pages=self._pages,
+            rounds=False,
         )
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -144,7 +224,7 @@ class CallConsent:
         schema = CONFIRM_SCHEMA if request.kind == "tool_confirmation" else form_schema(request.value_schema)
         asks = self._asks_by(request, schema)
         question = schema if asks == "form" else None  # None: the page asks
-        if asks is not None and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if asks is not None and self._rounds and self._ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._input_required_round(request, question)
         if asks is not None and self._ctx.session.can_send_request:
             return await self._elicit(request, question)
@@ -162,15 +242,6 @@ class CallConsent:
         if self._pages is not None and request.kind == "tool_confirmation" and (self._pages.for_approvals or not forms):
             return "page" if urls else None
         return "form" if forms and schema is not None else None
-
-    # -- 1. an answer given out of band ------------------------------------------------------------------
-
-    async def _use_out_of_band_answer(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        async with self._runtime.db.write() as tx:
-            record = await self._find(tx, request, "approved")
-            if record is None or not await approvals.consume(tx, record.id, self._attachment.wake_id):
-                return None
-        return ApprovalDecision(status="approved", request_id=record.id, note=record.note, value=record.response)
 
     # -- 2. 2026-07-28: input-required round trip -------------------------------------------------------
 
@@ -270,62 +341,11 @@ class CallConsent:
             message=message, url=self._pages.url(page), elicitation_id=page.elicitation_id
         )
 
-    # -- 4. out of band ----------------------------------------------------------------------------------
-
-    async def _out_of_band(self, request: ApprovalRequest) -> ApprovalDecision:
-        async with self._runtime.db.write() as tx:
-            record = await self._find(tx, request, "pending")
-            if record is None:
-                record = await self._create(tx, request, "out_of_band")
-        return ApprovalDecision(status="pending", request_id=record.id, reason=self._instructions(record))
-
-    def _instructions(self, record: ApprovalRecord) -> str:
-        """What the model tells the person. It names no host path (the data dir): the full command, with its
-        --data-dir, goes to the server's log (stderr), which only the person sees."""
-        if record.kind == "custom_tool":
-            command = f"managed-tools respond {record.id} --json '<result>'"
-            text = (
-                f"{record.tool_name} is answered by a person, and this client cannot show them the question. "
-                f"Request {record.id} is waiting: ask them to run `{command}` in a terminal (with the server's "
-                f"--data-dir, if it has one), then call {record.tool_name} again with the same arguments."
-            )
-        else:
-            command = f"managed-tools approve {record.id}"
-            text = (
-                f"{record.tool_name} needs a person's approval before it runs, and this client cannot ask them. "
-                f"Request {record.id} is waiting: ask them to run `{command}` (or `managed-tools deny "
-                f"{record.id}`) in a terminal (with the server's --data-dir, if it has one; `managed-tools "
-                f"pending` shows the question), then call {record.tool_name} again with exactly the same "
-                "arguments. It runs once; other arguments need their own approval."
-            )
-        where = shlex.quote(str(self._runtime.environment.data_dir))
-        log.warning("permission request %s waits for a person: %s --data-dir %s", record.id, command, where)
-        return text
-
     # -- shared ------------------------------------------------------------------------------------------
-
-    async def _find(self, tx: Tx, request: ApprovalRequest, status: approvals.Status) -> ApprovalRecord | None:
-        """This session's request for exactly this call (tool, kind and argument digest) in `status`."""
-        return await approvals.find(
-            tx, self._attachment.session_id, request.tool_name, request.args_digest, status=status, kind=request.kind
-        )
 
     async def _record(self, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
         async with self._runtime.db.write() as tx:
             return await self._create(tx, request, channel)
-
-    async def _create(self, tx: Tx, request: ApprovalRequest, channel: approvals.Channel) -> ApprovalRecord:
-        return await approvals.create(
-            tx,
-            session_id=self._attachment.session_id,
-            wake_id=self._attachment.wake_id,
-            kind=request.kind,
-            tool_name=request.tool_name,
-            arguments=request.arguments,
-            args_digest=request.args_digest,
-            channel=channel,
-            question=request.message,
-        )
 
     def _same_call(self, record: ApprovalRecord, request: ApprovalRequest, channel: str) -> bool:
         return (

@@ -19,7 +19,8 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter, ValidationError
 
-from managed_tools.server.config import OAuthConfig, ServedUrl
+from managed_tools.server.config import OAuthConfig
+from managed_tools.server.served_urls import ServedUrl
 
 log = logging.getLogger("managed_tools.oauth")
 

@@ -16,13 +16,16 @@ from managed_tools.tools.framework.context import Ports
 from managed_tools.tools.framework.ports import (
     ApprovalDecision,
     ApprovalRequest,
+    ChildMode,
     ChildModel,
     Consent,
     LogLevel,
     ModelCall,
+    ModelProvider,
     ModelTurn,
     NoChildModel,
     NoVariableInput,
+    Sampler,
     SamplingUnavailableError,
     ToolSpec,
     VariableInput,
@@ -82,6 +85,8 @@ class ClientSampler:
 class ClientChildModel:
     """A child session's turns through the client's model: `sampling/createMessage` with tools, on the caller's
     own request stream (handshake era, and only where the client declared `sampling.tools`)."""
+
+    mode: ChildMode = "sampling"
 
     def __init__(self, ctx: ServerRequestContext[Any], consent: SessionConsent) -> None:
         self._session = ctx.session
@@ -164,15 +169,27 @@ class RequestLog:
         await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
 
-def ports_for(ctx: ServerRequestContext[Any], consent: SessionConsent, variables: VariableInput | None = None) -> Ports:
+def ports_for(
+    ctx: ServerRequestContext[Any],
+    consent: SessionConsent,
+    variables: VariableInput | None = None,
+    provider: ModelProvider | None = None,
+) -> Ports:
     """The ports of one request: `consent` decides how (or whether) a person is asked to approve, `variables`
-    how a missing variable's value is asked for."""
-    child_model: ChildModel = ClientChildModel(ctx, consent)
+    how a missing variable's value is asked for. The operator's model (`provider`), where configured, runs
+    children and latent tools in every era; else the client's, where it offers sampling."""
+    if provider is not None:
+        child_model: ChildModel = provider.child_model(consent.in_session)
+        sampler: Sampler = provider.sampler()
+    else:
+        child_model = ClientChildModel(ctx, consent)
+        child_model = child_model if child_model.available() else NoChildModel()
+        sampler = ClientSampler(ctx.session, ctx.request_id)
     return Ports(
         consent=consent,
         progress=RequestProgress(ctx.session),
-        sampler=ClientSampler(ctx.session, ctx.request_id),
+        sampler=sampler,
         client_log=RequestLog(ctx),
-        child_model=child_model if child_model.available() else NoChildModel(),
+        child_model=child_model,
         variables=variables or NoVariableInput(),
     )

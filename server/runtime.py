@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,8 @@ from managed_tools.server import SERVER_NAME, __version__, leftovers
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import LEGACY_DIR, skill_dirs, state_root, user_config_home
 from managed_tools.server.extensions import ExtensionError, Extensions, load_extensions
+from managed_tools.server.headless import ModelHeadless
+from managed_tools.server.providers.provider import ConfiguredProvider
 from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_entries
 from managed_tools.server.upstream.remembered import upstream_cache
@@ -148,6 +151,16 @@ def skill_set(config: ServeConfig) -> SkillSet:
     return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
+def with_model(runtime: Runtime, config: ServeConfig, secrets: SecretLookup | None) -> Runtime:
+    """The runtime with config.json's model, if one is configured (the catalogue's port, and the headless runs of
+    due wakes); its key resolves through the same vault as the upstreams' `${vault:NAME}`."""
+    if config.model is None:
+        return runtime
+    lookup = secrets or functools.partial(variables.resolve, runtime, secret=True)
+    with_provider = dataclasses.replace(runtime, model_provider=ConfiguredProvider(config.model, lookup))
+    return dataclasses.replace(with_provider, headless=ModelHeadless(with_provider))
+
+
 @asynccontextmanager
 async def open_runtime(
     config: ServeConfig,
@@ -219,15 +232,19 @@ async def open_runtime(
                 sources = VariableSources(vault=open_vault(config), config=config.variables)
             except VaultKeyError as exc:
                 raise StartupError(exc.detail) from exc
-            runtime = Runtime(
-                environment=environment,
-                db=db,
-                registry=registry,
-                guard=guard,
-                confinement=confinement,
-                skills=skills,
-                variables=sources,
-                auto_sandboxed=config.auto_sandboxed,
+            runtime = with_model(
+                Runtime(
+                    environment=environment,
+                    db=db,
+                    registry=registry,
+                    guard=guard,
+                    confinement=confinement,
+                    skills=skills,
+                    variables=sources,
+                    auto_sandboxed=config.auto_sandboxed,
+                ),
+                config,
+                secrets,
             )
             try:
                 async with running_upstreams(

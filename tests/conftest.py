@@ -118,6 +118,7 @@ SLOW_TESTS = frozenset({
     "test_lazy_imports::test_stdio_serve_loads_no_oauth_postgres_keyring_or_jsonschema",
     "test_memory::test_racing_processes_on_one_version_exactly_one_wins",
     "test_memory::test_retrying_writers_lose_nothing",
+    "test_model_provider::test_a_child_runs_headless_for_a_client_over_stdio",
     "test_oauth::test_a_valid_token_works_with_each_algorithm",
     "test_oauth::test_another_principal_cannot_reach_a_principals_sessions_or_events",
     "test_oauth::test_keys_are_fetched_again_for_an_unknown_kid_at_a_bounded_rate",

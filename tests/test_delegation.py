@@ -69,6 +69,7 @@ async def test_delegate_creates_a_seeded_child_that_lineage_reaches(rt: Runtime,
             await client.call_tool(
                 "session_delegate",
                 {
+                    "name": "counter",
                     "task": "Count the files",
                     "title": "Files counted",
                     "successCriteria": ["a number", "a number"],
@@ -79,6 +80,7 @@ async def test_delegate_creates_a_seeded_child_that_lineage_reaches(rt: Runtime,
         child = made["childSession"]
         assert child["parentSessionId"] == made["parentSessionId"]
         assert child["relationToCurrent"] == "child" and child["activeOutcomeTitle"] == "Files counted"
+        assert child["tags"] == ["name:counter"]
         assert len(made["seededEventIds"]) == 3
         listed = data(await client.call_tool("session_list_children", {}))
         assert [s["sessionId"] for s in listed["sessions"]] == [child["sessionId"]]
@@ -155,7 +157,9 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
         return script[len(seen) - 1]
 
     async with connect(rt, "legacy", sampling_callback=scripted, sampling_capabilities=TOOLS_WITH_TOOLS) as client:
-        child = data(await client.call_tool("session_delegate", {"task": "Plan the count"}))["childSession"]
+        child = data(await client.call_tool("session_delegate", {"name": "worker", "task": "Plan the count"}))[
+            "childSession"
+        ]
         ran = data(await client.call_tool("session_run_child", {"sessionId": child["sessionId"], "cycles": 2}))
     assert ran["mode"] == "sampling" and ran["executedCycles"] == 2 and ran["loopStopReason"] == "max_cycles"
     assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [
@@ -191,7 +195,9 @@ async def test_an_always_ask_tool_in_the_child_pauses_for_a_person(rt: Runtime, 
         return tool_use("1", "launch_probe", {})
 
     async with connect(rt, "legacy", sampling_callback=scripted, sampling_capabilities=TOOLS_WITH_TOOLS) as client:
-        child = data(await client.call_tool("session_delegate", {"task": "Launch"}))["childSession"]["sessionId"]
+        child = data(await client.call_tool("session_delegate", {"name": "worker", "task": "Launch"}))["childSession"][
+            "sessionId"
+        ]
         ran = data(await client.call_tool("session_run_child", {"sessionId": child, "cycles": 3}))
     assert ran["loopStopReason"] == "requires_action" and ran["executedCycles"] == 1
     (call,) = ran["toolCalls"]
@@ -208,7 +214,9 @@ async def test_without_sampling_the_child_is_handed_to_a_second_client(
     rt: Runtime, connect: Connect, mode: str
 ) -> None:
     async with connect(rt, mode) as parent:
-        child = data(await parent.call_tool("session_delegate", {"task": "Plan it"}))["childSession"]["sessionId"]
+        child = data(await parent.call_tool("session_delegate", {"name": "worker", "task": "Plan it"}))["childSession"][
+            "sessionId"
+        ]
         idle = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0.3}))
         assert idle["mode"] == "handoff" and idle["loopStopReason"] == "no_progress" and idle["executedCycles"] == 0
         assert idle["howToWork"]["stdio"] == f"managed-tools serve --session {child}"
@@ -249,7 +257,9 @@ async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: R
     async with connect(
         rt, "legacy", sampling_callback=scripted, sampling_capabilities=TOOLS_WITH_TOOLS, elicitation_callback=person
     ) as client:
-        child = data(await client.call_tool("session_delegate", {"task": "Launch"}))["childSession"]["sessionId"]
+        child = data(await client.call_tool("session_delegate", {"name": "worker", "task": "Launch"}))["childSession"][
+            "sessionId"
+        ]
         ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
     assert ran["loopStopReason"] == "idle" and ran["executedCycles"] == 2 and ran["response"] == "launched"
     assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [("launch_probe", "success")]
@@ -264,7 +274,9 @@ async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: R
 async def test_the_hand_off_over_stdio_with_serve_session_child(workspace: Path) -> None:
     """The tool's own instructions, followed literally: a second server process attached to the child."""
     async with stdio_client(workspace, mode="legacy") as parent:
-        child = data(await parent.call_tool("session_delegate", {"task": "Plan it"}))["childSession"]["sessionId"]
+        child = data(await parent.call_tool("session_delegate", {"name": "worker", "task": "Plan it"}))["childSession"][
+            "sessionId"
+        ]
         results: dict[str, Any] = {}
 
         async def run() -> None:
@@ -290,7 +302,9 @@ async def test_a_client_model_that_fails_stops_the_run_and_says_so(rt: Runtime, 
         return types.ErrorData(code=-1, message="the user declined sampling")
 
     async with connect(rt, "legacy", sampling_callback=refuses, sampling_capabilities=TOOLS_WITH_TOOLS) as client:
-        child = data(await client.call_tool("session_delegate", {"task": "Anything"}))["childSession"]["sessionId"]
+        child = data(await client.call_tool("session_delegate", {"name": "worker", "task": "Anything"}))[
+            "childSession"
+        ]["sessionId"]
         ran = data(await client.call_tool("session_run_child", {"sessionId": child}))
     assert ran["loopStopReason"] == "model_error" and ran["executedCycles"] == 0 and ran["toolCalls"] == []
     assert ran["response"] == "The client's model did not answer: the user declined sampling"
@@ -299,7 +313,9 @@ async def test_a_client_model_that_fails_stops_the_run_and_says_so(rt: Runtime, 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_the_hand_off_over_http_with_the_session_header(config: ServeConfig, mode: str) -> None:
     async with serving(config) as served, http_client(served, mode) as parent:
-        child = data(await parent.call_tool("session_delegate", {"task": "Plan it"}))["childSession"]["sessionId"]
+        child = data(await parent.call_tool("session_delegate", {"name": "worker", "task": "Plan it"}))["childSession"][
+            "sessionId"
+        ]
         name, value = (await _how_to_work(parent, child))["httpHeader"].split(": ")
         results: dict[str, Any] = {}
 

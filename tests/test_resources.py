@@ -47,7 +47,7 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
     assert set(listed) == {
         "session_state", "working_buffer", "checkpoint", "shell_state", "workspace_memory",
         "workspace_memory_notes", "outcome_evaluation", "outcome_history", "permission_posture", "shell_history",
-        "shell_last_output", "staging_manifest", "agent_setup", "wake_requests",
+        "shell_last_output", "staging_manifest", "agent_setup", "children", "wake_requests",
     }  # fmt: skip
     assert listed["session_state"].uri == f"managed-tools://sessions/{session_id}/memory/session_state"
     assert text_of(state) == "hello\n" and listed["checkpoint"].mime_type == "application/json"
@@ -56,8 +56,8 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
     assert [t.name for t in templates] == [
         "workspace_file", "substrate_file", "session_memory", "session_outcome_evaluation",
         "session_outcome_history", "session_permission_posture", "session_shell_history",
-        "session_shell_last_output", "session_staging_manifest", "session_agent_setup", "session_wake_requests",
-        "attachment",
+        "session_shell_last_output", "session_staging_manifest", "session_agent_setup", "session_children",
+        "session_wake_requests", "attachment",
     ]  # fmt: skip
 
 

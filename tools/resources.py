@@ -16,8 +16,7 @@ from managed_tools.sandbox import ripgrep
 from managed_tools.sandbox.files import read_limited
 from managed_tools.stores import attachments
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.stores.ids import sha256_hex
-from managed_tools.tools.framework.attachments import owned
+from managed_tools.tools.framework.attachments import read_owned
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.executor import CallResult
@@ -116,6 +115,8 @@ VIEWS = {
                              "Drafts staged from the substrate and whether each is ready to promote."),
     "agent_setup": View("agent_describe_setup", "Agent setup",
                         "The setup contract the session ran under, with per-section fingerprints."),
+    "children": View("session_list_children", "Children",
+                     "The session's child sessions; a child delegated with implicit communication updates it."),
     "wake_requests": View("session_list_wakes", "Scheduled wakes",
                           "The session's scheduled wakes (queued, or due and waiting for a client), soonest first."),
 }  # fmt: skip
@@ -218,10 +219,7 @@ async def attachment_listing(ctx: ToolContext) -> list[Resource]:
 async def read_attachment(ctx: ToolContext, session_id: str, attachment_id: str) -> tuple[str, bytes]:
     """(mime type, bytes) of an attachment of one of this agent's sessions; the file must still be what was
     stored."""
-    record, resolved = await owned(ctx.runtime, ctx.tx, session_id, attachment_id, owner=ctx.owner)
-    data, more = await anyio.to_thread.run_sync(read_limited, resolved, record.size)
-    if more or sha256_hex(data) != record.sha256:
-        raise NotFoundError(f"Attachment {attachment_id} changed on disk since it was stored; refused.")
+    record, data = await read_owned(ctx.runtime, ctx.tx, session_id, attachment_id, owner=ctx.owner)
     return record.mime_type, data
 
 

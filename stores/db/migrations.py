@@ -539,6 +539,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
     ),
     (
+        17,
+        "how a child session was delegated: its name, whether it takes further messages, how it reports back",
+        (
+            # One row per child made by session_delegate (seed 000 §4-6); sessions made otherwise have none.
+            """CREATE TABLE delegations (
+                child_session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                parent_session_id TEXT NOT NULL REFERENCES sessions(id),
+                name TEXT NOT NULL,
+                resumable INTEGER NOT NULL,
+                parent_communication TEXT NOT NULL CHECK (parent_communication IN ('implicit','explicit')),
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX delegations_parent ON delegations(parent_session_id)",
+        ),
+    ),
+    (
         19,
         "wake requests: a session asks to be woken later",
         (

@@ -132,8 +132,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="agent_compare_setup",
         title="Compare agent setups",
-        description="Compare this session's setup with another session of this agent before reusing its work: "
-        "which sections and tools changed.",
+        description="Compare this session's setup with another of this agent's before reusing its work: which "
+        "sections and tools changed.",
         input_model=SetupInput,
         output_model=CompareSetupOutput,
         handler=agent_compare_setup,

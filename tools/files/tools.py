@@ -474,8 +474,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="read",
         title="Read a file",
-        description="Read a text file (or show an image): line windows with startLine/lineCount or tailLines, "
-        "capped by maxChars, with 'showing lines X-Y of N'.",
+        description="Read a text file (or show an image): line windows (startLine/lineCount or tailLines), "
+        "capped by maxChars, 'showing lines X-Y of N'.",
         input_model=ReadArgs,
         output_model=ReadOutput,
         handler=read,

@@ -15,10 +15,15 @@ import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import anyio
+
+from managed_tools.sandbox.files import read_limited
 from managed_tools.sandbox.paths import ATTACHMENTS, Resolved
 from managed_tools.stores import attachments
 from managed_tools.stores.attachments import AttachmentRecord
 from managed_tools.stores.db import Tx
+from managed_tools.stores.errors import NotFoundError
+from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.images import IMAGE_TYPES
 from managed_tools.tools.framework.content import Block, ImageBlock, ResourceLinkBlock
 from managed_tools.tools.framework.models import WireModel
@@ -102,3 +107,24 @@ async def owned(
     anything else is not found (StoreError)."""
     record = await attachments.get(tx, runtime.environment.agent_id, session_id, attachment_id, owner=owner)
     return record, runtime.guard.attachment(session_id, attachment_id)
+
+
+async def read_owned(
+    runtime: Runtime, tx: Tx, session_id: str, attachment_id: str, *, owner: str
+) -> tuple[AttachmentRecord, bytes]:
+    """An attachment and its bytes, which must still be what was stored (NotFoundError otherwise)."""
+    record, resolved = await owned(runtime, tx, session_id, attachment_id, owner=owner)
+    data, more = await anyio.to_thread.run_sync(read_limited, resolved, record.size)
+    if more or sha256_hex(data) != record.sha256:
+        raise NotFoundError(f"Attachment {attachment_id} changed on disk since it was stored; refused.")
+    return record, data
+
+
+async def copy(
+    runtime: Runtime, tx: Tx, attachment_id: str, *, from_session: str, to_session: str, owner: str
+) -> AttachmentRef:
+    """A copy of another session's attachment in `to_session`, so the reference is valid there (seed 000 §7)."""
+    record, data = await read_owned(runtime, tx, from_session, attachment_id, owner=owner)
+    stored = await save(runtime, tx, to_session, data, name=record.name, mime_type=record.mime_type)
+    assert stored.ref is not None
+    return stored.ref

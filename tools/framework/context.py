@@ -21,6 +21,7 @@ from managed_tools.tools.framework.ports import (
     ClientLog,
     Consent,
     HeadlessRun,
+    ModelProvider,
     NoChildModel,
     NoVariableInput,
     Progress,
@@ -61,6 +62,8 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
+    model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
 
 

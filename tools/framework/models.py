@@ -57,12 +57,12 @@ class NextTool(WireModel):
 
 
 # Optimistic preconditions of a versioned write (memory_write, the promotions): write only if nobody else did.
-ExpectedVersionId = Annotated[str | None, Field(description="Write only if this is still the latest version.")]
+ExpectedVersionId = Annotated[str | None, Field(description="Write only if still the latest version.")]
 ExpectedContentHash = Annotated[
     str | None,
-    Field(pattern=r"^[0-9a-f]{64}$", description="Write only if the current content has this sha256."),
+    Field(pattern=r"^[0-9a-f]{64}$", description="Write only if the content has this sha256."),
 ]
 RequireOutcomePass = Annotated[
     bool | None,
-    Field(description="true: need a passing outcome; false: no gate; omitted: gate if defined."),
+    Field(description="Need a passing outcome (omitted: if one is defined)."),
 ]

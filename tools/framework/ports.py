@@ -6,6 +6,7 @@ input-required results, out-of-band approval, sampling) for the client at hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
@@ -130,6 +131,7 @@ class ModelTurn(BaseModel):
     text: str = ""
     calls: list[ModelCall] = []
     results: list[tuple[str, str, bool]] = []  # (call id, result text, is error)
+    refused: bool = False  # the model declined to answer (its provider said so); `text` says why, where given
 
 
 class ToolSpec(BaseModel):
@@ -138,9 +140,18 @@ class ToolSpec(BaseModel):
     input_schema: dict[str, Any]
 
 
+ChildMode = Literal["sampling", "model"]
+
+
 class ChildModel(Protocol):
-    """The client's model choosing tool calls for a child session: sampling with tools, offered only by
-    handshake-era clients that declare `sampling.tools` (deprecated in 2026-07-28, so never the only way)."""
+    """A model choosing tool calls for a child session: the operator's (config.json `models`), or the client's
+    through sampling with tools, offered only by handshake-era clients that declare `sampling.tools` (deprecated in
+    2026-07-28, so never the only way)."""
+
+    @property
+    def mode(self) -> ChildMode:
+        """Whose model: the client's (sampling) or the operator's (config.json `models`)."""
+        ...
 
     def available(self) -> bool: ...
 
@@ -153,7 +164,30 @@ class ChildModel(Protocol):
         ...
 
 
+class ModelProvider(Protocol):
+    """A model the operator configured (config.json `models`): it runs children and wakes headless and fulfils
+    latent tools, whatever the client offers (server/providers/)."""
+
+    def child_model(self, consent_in: Callable[[str, str], Consent]) -> ChildModel:
+        """One run's model, with the configured limits fresh; `consent_in(session, wake)` asks about its calls."""
+        ...
+
+    def sampler(self) -> Sampler: ...
+
+
+class Quiet:
+    """Progress and log notifications where no client listens (a run with nobody attached): dropped."""
+
+    async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+    async def log(self, level: LogLevel, message: str) -> None:
+        return None
+
+
 class NoChildModel:
+    mode: ChildMode = "sampling"
+
     def available(self) -> bool:
         return False
 

@@ -18,6 +18,7 @@ SESSION_VIEWS = {
     "shell/last-output": "shell_last_output",
     "staging/manifest": "staging_manifest",
     "agent/setup": "agent_setup",
+    "session/children": "children",
     "wakes/queued": "wake_requests",
 }
 _VIEW_PATHS = {view: path for path, view in SESSION_VIEWS.items()}

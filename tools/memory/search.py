@@ -52,9 +52,9 @@ class Hit(WireModel):
 
 
 class SearchArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
+    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" exact.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
 
 class SearchOutput(WireModel):
@@ -190,8 +190,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_search",
         title="Search memory",
-        description="Search this agent's memory, learnings, outcomes, checkpoint summaries and shell commands; "
-        "each hit says why it matched and what to read next.",
+        description="Search this agent's memory, learnings, outcomes, checkpoints and shell commands; each hit "
+        "says why it matched and what to read next.",
         input_model=SearchArgs,
         output_model=SearchOutput,
         handler=memory_search,

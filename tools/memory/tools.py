@@ -415,7 +415,7 @@ class RecordArgs(Arguments):
     detail: Annotated[NonEmptyStr, Field(max_length=400)]
     promote_to_memory: bool = Field(
         default=False,
-        description="Also add it to the shared MEMORY.md; a person approves that, and it needs a passing outcome.",
+        description="Also add it to the shared MEMORY.md (a person approves; needs a passing outcome).",
     )
 
 

@@ -47,7 +47,7 @@ class DefineArgs(Arguments):
     detail: Annotated[str | None, Field(max_length=2000)] = None
     success_criteria: Annotated[
         list[Annotated[str, Field(max_length=300)]],
-        Field(max_length=20, description="Checkable statements; progress is graded against them."),
+        Field(max_length=20, description="Checkable statements to grade against."),
     ] = Field(default_factory=list)
 
 
@@ -149,8 +149,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_define",
         title="Define the outcome",
-        description="Define what done means for this session (or another of this agent's): a title, optional "
-        "detail and success criteria to grade against.",
+        description="Define what done means for a session of this agent: a title, optional detail and success "
+        "criteria to grade against.",
         input_model=DefineArgs,
         output_model=DefineOutput,
         handler=outcome_define,
@@ -175,8 +175,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_grade",
         title="Grade progress",
-        description="Grade progress: match the active outcome's success criteria against what this session "
-        "recorded in memory (session_state, working_buffer), not against the world; with evidence and a next step.",
+        description="Grade the active outcome's success criteria against what this session recorded in memory "
+        "(session_state, working_buffer), with evidence and a next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,

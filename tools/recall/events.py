@@ -26,10 +26,10 @@ TRACE_TEXT_EVENTS = 8  # matched events of one wake that make up its searchable 
 
 
 class RecallArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
+    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" exact.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
-    include_current: bool = Field(default=False, description="Also search the current session.")
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
+    include_current: bool = Field(default=False, description="Include this session.")
+    lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
 
 class ContextSearchArgs(RecallArgs):

@@ -17,8 +17,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_search_context",
         title="Search other sessions' events",
-        description="Full-text search of this agent's other sessions' events (tool calls and their results, "
-        "outcomes, permission decisions); each hit says why it matched and which trace to read.",
+        description="Full-text search of this agent's other sessions' events (calls, results, outcomes, "
+        "decisions); each hit says why it matched and which trace to read.",
         input_model=ContextSearchArgs,
         output_model=ContextSearchOutput,
         handler=session_search_context,
@@ -34,8 +34,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_search_traces",
         title="Search other sessions' traces",
-        description="Full-text search of this agent's other sessions, one hit per wake (connection) whose events "
-        "match, with its event count, types and latest summary.",
+        description="Full-text search of this agent's other sessions: one hit per wake whose events match, with"
+        " event count, types and latest summary.",
         input_model=RecallArgs,
         output_model=TraceSearchOutput,
         handler=session_search_traces,
@@ -45,8 +45,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="retrieval_search",
         title="Search everything recalled",
-        description="Search memory, other sessions' events and traces at once: merged hits with evidence and "
-        "confidence, a summary per backend and a plan of what to read next.",
+        description="Search memory, other sessions' events and traces at once: merged hits with evidence, a "
+        "summary per backend and what to read next.",
         input_model=RetrievalArgs,
         output_model=RetrievalOutput,
         handler=retrieval_search,

@@ -300,8 +300,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="sandbox_execute",
         title="Run a sandbox action",
-        description="Run one sandbox action by name (read_text, write_text, list_dir, grep_text, ...) as the file "
-        "or shell tool it routes to, with that tool's policy and approval.",
+        description="Run one sandbox action (read_text, write_text, list_dir, grep_text, ...) as the tool it "
+        "routes to, with that tool's policy and approval.",
         input_model=ExecuteArgs,
         output_model=ExecuteOutput,
         handler=sandbox_execute,

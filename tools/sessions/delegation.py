@@ -1,10 +1,11 @@
 """Delegation to child sessions (reference §2b): create a child of the same agent seeded with a task, list a
 session's children, and advance a child a few bounded cycles.
 
-A child runs through the client's model only where the client offers sampling with tools (handshake era); every
-tool call of that loop goes through the executor in the child's own session and wake, so validation, permission
-pauses and events are the child's. Everywhere else the child is handed off: the result says how to attach a
-client to it, and the call waits a bounded time for progress made there. A child never "runs" otherwise.
+A child runs through the operator's model (config.json `models`) in every era, or else through the client's
+where it offers sampling with tools (handshake era); every tool call of that run goes through the executor in the
+child's own session and wake, so validation, permission pauses and events are the child's (child_run.py).
+Everywhere else the child is handed off: the result says how to attach a client to it, and the call waits a
+bounded time for progress made there. A child never "runs" otherwise.
 """
 
 from __future__ import annotations
@@ -15,49 +16,59 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import Field
 
-from managed_tools.stores import events, outcomes, plans, sessions
-from managed_tools.stores.db import Tx
-from managed_tools.stores.sessions import SessionRecord
-from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Ports, ToolContext
+from managed_tools.stores import attachments, delegations, events, outcomes, plans, sessions
+from managed_tools.stores.delegations import ParentCommunication
+from managed_tools.stores.errors import StoreError
+from managed_tools.stores.sessions import SessionRecord, SessionStatus
+from managed_tools.tools.framework.attachments import AttachmentRef, copy
+from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.ports import ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
 from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.sessions.tools import Known, SessionSummary, sort_sessions, summary_fields
+from managed_tools.tools.sessions.child_run import ANSWER_EVENT, CallRecord, SessionRun, StopReason, run_session
+from managed_tools.tools.sessions.tools import Known, SessionFilters, SessionSummary, sort_sessions, summary_fields
 
 MAX_CYCLES = 10
 MAX_WAIT_SECONDS = 120
 POLL_SECONDS = 0.2
-MAX_MODEL_TOKENS = 4000
-# A child run through sampling cannot delegate or run children of its own: one level, bounded.
-NOT_FOR_CHILDREN = frozenset({"session_delegate", "session_run_child"})
 
 
 # ---- session_delegate --------------------------------------------------------------------------------
 
 
+MAX_ATTACHMENTS = 20
+AttachmentIds = Annotated[
+    list[Annotated[str, Field(max_length=64)]],
+    Field(max_length=MAX_ATTACHMENTS, description="Attachment ids to copy in."),
+]
+
+
 class DelegateInput(Arguments):
-    task: Annotated[NonEmptyStr, Field(max_length=8000, description="What the child should do (its first message).")]
-    title: Annotated[
-        NonEmptyStr | None, Field(max_length=200, description="The child's outcome: what done means, in one line.")
-    ] = None
+    name: Annotated[NonEmptyStr, Field(max_length=64, description="Listed as tag name:<name>.")]
+    task: Annotated[NonEmptyStr, Field(max_length=8000, description="Its first message.")]
+    title: Annotated[NonEmptyStr | None, Field(max_length=200, description="Its outcome: what done means.")] = None
     detail: Annotated[str | None, Field(max_length=2000)] = None
     success_criteria: Annotated[
         list[Annotated[str, Field(max_length=300)]], Field(max_length=20, description="Checkable statements.")
     ] = Field(default_factory=list)
     plan_steps: Annotated[
         list[Annotated[NonEmptyStr, Field(max_length=200)]],
-        Field(max_length=50, description="Seed the child's plan with these steps (objective: the task)."),
+        Field(max_length=50, description="The child's first plan steps."),
     ] = Field(default_factory=list)
+    resumable: bool = Field(default=False, description="Takes messages after answering.")
+    parent_communication: ParentCommunication = Field(
+        default="explicit", description="implicit: its completion is queued here."
+    )
+    max_instances: Annotated[int | None, Field(ge=1, le=100, description="Cap on unfinished children.")] = None
+    attachments: AttachmentIds = Field(default_factory=list)
 
 
 class DelegateOutput(WireModel):
     parent_session_id: str
     child_session: SessionSummary
     seeded_event_ids: list[str]
+    attachments: list[AttachmentRef]  # the copies, valid in the child
 
 
 async def _summaries(ctx: ToolContext, records: list[SessionRecord]) -> list[SessionSummary]:
@@ -68,9 +79,22 @@ async def _summaries(ctx: ToolContext, records: list[SessionRecord]) -> list[Ses
 
 async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOutput:
     parent = await scoped_session(ctx, None)  # the parent is always the caller's own session
+    if (
+        args.max_instances is not None
+        and await delegations.unfinished_children(ctx.tx, parent.id) >= args.max_instances
+    ):
+        raise ToolError(
+            f"This session already has {args.max_instances} unfinished child session(s) (maxInstances); message one "
+            "of them (session_list_children) or raise maxInstances."
+        )
     child = await sessions.create_session(
         ctx.tx, ctx.agent_id, owner=ctx.owner, parent_id=parent.id, title=args.title or args.task[:80]
     )
+    await delegations.record(
+        ctx.tx, child.id, parent.id, name=args.name.strip(), resumable=args.resumable,
+        parent_communication=args.parent_communication,
+    )  # fmt: skip
+    copied = await _copy_all(ctx, args.attachments, from_session=parent.id, to_session=child.id)
     seeded: list[str] = []
 
     async def seed(event_type: str, payload: dict[str, Any], summary: str | None = None) -> None:
@@ -88,25 +112,45 @@ async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOut
     if args.plan_steps:
         await plans.setup(ctx.tx, child.id, args.task[:200], [s.strip() for s in args.plan_steps])
         await seed("user.plan", {"objective": args.task[:200], "steps": args.plan_steps})
-    await seed("user.message", {"text": args.task, "fromSessionId": parent.id}, args.task[:200])
+    await seed("user.message", _message(args.task, parent.id, copied), args.task[:200])
     await events.append_event(
         ctx.tx,
         parent.id,
         ctx.wake_id,
         "session.child_created",
-        {"childSessionId": child.id, "title": child.title, "seededEventIds": seeded},
-        summary=f"Delegated to child {child.id}",
+        {"childSessionId": child.id, "name": args.name.strip(), "title": child.title, "seededEventIds": seeded},
+        summary=f"Delegated to child {args.name.strip()} ({child.id})",
     )
     (summary,) = await _summaries(ctx, [child])
-    return DelegateOutput(parent_session_id=parent.id, child_session=summary, seeded_event_ids=seeded)
+    return DelegateOutput(
+        parent_session_id=parent.id, child_session=summary, seeded_event_ids=seeded, attachments=copied
+    )
+
+
+async def _copy_all(ctx: ToolContext, ids: list[str], *, from_session: str, to_session: str) -> list[AttachmentRef]:
+    """Seed 000 §7: an attachment crossing to another session is copied there, so its reference is valid there."""
+    try:
+        return [
+            await copy(ctx.runtime, ctx.tx, i, from_session=from_session, to_session=to_session, owner=ctx.owner)
+            for i in dict.fromkeys(ids)
+        ]
+    except StoreError as exc:
+        raise ToolError(f"Cannot copy the attachment: {exc}") from None
+
+
+def _message(text: str, sender: str, attached: list[AttachmentRef]) -> dict[str, Any]:
+    """A user message from the parent; the copied attachments are named in its text, so the child's model
+    sees where to read them."""
+    if attached:
+        text += "\n\nAttached:" + "".join(f"\n- {a.name} ({a.mime_type}): {a.path}" for a in attached)
+    return {"text": text, "fromSessionId": sender, "attachments": [a.id for a in attached]}
 
 
 # ---- session_list_children ---------------------------------------------------------------------------
 
 
-class ChildrenInput(Arguments):
+class ChildrenInput(SessionFilters):
     session_id: SessionId | None = Field(default=None, description="The parent (a session of this agent).")
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
 
 
 class ChildrenOutput(WireModel):
@@ -118,7 +162,9 @@ class ChildrenOutput(WireModel):
 
 async def session_list_children(ctx: ToolContext, args: ChildrenInput) -> ChildrenOutput:
     parent = await scoped_session(ctx, args.session_id)
-    summaries = await _summaries(ctx, await sessions.list_children(ctx.tx, ctx.agent_id, parent.id, owner=ctx.owner))
+    children = await sessions.list_children(ctx.tx, ctx.agent_id, parent.id, owner=ctx.owner)
+    since = args.active_since()
+    summaries = [summary for summary in await _summaries(ctx, children) if args.wanted(summary, since)]
     sort_sessions(summaries)
     shown = summaries[: args.limit]
     return ChildrenOutput(parent_session_id=parent.id, count=len(shown), total=len(summaries), sessions=shown)
@@ -127,21 +173,16 @@ async def session_list_children(ctx: ToolContext, args: ChildrenInput) -> Childr
 # ---- session_run_child -------------------------------------------------------------------------------
 
 
-class RunChildInput(Arguments):
-    session_id: Annotated[
-        NonEmptyStr, Field(max_length=64, description="A direct child of the current session (session_delegate).")
-    ]
-    cycles: Annotated[int, Field(ge=1, le=MAX_CYCLES, description="Model turns to run at most (with sampling).")] = 3
+class ChildInput(Arguments):
+    session_id: Annotated[NonEmptyStr, Field(max_length=64, description="A direct child's id.")]
+    return_attachments: bool = Field(default=False, description="Copy its new attachments here.")
+
+
+class RunChildInput(ChildInput):
+    cycles: Annotated[int, Field(ge=1, le=MAX_CYCLES, description="Most model turns.")] = 3
     wait_seconds: Annotated[
-        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="Without sampling: how long to wait for progress.")
+        float, Field(ge=0, le=MAX_WAIT_SECONDS, description="No model: wait this long for progress.")
     ] = 10
-
-
-class CallRecord(WireModel):
-    tool_name: str
-    status: str
-    error_kind: str | None
-    request_id: str | None
 
 
 class HowToWork(WireModel):
@@ -150,13 +191,11 @@ class HowToWork(WireModel):
     note: str
 
 
-StopReason = Literal["idle", "max_cycles", "requires_action", "model_error", "progress", "no_progress"]
+class ChildRunReport(WireModel):
+    """What a call that advanced a child did (session_run_child, session_message_child)."""
 
-
-class RunChildOutput(WireModel):
     parent_session_id: str
-    child_session: SessionSummary
-    mode: Literal["sampling", "handoff"]
+    mode: Literal["sampling", "model", "handoff"]
     executed_cycles: int
     loop_stop_reason: StopReason
     response: str | None
@@ -165,16 +204,18 @@ class RunChildOutput(WireModel):
     new_event_count: int
     attached_clients: int
     how_to_work: HowToWork | None
+    attachments: list[AttachmentRef]  # with returnAttachments: the child's new ones, copied to this session
 
 
-@dataclasses.dataclass
-class _Run:
-    cycles: int = 0
-    stop: StopReason = "idle"
-    response: str | None = None
-    calls: list[CallRecord] = dataclasses.field(default_factory=list)
-    processed: list[str] = dataclasses.field(default_factory=list)
-    new_events: int = 0
+class RunChildOutput(ChildRunReport):
+    child_session: SessionSummary
+
+
+class MessageChildOutput(ChildRunReport):
+    """The report without the child's whole summary (session_list_children has it): a smaller tools/list."""
+
+    child_session_id: str
+    child_status: SessionStatus
 
 
 async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
@@ -189,13 +230,28 @@ async def _direct_child(ctx: ToolContext, session_id: str) -> SessionRecord:
 
 async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOutput:
     child = await _direct_child(ctx, args.session_id)
+    return await _advance(ctx, child, args, cycles=args.cycles, wait_seconds=args.wait_seconds)
+
+
+async def _advance(
+    ctx: ToolContext, child: SessionRecord, args: ChildInput, *, cycles: int, wait_seconds: float
+) -> RunChildOutput:
+    """Run the child through a model where one is at hand, else hand it off and wait; then tell the parent."""
     async with ctx.runtime.db.read() as tx:
         before, _, _ = await events.session_event_stats(tx, child.id)
-    sampling = ctx.ports.child_model.available()
-    run = await (_run_through_model(ctx, child, args.cycles) if sampling else _wait_for_progress(ctx, child, args))
+        had = {a.id for a in await attachments.of_session(tx, child.id)}
+    model = ctx.ports.child_model
+    mode = model.mode if model.available() else "handoff"
+    if mode == "handoff":
+        run = await _wait_for_progress(ctx, child, wait_seconds)
+    else:
+        run = await run_session(
+            ctx.runtime, child.id, model, ctx.ports, owner=ctx.owner, cycles=cycles, transport=mode,
+            started_by=ctx.session_id,
+        )  # fmt: skip
     async with ctx.runtime.db.write() as tx:
         after, _, _ = await events.session_event_stats(tx, child.id)
-        run.new_events = max(0, after - before)
+        new_events = max(0, after - before)
         await events.append_event(
             tx,
             ctx.session_id,
@@ -203,28 +259,36 @@ async def session_run_child(ctx: ToolContext, args: RunChildInput) -> RunChildOu
             "session.child_idle",
             {
                 "childSessionId": child.id,
-                "mode": "sampling" if sampling else "handoff",
+                "mode": mode,
                 "executedCycles": run.cycles,
                 "loopStopReason": run.stop,
-                "newEventCount": run.new_events,
+                "newEventCount": new_events,
             },
             summary=f"Child {child.id}: {run.stop} after {run.cycles} cycle(s)",
         )
         attached = await sessions.open_wakes(tx, child.id)
         reader = dataclasses.replace(ctx, tx=tx)
         (summary,) = await _summaries(reader, [await sessions.get_session(tx, child.id)])
+        made = [a.id for a in await attachments.of_session(tx, child.id) if a.id not in had]
+        back = (
+            await _copy_all(reader, made, from_session=child.id, to_session=ctx.session_id)
+            if args.return_attachments
+            else []
+        )
+    ctx.touched.update(run.touched)
     return RunChildOutput(
         parent_session_id=ctx.session_id,
         child_session=summary,
-        mode="sampling" if sampling else "handoff",
+        mode=mode,
         executed_cycles=run.cycles,
         loop_stop_reason=run.stop,
         response=run.response,
         tool_calls=run.calls,
         processed_event_ids=run.processed,
-        new_event_count=run.new_events,
+        new_event_count=new_events,
         attached_clients=attached,
-        how_to_work=None if sampling else _how_to_work(child.id),
+        how_to_work=_how_to_work(child.id) if mode == "handoff" else None,
+        attachments=back,
     )
 
 
@@ -238,126 +302,70 @@ def _how_to_work(child_id: str) -> HowToWork:
     )
 
 
-async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, args: RunChildInput) -> _Run:
+async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, wait_seconds: float) -> SessionRun:
     """The hand-off: wait (bounded by the argument and the call's deadline) for an event another client adds."""
     async with ctx.runtime.db.read() as tx:
         _, _, start = await events.session_event_stats(tx, child.id)
-    limit = min(args.wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
+    limit = min(wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
     with anyio.move_on_after(limit):
         while True:
             async with ctx.runtime.db.read() as tx:
                 _, _, last = await events.session_event_stats(tx, child.id)
             if last != start:
-                return _Run(stop="progress")
+                return SessionRun(stop="progress")
             await anyio.sleep(POLL_SECONDS)
-    return _Run(stop="no_progress")
+    return SessionRun(stop="no_progress")
 
 
-async def _run_through_model(ctx: ToolContext, child: SessionRecord, cycles: int) -> _Run:
-    """Up to `cycles` model turns; each tool call runs through the executor in the child's session and wake."""
-    run = _Run()
-    model = ctx.ports.child_model
+# ---- session_message_child ---------------------------------------------------------------------------
+
+
+class MessageChildInput(ChildInput):
+    message: Annotated[NonEmptyStr, Field(max_length=8000, description="The child's next message.")]
+    attachments: AttachmentIds = Field(default_factory=list)
+
+
+async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> MessageChildOutput:
+    child = await _direct_child(ctx, args.session_id)
+    if child.status == "terminated":
+        raise ToolError(f"Child {child.id} is terminated; delegate a new one.")
     async with ctx.runtime.db.write() as tx:
-        wake = await sessions.open_wake(
-            tx, child.id, transport="sampling", setup_fingerprint=setup_fingerprint(ctx.runtime)
-        )
+        delegation = await delegations.get(tx, child.id)
+        answered = await events.window_events(tx, child.id, events.EventFilter(types=[ANSWER_EVENT], limit=1))
+        if delegation is not None and not delegation.resumable and answered:
+            raise ToolError(
+                f"Child {delegation.name} has answered and was not delegated resumable, so it takes no further "
+                "message; delegate a new child (resumable: true for one that does)."
+            )
+        writer = dataclasses.replace(ctx, tx=tx)
+        copied = await _copy_all(writer, args.attachments, from_session=ctx.session_id, to_session=child.id)
         await events.append_event(
-            tx,
-            child.id,
-            wake.id,
-            "span.started",
-            {"spanId": wake.id, "spanKind": "wake", "transport": "sampling", "parentSessionId": ctx.session_id},
-            summary="Run by its parent through the client's model",
-        )
-        run.processed = await events.mark_processed(tx, child.id)
-        conversation = [ModelTurn(role="user", text=await _brief(tx, child))]
-    attachment = Attachment(session_id=child.id, wake_id=wake.id, transport="sampling", owner=ctx.owner)
-    ports = Ports(
-        consent=model.consent_in(child.id, wake.id),
-        progress=ctx.ports.progress,
-        sampler=ctx.ports.sampler,
-        client_log=ctx.ports.client_log,
-        child_model=NoChildModel(),
+            tx, child.id, None, "user.message", _message(args.message, ctx.session_id, copied),
+            summary=args.message[:200], processed=False,
+        )  # fmt: skip
+    # The model's own limits bound the run; without a model the message waits for the child's client.
+    ran = await _advance(ctx, child, args, cycles=MAX_CYCLES, wait_seconds=0)
+    return MessageChildOutput(
+        **ran.model_dump(exclude={"child_session"}),
+        child_session_id=ran.child_session.session_id,
+        child_status=ran.child_session.status,
     )
-    tools = [
-        ToolSpec(name=d.name, description=d.description, input_schema=d.input_schema())
-        for d in ctx.runtime.registry
-        if d.name not in NOT_FOR_CHILDREN
-    ]
-    try:
-        while run.cycles < cycles:
-            try:
-                turn = await model.turn(
-                    _SYSTEM.format(child=child.id), conversation, tools, max_tokens=MAX_MODEL_TOKENS
-                )
-            except SamplingUnavailableError as exc:
-                run.stop, run.response = "model_error", str(exc)
-                return run
-            run.cycles += 1
-            run.response = turn.text or run.response
-            conversation.append(turn)
-            if not turn.calls:
-                run.stop = "idle"
-                return run
-            results: list[tuple[str, str, bool]] = []
-            for call in turn.calls:
-                if call.name in NOT_FOR_CHILDREN:  # not offered, and refused if named anyway
-                    run.calls.append(
-                        CallRecord(tool_name=call.name, status="error", error_kind="unknown_tool", request_id=None)
-                    )
-                    results.append((call.id, f"{call.name} is not available inside a child's run.", True))
-                    continue
-                result = await execute(ctx.runtime, attachment, ports, call.name, call.arguments)
-                request = (result.action_required or {}).get("requestId")
-                run.calls.append(
-                    CallRecord(
-                        tool_name=call.name, status=result.status, error_kind=result.error_kind, request_id=request
-                    )
-                )
-                results.append((call.id, result.text, result.is_error))
-                if result.status == "blocked" and result.error_kind in ("permission", "input_required"):
-                    run.stop = "requires_action"  # a person must answer before the child goes on
-                    return run
-            conversation.append(ModelTurn(role="user", results=results))
-        run.stop = "max_cycles"
-        return run
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with ctx.runtime.db.write() as tx:
-                await sessions.close_wake(tx, wake.id)
-                await events.append_event(
-                    tx,
-                    child.id,
-                    wake.id,
-                    "span.completed",
-                    {"spanId": wake.id, "spanKind": "wake", "result": run.stop},
-                    summary=f"Run ended: {run.stop}",
-                )
 
 
-_SYSTEM = (
-    "You are working in child session {child}. Do its task with the tools offered; every call runs in that "
-    "session. When the task is done, or you cannot go on, answer with a short summary and no tool calls."
-)
-
-
-async def _brief(tx: Tx, child: SessionRecord) -> str:
-    """The child's first message: its task (the latest user message) and its outcome, if any."""
-    found = await events.window_events(tx, child.id, events.EventFilter(types=["user.message"], limit=1))
-    task = str(found[-1].payload.get("text", "")) if found else (child.title or "Continue the session's work.")
-    outcome = await outcomes.active(tx, child.id)
-    if outcome is None:
-        return task
-    criteria = "".join(f"\n- {c}" for c in outcome.success_criteria)
-    return f"{task}\n\nDone means: {outcome.title}{criteria}"
-
+# Both run a child: their own transactions (a run outlives many), cancelled with the call, bounded.
+RUNS_A_CHILD: dict[str, Any] = {
+    "effects": ("session_write",),
+    "read_only": False,
+    "own_transactions": True,
+    "interrupt_behavior": "cancel",
+    "timeout_seconds": 600,
+}
 
 DEFINITIONS = (
     ToolDefinition(
         name="session_delegate",
         title="Delegate to a child session",
-        description="Create a child session of this agent seeded with a task (and an outcome or plan where "
-        "given); session_run_child advances it.",
+        description="Create a named child session seeded with a task, outcome and plan; session_run_child runs it.",
         input_model=DelegateInput,
         output_model=DelegateOutput,
         handler=session_delegate,
@@ -367,6 +375,7 @@ DEFINITIONS = (
             ToolExample(
                 description="A child with an outcome",
                 input={
+                    "name": "triage",
                     "task": "Summarise the open issues",
                     "title": "Issues summarised",
                     "successCriteria": ["covers all"],
@@ -377,24 +386,29 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list_children",
         title="List child sessions",
-        description="List the direct children of a session (default: the current one), with status and outcome.",
+        description="List a session's direct children, filtered as session_list.",
         input_model=ChildrenInput,
         output_model=ChildrenOutput,
         handler=session_list_children,
         effects=("session_read",),
     ),
     ToolDefinition(
+        name="session_message_child",
+        title="Message a child session",
+        description="Send a direct child its next message, then run it like session_run_child.",
+        input_model=MessageChildInput,
+        output_model=MessageChildOutput,
+        handler=session_message_child,
+        **RUNS_A_CHILD,
+    ),
+    ToolDefinition(
         name="session_run_child",
         title="Run a child session",
-        description="Advance a direct child a few bounded cycles through the client's model where it offers "
-        "sampling with tools; otherwise say how to attach a client to it and wait briefly for its progress.",
+        description="Run a direct child through the configured model or the client's (sampling); else say how to "
+        "attach a client, and wait briefly.",
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,
-        effects=("session_write",),
-        read_only=False,
-        own_transactions=True,
-        interrupt_behavior="cancel",
-        timeout_seconds=600,
+        **RUNS_A_CHILD,
     ),
 )

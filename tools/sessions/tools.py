@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from managed_tools.stores import approvals, events, outcomes, sessions
+from managed_tools.stores import approvals, delegations, events, outcomes, sessions
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
@@ -41,6 +41,7 @@ class SessionSummary(WireModel):
     agent_id: str
     parent_session_id: str | None
     title: str | None
+    tags: list[str]  # `name:<name>` for a delegated child (seed 000 §6)
     status: SessionStatus
     stop_reason: str | None
     created_at: str
@@ -86,6 +87,7 @@ class Known:
     setup: str
     outcome_of: dict[str, Outcome]
     evaluations: dict[str, EvaluationRecord]
+    names: dict[str, str]  # delegated children's names
 
     @classmethod
     async def read(cls, ctx: ToolContext, current: SessionRecord, session_ids: list[str]) -> Known:
@@ -97,6 +99,7 @@ class Known:
             setup_fingerprint(ctx.runtime),
             await outcomes.active_many(ctx.tx, ids),
             await outcomes.latest_evaluations(ctx.tx, ids),
+            await delegations.names(ctx.tx, ids),
         )
 
 
@@ -127,6 +130,7 @@ def summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
         "agent_id": record.agent_id,
         "parent_session_id": record.parent_id,
         "title": record.title,
+        "tags": [f"name:{known.names[record.id]}"] if record.id in known.names else [],
         "status": record.status,
         "stop_reason": record.stop_reason,
         "created_at": record.created_at,
@@ -144,18 +148,40 @@ def summary_fields(record: SessionRecord, known: Known) -> dict[str, Any]:
 # ---- session_list ------------------------------------------------------------------------------------
 
 
-class SessionListInput(Arguments):
-    include_current: bool = Field(default=True, description="Include the current session.")
+class SessionFilters(Arguments):
+    """What session_list and session_list_children both filter by."""
+
     limit: Annotated[int, Field(ge=1, le=100)] = 10
     active_minutes: Annotated[
-        int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Only sessions active in the last N minutes.")
+        int | None, Field(ge=1, le=MAX_ACTIVE_MINUTES, description="Active in the last N minutes.")
     ] = None
-    lineage: Lineage | None = Field(default=None, description="Only sessions related to the current one this way.")
     status: SessionStatus | None = None
-    has_outcome: bool | None = Field(default=None, description="Only sessions with (or without) an outcome.")
-    outcome_status: EvalStatus | None = Field(default=None, description="Only sessions last evaluated so.")
-    promotion_ready: bool | None = Field(default=None, description="Only sessions last evaluated ready (or not).")
-    outcome_trend: Trend | None = Field(default=None, description="Only sessions whose last evaluation trends so.")
+    has_outcome: bool | None = None
+    outcome_status: EvalStatus | None = None  # as last evaluated
+    promotion_ready: bool | None = None
+    outcome_trend: Trend | None = None
+
+    def active_since(self) -> str | None:
+        if self.active_minutes is None:
+            return None
+        return (datetime.now(UTC) - timedelta(minutes=self.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    def wanted(self, summary: SessionSummary, since: str | None) -> bool:
+        checks = (
+            (self.status, summary.status),
+            (self.has_outcome, summary.active_outcome_title is not None),
+            (self.outcome_status, summary.outcome_status),
+            (self.promotion_ready, summary.promotion_ready),
+            (self.outcome_trend, summary.outcome_trend),
+        )
+        if since is not None and summary.last_activity_at < since:
+            return False
+        return all(wanted is None or wanted == value for wanted, value in checks)
+
+
+class SessionListInput(SessionFilters):
+    include_current: bool = Field(default=True, description="Include the current session.")
+    lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
 
 class SessionListOutput(WireModel):
@@ -167,19 +193,6 @@ class SessionListOutput(WireModel):
 
 TREND_RANK = {"improving": 3, "first_iteration": 2, "stable": 1, "regressing": 0}
 RELATION_RANK = {"parent": 2, "child": 2, "sibling": 1}
-
-
-def _wanted(summary: SessionSummary, args: SessionListInput) -> bool:
-    checks = (
-        (args.status, summary.status),
-        (args.has_outcome, summary.active_outcome_title is not None),
-        (args.outcome_status, summary.outcome_status),
-        (args.promotion_ready, summary.promotion_ready),
-        (args.outcome_trend, summary.outcome_trend),
-    )
-    if any(wanted is not None and wanted != value for wanted, value in checks):
-        return False
-    return in_lineage(args.lineage, summary.relation_to_current)
 
 
 def sort_sessions(summaries: list[SessionSummary]) -> None:
@@ -199,15 +212,15 @@ def sort_sessions(summaries: list[SessionSummary]) -> None:
 
 async def session_list(ctx: ToolContext, args: SessionListInput) -> SessionListOutput:
     current = await scoped_session(ctx, None)
-    since = None
-    if args.active_minutes is not None:
-        since = (datetime.now(UTC) - timedelta(minutes=args.active_minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    since = args.active_since()
     records = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner, active_since=since)
     known = await Known.read(ctx, current, [r.id for r in records])
     summaries = [
         summary
         for summary in (SessionSummary(**summary_fields(r, known)) for r in records)
-        if (args.include_current or not summary.is_current) and _wanted(summary, args)
+        if (args.include_current or not summary.is_current)
+        and args.wanted(summary, since)
+        and in_lineage(args.lineage, summary.relation_to_current)
     ]
     sort_sessions(summaries)
     shown = summaries[: args.limit]
@@ -374,8 +387,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_list",
         title="List sessions",
-        description="List this agent's sessions with status, relation and outcome posture, filtered by lineage, "
-        "activity, status or outcome.",
+        description="List this agent's sessions with status, relation and outcome posture; filter by lineage, "
+        "activity, status, outcome.",
         input_model=SessionListInput,
         output_model=SessionListOutput,
         handler=session_list,

@@ -34,12 +34,10 @@ from managed_tools.tools.shell.runner import Job, shell_argv, start_process
 from managed_tools.tools.shell.virtual_paths import map_virtual_paths
 
 MAX_COMMAND_CHARS = 20_000
-TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill the command (its whole process group) after "
-                                 "this long.")]  # fmt: skip
+TimeoutMs = Annotated[int, Field(ge=100, le=600_000, description="Kill its process group after this long.")]
 BashTimeoutMs = Annotated[int, Field(ge=100, le=60_000, description="Kill the program after this long.")]
-MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Keep at most this many characters of each stream.")]
-WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="After this long, return the still-running "
-                              "command's id; follow it with shell_wait.")]  # fmt: skip
+MaxChars = Annotated[int, Field(ge=200, le=40_000, description="Most characters kept per stream.")]
+WaitMs = Annotated[int, Field(ge=0, le=HANDLE_AFTER_MS, description="After this long, return its id for shell_wait.")]
 CommandText = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), NoNul]
 
 
@@ -103,9 +101,7 @@ async def _launch(
 
 
 class RunInput(Arguments):
-    command: CommandText = Field(
-        description="Shell command text, run once with `$SHELL -c` (no login shell, no rc file)."
-    )
+    command: CommandText = Field(description="Run once with `$SHELL -c` (no login shell, no rc file).")
     cwd: str | None = Field(default=None, description="A directory in a writable mount; defaults to the shell cwd.")
     timeout_ms: TimeoutMs = 15_000
     max_output_chars: MaxChars = 12_000
@@ -152,8 +148,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_run",
         title="Run a shell command",
-        description="Run a shell command once in a writable mount, after a person approves the exact command and "
-        "cwd. Virtual paths (/workspace/...) in it are mapped. Long commands return a handle for shell_wait.",
+        description="Run a shell command once in a writable mount after a person approves the exact command and"
+        " cwd; /workspace/... paths are mapped; long ones return a handle.",
         input_model=RunInput,
         output_model=CommandResult,
         handler=shell_run,

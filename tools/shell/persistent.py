@@ -293,8 +293,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_exec",
         title="Run in the persistent shell",
-        description="Run a command in the session's persistent shell (cwd and exported env persist) once a person "
-        "approves the exact command and cwd; /workspace/... paths are mapped. Long ones return a handle.",
+        description="Run a command in the session's persistent shell (cwd and env persist) once a person "
+        "approves it and its cwd; /workspace/... paths are mapped; long ones return a handle.",
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,

@@ -59,7 +59,7 @@ async def skills_list(ctx: ToolContext, args: NoArgs) -> ListOutput:
 
 
 class SearchArgs(Arguments):
-    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" match exactly.')]
+    query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" exact.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
 
 

@@ -27,11 +27,11 @@ MAX_FILE_BYTES = 1 << 20  # versions keep the full text in SQLite
 
 SubstratePath = Annotated[
     NonEmptyStr,
-    Field(max_length=4096, description="A substrate file, under /workspace/agent or relative to it."),
+    Field(max_length=4096, description="Under /workspace/agent, or relative to it."),
 ]
 DraftPath = Annotated[
     NonEmptyStr,
-    Field(max_length=4096, description="A session workspace file, under /workspace or relative to it."),
+    Field(max_length=4096, description="Under /workspace, or relative to it."),
 ]
 
 

@@ -266,8 +266,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="resources_stage_from_substrate",
         title="Stage a substrate file",
-        description="Copy a shared substrate file into the session workspace as a draft to edit, then compare "
-        "and promote it. An existing draft of the same file is reused.",
+        description="Copy a substrate file into the session workspace as a draft to edit, compare and promote; "
+        "an existing draft of it is reused.",
         input_model=StageArgs,
         output_model=StageOutput,
         handler=resources_stage_from_substrate,
