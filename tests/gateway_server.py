@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 mcp = MCPServer("upstream-gateway", version="0.1.0")
 notes = {"greeting": "hello from the upstream"}
+reached: dict[str, int] = {}  # how many calls of ask_together reached each stage
+gathered: dict[str, anyio.Event] = {}  # set once all have
 
 
 class Confirm(BaseModel):
@@ -30,11 +32,22 @@ async def ask_form(question: str, ctx: Context) -> str:
 
 
 @mcp.tool(annotations=READ_ONLY)
-async def ask_later(seconds: float, ctx: Context) -> str:
-    """Wait, then ask the user a form question (so that other calls are waiting too)."""
-    await anyio.sleep(seconds)
-    answer = await ctx.elicit("Later?", schema=Confirm)
+async def ask_together(callers: int, ctx: Context) -> str:
+    """Once `callers` calls of this tool are running, ask the user a form question in each; return once each has
+    its answer (so all are running while each is asked). Each wait at most 20 s."""
+    await _gather("arrived", callers)
+    answer = await ctx.elicit("Together?", schema=Confirm)
+    await _gather("answered", callers)
     return f"form {answer.action}"
+
+
+async def _gather(stage: str, callers: int) -> None:
+    reached[stage] = reached.get(stage, 0) + 1
+    everyone = gathered.setdefault(stage, anyio.Event())
+    if reached[stage] >= callers:
+        everyone.set()
+    with anyio.move_on_after(20):
+        await everyone.wait()
 
 
 @mcp.tool(annotations=READ_ONLY)

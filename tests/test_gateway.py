@@ -209,7 +209,7 @@ async def test_a_question_while_callers_of_two_sessions_wait_is_declined(workspa
 
         async def caller() -> None:
             async with client_of(rt, pages, "legacy", elicitation_callback=person) as client:
-                answers.append(said(await client.call_tool("asker__ask_later", {"seconds": 1.5})))
+                answers.append(said(await client.call_tool("asker__ask_together", {"callers": 2})))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(caller)

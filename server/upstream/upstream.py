@@ -197,7 +197,8 @@ class Upstream:
             self._process = await stack.enter_async_context(self._spawn())
             transport = self._process.streams()
         # No sampling callback, so no sampling capability is declared and an upstream asking anyway is refused by
-        # the SDK ("Sampling not supported"). A configured model provider plugs in here as `sampling_callback`.
+        # the SDK ("Sampling not supported"). A configured model provider (config `models`: the runtime's
+        # `model_provider.sampler()`) plugs in here as `sampling_callback`, behind a person's yes.
         return Client(
             transport,
             mode="legacy",  # the handshake era: what every upstream speaks, and it can tell us its list changed
