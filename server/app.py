@@ -15,6 +15,7 @@ from mcp.server.subscriptions import ListenHandler
 from pydantic import SecretBytes
 
 from managed_tools.server import SERVER_NAME, __version__
+from managed_tools.server.approval_card import ApprovalCards
 from managed_tools.server.attach import Attachments, attached
 from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
@@ -213,7 +214,11 @@ def build_server(
         gateway_for(runtime.registry, notifier),  # the upstreams' resources and prompts, beside ours
         notifier.prompts_listed,
     )
-    served = Resources(runtime, library, notifier)
+    # Beside the resources, a paused call's approval card for MCP Apps hosts (server/approval_card.py).
+    served, cards = (
+        Resources(runtime, library, notifier),
+        ApprovalCards(runtime.db, page_only=pages is not None and pages.for_approvals),
+    )
 
     @asynccontextmanager
     async def lifespan(_: Server[Attachments]) -> AsyncIterator[Attachments]:
@@ -238,7 +243,7 @@ def build_server(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         notifier.tools_listed(ctx.session)
-        return types.ListToolsResult(tools=catalogue.listed(current_principal()))
+        return types.ListToolsResult(tools=cards.listed(ctx, catalogue.listed(current_principal())))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -291,7 +296,7 @@ def build_server(
             pending = consent.input_required or variables.input_required
             if pending is not None:
                 return Answer(pending, None)
-        return Answer(to_call_result(result), result)
+        return Answer(cards.reply(ctx, result), result)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Attachments], params: types.SetLevelRequestParams
@@ -308,10 +313,10 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         get_tool_input_schema=lambda name: catalogue.input_schema(name, current_principal()),
-        on_call_tool=call_tool,
+        on_call_tool=cards.in_front_of_calls(call_tool),
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,
-        on_read_resource=served.read_resource,
+        on_read_resource=cards.in_front_of(served.read_resource),
         on_subscribe_resource=served.subscribe,
         on_unsubscribe_resource=served.unsubscribe,
         on_subscriptions_listen=served.guarded(ListenHandler(notifier.bus)),

@@ -276,6 +276,13 @@ def _approval_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     stop.add_argument("--session", metavar="ID", help="the session (default: the one session with open requests)")
     stop.add_argument("--note", help="a note recorded with the interrupt")
     _state_flags(stop)
+    board = _command(
+        commands,
+        "dashboard",
+        "serve a live dashboard on this machine: sessions, events, approvals to answer, versions, outcomes",
+        "managed-tools dashboard --workspace ~/projects/app",
+    )
+    _state_flags(board)
 
 
 def _limit(value: str) -> int:

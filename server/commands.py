@@ -1,11 +1,11 @@
 """What each `managed-tools` command does, once server/cli.py has parsed its arguments.
 
-A person approving a paused call is on the agent's critical path, so the approval commands (`pending`,
-`approve`, `deny`, `respond`, `interrupt`), the views of what agents did (`sessions`, `events`, `memory`,
-`outcomes`, `approvals`, `audit export`), `wakes` and `where` load only the stores and the config files: not the MCP
-SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`, `tools`, `migrate`),
-or when an approval command's tool selection hides some tools and it must know which. `secret` loads the whole
-configuration (server/config.py), not the SDK.
+A person approving a paused call is on the agent's critical path, so the approval commands (`pending`, `approve`,
+`deny`, `respond`, `interrupt`), the views of what agents did (`sessions`, `events`, `memory`, `outcomes`,
+`approvals`, `audit export`), `wakes`, `dashboard` (and its page server) and `where` load only the stores and the
+config files: not the MCP SDK, not the catalogue's hundreds of models. Those load with server/serving.py (`serve`,
+`tools`, `migrate`), or when an approval command's tool selection hides some tools and it must know which. `secret`
+loads the whole configuration (server/config.py), not the SDK.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command in ANSWERING:
             return cut_short_quietly(lambda: _answer(args))
+        if args.command == "dashboard":
+            import anyio
+
+            from managed_tools.server.dashboard import serving as dashboard
+
+            anyio.run(dashboard.run, StatePlace.of(args))
+            return 0
         if args.command == "wakes":
             return cut_short_quietly(lambda: _wakes(args))
         if args.command in VIEWS:

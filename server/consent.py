@@ -43,6 +43,7 @@ log = logging.getLogger("managed_tools.consent")
 
 INPUT_KEY = "consent"
 MAX_NOTE_CHARS = 500
+DECIDED_ELSEWHERE_POLL_SECONDS = 0.25  # one primary-key read per waiting question
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -270,8 +271,10 @@ class CallConsent(OutOfBandConsent):
                 record = await approvals.get(tx, request_id)
             except NotFoundError:
                 return ApprovalDecision(status="denied", reason="the request state names no request")
-        if not self._same_call(record, request, "input_required") or record.status != "pending":
+        if not self._same_call(record, request, "input_required") or record.status not in ("pending", "approved"):
             return ApprovalDecision(status="denied", request_id=request_id, reason=ALREADY_USED)
+        if record.status == "approved":  # a person approved it out of band meanwhile (the dashboard, the CLI)
+            return await self._settle(record, request, None)
         answer = (self._params.input_responses or {}).get(INPUT_KEY)
         reply = answer if isinstance(answer, types.ElicitResult) else None
         if schema is None:
@@ -290,20 +293,34 @@ class CallConsent(OutOfBandConsent):
     async def _elicit(self, request: ApprovalRequest, schema: dict[str, Any] | None) -> ApprovalDecision:
         record = await self._record(request, "elicitation")
         answer: types.ElicitResult | None = None
-        with anyio.move_on_after(self._wait):
-            try:
-                if schema is None:
-                    answer = await self._elicit_page(record, request)
-                else:
-                    answer = await self._ctx.session.elicit_form(
-                        request.message, requested_schema=schema, related_request_id=self._ctx.request_id
-                    )
-            except PagesFull as exc:
-                return await self._settle(record, request, None, reason=str(exc))
-            except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
-                log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
-                return await self._settle(record, request, None, reason="the client could not show the question")
+        with anyio.move_on_after(self._wait) as waiting:
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(self._cancel_when_decided_elsewhere, record.id, waiting)
+                try:
+                    if schema is None:
+                        answer = await self._elicit_page(record, request)
+                    else:
+                        answer = await self._ctx.session.elicit_form(
+                            request.message, requested_schema=schema, related_request_id=self._ctx.request_id
+                        )
+                except PagesFull as exc:
+                    return await self._settle(record, request, None, reason=str(exc))
+                except Exception as exc:  # a client that answers garbage or an error gets a denial, not a crash
+                    log.warning("elicitation for %s failed: %s", request.tool_name, type(exc).__name__)
+                    return await self._settle(record, request, None, reason="the client could not show the question")
+                finally:
+                    watch.cancel_scope.cancel()
         return await self._settle(record, request, answer, reason=None if answer else "no answer in time")
+
+    async def _cancel_when_decided_elsewhere(self, request_id: str, waiting: anyio.CancelScope) -> None:
+        """A person may answer at the dashboard (or `managed-tools approve`) while the client's question is
+        open, from any process sharing the store: the wait ends then, and `_settle` takes that answer."""
+        while True:
+            await anyio.sleep(DECIDED_ELSEWHERE_POLL_SECONDS)
+            async with self._runtime.db.read() as tx:
+                if (await approvals.get(tx, request_id)).status != "pending":
+                    waiting.cancel()
+                    return
 
     async def _elicit_page(self, record: ApprovalRecord, request: ApprovalRequest) -> types.ElicitResult | None:
         """URL mode: the client opens the page (accept) or refuses to (decline, cancel: a no); then the page's
@@ -367,7 +384,13 @@ class CallConsent(OutOfBandConsent):
         """Turn the client's answer into a decision, record it, and consume it if it is a yes."""
         approved, note, value, why = _judge(request, answer)
         async with self._runtime.db.write() as tx:
-            if (await approvals.get(tx, record.id)).status != "pending":  # a concurrent retry settled it first
+            current = await approvals.get(tx, record.id)
+            if current.status == "approved" and await approvals.consume(tx, record.id, self._attachment.wake_id):
+                # A person approved it out of band (the dashboard, the CLI) while the question was open.
+                return ApprovalDecision(status="approved", request_id=record.id, note=current.note)
+            if current.status == "denied":
+                return ApprovalDecision(status="denied", request_id=record.id, note=current.note, reason="denied")
+            if current.status != "pending":  # a concurrent retry settled it first
                 return ApprovalDecision(status="denied", request_id=record.id, reason=ALREADY_USED)
             await approvals.decide(
                 tx,

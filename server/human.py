@@ -107,7 +107,7 @@ def _view(record: ApprovalRecord, attended: Attendance | None, attached: bool) -
         "clientAttached": attached,
         "lastActivityAt": attended.last_activity_at if attended else None,
         "arguments": record.arguments,
-        "question": _question(record),
+        "question": question(record),
     }
 
 
@@ -130,7 +130,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _question(record: ApprovalRecord) -> str:
+def question(record: ApprovalRecord) -> str:
     """What the person is asked, whole and made visible the same way the client showed it (a request from
     before questions were stored shows its arguments)."""
     if record.question:
@@ -169,7 +169,7 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
             seen = attendance.get(r.session_id)
             since = f" for {age(seen.last_activity_at)}" if seen else ""
             print(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
-        print(_indented(_question(r)))
+        print(_indented(question(r)))
 
 
 async def decide(
@@ -187,7 +187,7 @@ async def decide(
             raise HumanError(f"Request {request_id} asks for {record.tool_name}'s result: use `managed-tools respond`.")
         await _decide(tx, record, approved=approve, note=note, remember=remember)
     verdict = "Approved" if approve else "Denied"
-    print(f"{verdict} {record.tool_name} (request {request_id}):\n{_indented(_question(record))}")
+    print(f"{verdict} {record.tool_name} (request {request_id}):\n{_indented(question(record))}")
     if approve and remember == "session":
         print("It runs when the model calls it again with the same arguments, and again unasked for the rest of "
               "that session (an interrupt ends that).")  # fmt: skip

@@ -22,9 +22,11 @@ from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.commands import cut_short_quietly, serve_config
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
+from managed_tools.server.dashboard import serving as dashboard
 from managed_tools.server.data_dir import tell
 from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.otel import Installed, telemetry
+from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.serving import pages_for, serving_pages
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.rules import DATABASE_ENV
@@ -198,6 +200,7 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
         _announce_confinement(runtime)
+        _offer_dashboard(pages, runtime, config)
         calls = InFlight()
         server = build_server(
             runtime,
@@ -227,8 +230,16 @@ async def _serve_remote(
         with sock:
             announce(http, sock)  # first on stderr: scripts read the address from its first line
             _announce_confinement(runtime)
+            _offer_dashboard(pages, runtime, config)
             log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
             await serve_http(http_server(app, http, log_level), sock, stopping)
+
+
+def _offer_dashboard(pages: Pages, runtime: Runtime, config: ServeConfig) -> None:
+    """A person at a terminal gets the dashboard's link (a capability: never logged, never sent to a client)."""
+    if sys.stderr.isatty():
+        board = dashboard.beside_pages(pages, runtime.db, dashboard.where(config))
+        print(f"managed-tools: dashboard at {board.url}", file=sys.stderr)
 
 
 def _announce_confinement(runtime: Runtime) -> None:

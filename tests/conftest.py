@@ -50,6 +50,43 @@ def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     return home
 
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Debian's headless Chromium through playwright's client (tests that use it are `browser_test` in
+    test_pages.py: skipped with a reason where either is missing, outside CI)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+def probe_config(workspace: Path) -> ServeConfig:
+    """SQLite, and the probe tools (tests/probe_tools.py: an always_ask write whose rows can be counted)."""
+    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+
+
+@pytest.fixture
+async def probe_rt(probe_config: ServeConfig) -> AsyncIterator[Runtime]:
+    async with open_runtime(probe_config) as runtime:
+        yield runtime
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "workspace"
@@ -65,6 +102,8 @@ SLOW_MODULES = {
     "test_postgresql": "a PostgreSQL cluster, or a CLI process per bad database URL",
     "test_replicas": "PostgreSQL, nginx and several server processes",
     "test_pages": "Chromium",
+    "test_dashboard": "Chromium and a dashboard process",
+    "test_approval_card": "Chromium",
     "test_crash": "server processes killed mid-write, then recovered",
     "test_fuzz_tools": "hypothesis over every tool",
     "test_fuzz_frames": "hypothesis over raw protocol frames",

@@ -20,7 +20,7 @@ import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
-from conftest import data, error_text
+from conftest import CHROMIUM, data, error_text
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.server import Server, ServerRequestContext
@@ -32,7 +32,6 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.pages.board import Page, PageAnswer, Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.pages.serving import serving_pages
-from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import approvals
 from managed_tools.stores.sessions import LOCAL_OWNER
 from managed_tools.tools.framework.context import Attachment, Runtime
@@ -41,15 +40,6 @@ from managed_tools.tools.framework.ports import VariableAnswer, VariableRequest
 pytestmark = pytest.mark.anyio
 
 TESTS = Path(__file__).resolve().parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SECRET = "sk-test-5f0c1d2e-never-in-a-log"
 ElicitFn = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
@@ -68,32 +58,19 @@ browser_test = pytest.mark.skipif(_browser_missing() is not None, reason=_browse
 
 
 @pytest.fixture
-def config(workspace: Path) -> ServeConfig:
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+def config(probe_config: ServeConfig) -> ServeConfig:
+    return probe_config
 
 
 @pytest.fixture
-async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
-    async with open_runtime(config) as runtime:
-        yield runtime
+def rt(probe_rt: Runtime) -> Runtime:
+    return probe_rt
 
 
 @pytest.fixture
 async def pages() -> AsyncIterator[Pages]:
     async with serving_pages(Pages(for_approvals=True)) as served:
         yield served
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def rows(rt: Runtime) -> int:
@@ -469,10 +446,15 @@ async def test_one_requests_token_cannot_answer_another(pages: Pages) -> None:
 
 
 @asynccontextmanager
-async def foreign_site(target: str) -> AsyncIterator[str]:
-    """Another page on localhost (another port, so another origin) that tries to read and answer `target`."""
+async def foreign_site(target: str, fields: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Another page on localhost (another port, so another origin) that tries to read and answer `target`, with a
+    form of `fields` (by default an approval with a guessed CSRF token)."""
+    inputs = "".join(
+        f'<input name="{name}" value="{value}">'
+        for name, value in (fields or {"decision": "approve", "csrf": "guess"}).items()
+    )
     body = f"""<!doctype html><title>evil</title><form id="f" method="post" action="{target}">
-<input name="decision" value="approve"><input name="csrf" value="guess"></form><script>
+{inputs}</form><script>
 fetch("{target}").then(r => r.text()).then(t => document.title = "read " + t.length)
   .catch(e => document.title = "blocked " + e.name);
 fetch("{target}", {{method: "POST", mode: "no-cors", body: new URLSearchParams({{decision: "approve"}})}});

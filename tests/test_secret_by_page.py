@@ -13,7 +13,7 @@ import anyio
 import pytest
 from conftest import data
 from mcp import Client
-from test_pages import SECRET, Person, browser, browser_test, in_browser, pages
+from test_pages import SECRET, Person, browser_test, in_browser, pages
 
 from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
@@ -23,7 +23,7 @@ from managed_tools.stores import vault
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
-__all__ = ["browser", "pages"]  # fixtures shared with test_pages
+__all__ = ["pages"]  # a fixture shared with test_pages
 
 
 @pytest.fixture

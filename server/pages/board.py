@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import anyio
 from pydantic import SecretStr
+from starlette.types import ASGIApp
 
 from managed_tools.server.fair_share import share_of
 from managed_tools.tools.framework.redaction import KNOWN
@@ -22,7 +23,7 @@ FORGET_AFTER_SECONDS = 600.0  # then, for as long again, a visit says it expired
 MAX_PAGES = 1024  # open and remembered pages, a quarter of them per principal (server/fair_share.py)
 
 # A page's URL is a capability (whoever opens it answers): no log line carries one, whichever library logs it.
-PAGE_URL_TOKEN = re.compile(r"(?<=/p/)[A-Za-z0-9_-]{43}")
+PAGE_URL_TOKEN = re.compile(r"(?<=/[pd]/)[A-Za-z0-9_-]{43}")  # a page's, or the dashboard's (/d/)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Pages:
         self._capacity = capacity
         self._pages: dict[str, Page] = {}
         self.authority = ""  # "127.0.0.1:PORT": the only Host the site answers
+        self.dashboard: ASGIApp | None = None  # served under /d/ when set (server/dashboard/)
         KNOWN.hide_in_logs(PAGE_URL_TOKEN)
 
     @property

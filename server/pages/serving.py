@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import uvicorn
+from starlette.types import ASGIApp
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
@@ -35,13 +36,22 @@ class _PageServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def serving_pages(pages: Pages) -> AsyncIterator[Pages]:
     """Serve `pages` for as long as the block runs; their URLs are valid from the moment it is entered."""
+    async with serving_loopback(PageSite(pages)) as authority:
+        pages.authority = authority
+        log.info("approval and secret pages at %s (one-time links)", pages.origin)
+        yield pages
+
+
+@contextlib.asynccontextmanager
+async def serving_loopback(app: ASGIApp) -> AsyncIterator[str]:
+    """Serve `app` on 127.0.0.1 at a port the kernel picks, for as long as the block runs; yields the authority
+    ("127.0.0.1:PORT"), the only Host the app should answer."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     with sock:
         sock.bind((LOOPBACK, 0))
         sock.listen(64)
-        pages.authority = f"{LOOPBACK}:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            PageSite(pages),
+            app,
             http=limited_protocol(LIMITS),
             ws="none",
             lifespan="off",
@@ -51,10 +61,9 @@ async def serving_pages(pages: Pages) -> AsyncIterator[Pages]:
             timeout_graceful_shutdown=1,
         )
         server = _PageServer(config)
-        log.info("approval and secret pages at %s (one-time links)", pages.origin)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [sock])
             try:
-                yield pages
+                yield f"{LOOPBACK}:{sock.getsockname()[1]}"
             finally:
                 server.should_exit = True

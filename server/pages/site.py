@@ -36,6 +36,9 @@ class PageSite:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        if self._pages.dashboard is not None and str(scope["path"]).startswith("/d/"):
+            await self._pages.dashboard(scope, receive, send)
+            return
         response = await self._respond(Request(scope, receive))
         await response(scope, receive, send)
 
@@ -51,10 +54,10 @@ class PageSite:
             return self._show(page)
         if request.method != "POST":
             return _page(405, "Not allowed", "This page takes only GET and POST.")
-        refusal = self._foreign(headers)
-        if refusal is not None:
-            return refusal
-        form = await _form(request)
+        refused = foreign_post(headers, self._pages.origin)
+        if refused is not None:
+            return _page(*refused)
+        form = await read_form(request)
         if form is None:
             return _page(400, "Bad request", "The answer must be this page's form.")
         if not hmac.compare_digest(form.get("csrf", "").encode(), page.csrf.encode()):
@@ -69,21 +72,6 @@ class PageSite:
         if page.expired():
             return _page(410, "Expired", "This page has expired. The call it was for was not approved.")
         return HTMLResponse(html.question(page), headers=html.HEADERS)
-
-    def _foreign(self, headers: Headers) -> HTMLResponse | None:
-        """A browser says where a POST comes from in Sec-Fetch-Site, which no script can set: it must be
-        `same-origin`. Our `no-referrer` policy makes Chromium send `Origin: null` on the page's own form, so null
-        passes only beside that; without Sec-Fetch-Site (an older browser) the Origin must be ours exactly."""
-        site, origin = headers.get("sec-fetch-site"), headers.get("origin")
-        if site is not None:
-            same = site == "same-origin" and origin in (self._pages.origin, "null")
-        else:
-            same = origin == self._pages.origin
-        if not same:
-            return _page(403, "Refused", "Answers are taken only from the page itself.")
-        if (headers.get("content-type") or "").split(";")[0].strip().lower() != FORM_TYPE:
-            return _page(415, "Bad request", "The answer must be this page's form.")
-        return None
 
     def _answer(self, page: Page, form: dict[str, str]) -> HTMLResponse:
         decision = form.get("decision")
@@ -118,7 +106,22 @@ class PageSite:
         return _page(200, done[0], done[1] + " You can close this page.")
 
 
-async def _form(request: Request) -> dict[str, str] | None:
+def foreign_post(headers: Headers, origin: str) -> tuple[int, str, str] | None:
+    """Why a POST is refused (status, heading, text), or None when it comes from a page of `origin` as a form.
+
+    A browser says where a POST comes from in Sec-Fetch-Site, which no script can set: it must be `same-origin`.
+    Our `no-referrer` policy makes Chromium send `Origin: null` on a page's own form, so null passes only beside
+    that; without Sec-Fetch-Site (an older browser) the Origin must be ours exactly."""
+    site, sent = headers.get("sec-fetch-site"), headers.get("origin")
+    same = site == "same-origin" and sent in (origin, "null") if site is not None else sent == origin
+    if not same:
+        return 403, "Refused", "Answers are taken only from the page itself."
+    if (headers.get("content-type") or "").split(";")[0].strip().lower() != FORM_TYPE:
+        return 415, "Bad request", "The answer must be this page's form."
+    return None
+
+
+async def read_form(request: Request) -> dict[str, str] | None:
     """The urlencoded form, bounded, one value per field; None for anything else."""
     body = b""
     async for chunk in request.stream():
