@@ -4,7 +4,7 @@ Two redaction profiles, each an allow-list of fields (a field we add to events l
 here). `shape`, the default, tells what ran, for whom, how it ended and how long it took, with each argument's type
 and size but never its value; `full` adds the recorded argument previews, errors and summaries. Either way the
 values were already stripped of every resolved secret when they were recorded (tools/framework/redaction.py), and
-the export strips the shapes of well-known credentials again on the way out.
+the export masks every credential the gate's secret scan finds (tools/framework/secret_scan.py) on the way out.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from managed_tools.server.human import HumanError, state_database
 from managed_tools.server.state_place import StatePlace
 from managed_tools.server.views import one_session
 from managed_tools.stores.db import Database, as_dict
-from managed_tools.tools.framework.redaction import REDACTED, scrub
+from managed_tools.tools.framework import secret_scan
+from managed_tools.tools.framework.redaction import scrub
 
 BATCH = 1000
 # Payload fields safe in every profile: names, ids, digests, kinds, numbers. Never a value a caller supplied.
@@ -36,12 +37,6 @@ SHAPE_FIELDS = (
 FULL_FIELDS = ("args", "error", "resultSummary", "note", "reason")
 CSV_COLUMNS = ("seq", "time", "session", "agent", "owner", "wake", "type", "tool", "result", "errorKind",
                "durationMs", "argsShape", "summary", "details")  # fmt: skip
-# Credentials whose shape alone gives them away, stripped from any text the export writes.
-_CREDENTIALS = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
-    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
-)
 _SINCE = re.compile(r"(\d+)([smhd])")
 
 
@@ -138,7 +133,8 @@ def record(event: dict[str, Any], *, full: bool) -> dict[str, Any]:
     }
     if full:
         exported["summary"] = event["summary"]
-    cleaned: dict[str, Any] = _stripped(scrub(exported))
+    recorded = scrub(exported)
+    cleaned: dict[str, Any] = secret_scan.mask(recorded, secret_scan.find_in(secret_scan.strings(recorded)))
     return cleaned
 
 
@@ -157,16 +153,6 @@ def shape(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {str(key): shape(item, depth + 1) for key, item in list(value.items())[:40]}
     return type(value).__name__
-
-
-def _stripped(value: Any) -> Any:
-    if isinstance(value, str):
-        return _CREDENTIALS.sub(REDACTED, value)
-    if isinstance(value, list):
-        return [_stripped(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _stripped(item) for key, item in value.items()}
-    return value
 
 
 def _csv_row(exported: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.overrides import ToolOverride
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
@@ -202,6 +203,8 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
+    secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
@@ -299,6 +302,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
@@ -376,6 +380,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
             telemetry=user.telemetry,

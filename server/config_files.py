@@ -28,7 +28,7 @@ MERGED_BY_NAME = ("mcpServers", "models", "policy", "overrides", "variables", "v
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
     "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "models", "overrides",
+    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "models", "secretScanning", "overrides",
 )  # fmt: skip
 
 

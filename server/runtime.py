@@ -242,6 +242,7 @@ async def open_runtime(
                     skills=skills,
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
+                    secret_scanning=config.secret_scanning,
                 ),
                 config,
                 secrets,

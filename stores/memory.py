@@ -16,6 +16,7 @@ from managed_tools.stores import search
 from managed_tools.stores.db import Row, Tx
 from managed_tools.stores.errors import NotFoundError, PreconditionError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
+from managed_tools.stores.provenance import Provenance
 
 Mode = Literal["replace", "append"]
 PREVIEW_CHARS = 160
@@ -39,6 +40,7 @@ class VersionRecord(BaseModel):
     size_bytes: int
     wake_id: str | None
     preview: str
+    provenance: Provenance = Provenance()
 
 
 def agent_scope(agent_id: str) -> str:
@@ -80,11 +82,13 @@ async def write(
     content: str,
     mode: Mode,
     source: str,
+    provenance: Provenance,
     expected_version_id: str | None = None,
     expected_content_hash: str | None = None,
     searchable_title: str,
 ) -> tuple[VersionRecord, str | None, str]:
-    """Write a new version; returns (version, previous version id, new content).
+    """Write a new version with these sources (the caller's rule: tools/framework/provenance.py); returns
+    (version, previous version id, new content).
 
     Raises PreconditionError, naming the latest version, when an expectation does not hold.
     """
@@ -114,10 +118,11 @@ async def write(
         size_bytes=len(new_content.encode()),
         wake_id=wake_id,
         preview=preview(new_content),
+        provenance=provenance,
     )
     await tx.execute(
         "INSERT INTO memory_versions (id, scope, target, agent_id, session_id, wake_id, created_at, source, mode, "
-        "content_hash, size_bytes, preview, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "content_hash, size_bytes, preview, content, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.id,
             scope,
@@ -132,6 +137,7 @@ async def write(
             record.size_bytes,
             record.preview,
             new_content,
+            provenance.to_json(),
         ),
     )
     await tx.execute(
@@ -154,7 +160,23 @@ async def write(
 
 
 def _version(row: Row) -> VersionRecord:
-    return VersionRecord(**{k: row[k] for k in VersionRecord.model_fields})
+    fields = {k: row[k] for k in VersionRecord.model_fields if k != "provenance"}
+    return VersionRecord(**fields, provenance=Provenance.from_json(row["provenance"]))
+
+
+async def search_key_provenance(tx: Tx, key: str) -> Provenance | None:
+    """The sources of the document a search row (`memory:<scope>:<target>`) came from; None for other rows."""
+    if not key.startswith("memory:"):
+        return None
+    scope, _, target = key.removeprefix("memory:").rpartition(":")
+    return await provenance_of(tx, (await read(tx, scope, target)).version_id)
+
+
+async def provenance_of(tx: Tx, version_id: str | None) -> Provenance:
+    """A version's sources; none (trusted) for no version."""
+    if version_id is None:
+        return Provenance()
+    return Provenance.from_json(await tx.scalar("SELECT provenance FROM memory_versions WHERE id = ?", (version_id,)))
 
 
 async def list_versions(tx: Tx, scope: str, target: str, limit: int) -> list[VersionRecord]:

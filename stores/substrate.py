@@ -28,6 +28,7 @@ from managed_tools.stores.db import Database, Row, Tx
 from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.memory import preview
+from managed_tools.stores.provenance import Provenance
 
 log = logging.getLogger("managed_tools.substrate")
 
@@ -44,6 +45,7 @@ class SubstrateVersion(BaseModel):
     size_bytes: int
     preview: str
     restored_from_version_id: str | None
+    provenance: Provenance = Provenance()
 
 
 class StagedDraft(BaseModel):
@@ -60,7 +62,8 @@ _COLUMNS = ", ".join(SubstrateVersion.model_fields)
 
 
 def _version(row: Row) -> SubstrateVersion:
-    return SubstrateVersion(**{k: row[k] for k in SubstrateVersion.model_fields})
+    fields = {k: row[k] for k in SubstrateVersion.model_fields if k != "provenance"}
+    return SubstrateVersion(**fields, provenance=Provenance.from_json(row["provenance"]))
 
 
 async def latest_version(tx: Tx, agent_id: str, target_path: str) -> SubstrateVersion | None:
@@ -139,6 +142,7 @@ async def record_version(
     source_path: str,
     target_path: str,
     content: str,
+    provenance: Provenance,
     restored_from_version_id: str | None = None,
 ) -> SubstrateVersion:
     data = content.encode("utf-8")
@@ -154,8 +158,9 @@ async def record_version(
         size_bytes=len(data),
         preview=preview(content),
         restored_from_version_id=restored_from_version_id,
+        provenance=provenance,
     )
-    fields = version.model_dump()
+    fields = {**version.model_dump(exclude={"provenance"}), "provenance": provenance.to_json()}
     await tx.execute(
         f"INSERT INTO substrate_versions ({_COLUMNS}, content) VALUES ({', '.join('?' * (len(fields) + 1))})",
         (*fields.values(), content),

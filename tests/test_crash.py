@@ -28,6 +28,7 @@ from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.leftovers import temp_key
 from managed_tools.stores import substrate as store
+from managed_tools.stores.provenance import Provenance
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -120,6 +121,7 @@ async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runt
             source_path="/workspace/draft.md",
             target_path=target.virtual,
             content=EDITED,
+            provenance=Provenance(),
         )
         store.note_pending(runtime.db, version, target, None)  # never forgotten, as if killed right after COMMIT
         atomic_write(target, EDITED.encode())
@@ -140,6 +142,7 @@ async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runt
         "source_path": "/workspace/draft.md",
         "target_path": target.virtual,
         "content": EDITED,
+        "provenance": Provenance(),
     }
     with suppress(RuntimeError):
         async with runtime.db.write() as tx:

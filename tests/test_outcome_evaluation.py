@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Connect, data, error_text
+from conftest import ERAS, Connect, data, error_text
+from test_permissions import answer
 
 from managed_tools.stores import outcomes, sessions
 from managed_tools.tools.framework.context import Runtime
@@ -35,6 +36,59 @@ async def test_an_early_stumble_does_not_fail_the_whole_connection(
     assert moved_on["status"] == "pass" and moved_on["promotionReady"] is True
     assert write_open["status"] == "fail" and "edit" in write_open["summary"]
     assert written["status"] == "pass"
+
+
+def error_kind(result: object) -> str:
+    meta = getattr(result, "meta", None) or {}
+    return str(meta["managed-tools/error"]["kind"])
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_gate_loop_ends_in_pass(runtime: Runtime, connect: Connect, mode: str) -> None:
+    """Issue 27's first finding: a promotion the gate refused too early is a refusal by design, not failed work,
+    so it must not lock the gate once the criterion is met."""
+    asked: list[str] = []
+    async with connect(runtime, mode, elicitation_callback=answer("accept", {"approve": True}, asked)) as client:
+        data(await client.call_tool("outcome_define", {"title": "Gate loop", "successCriteria": ["gate loop checked"]}))
+        early = await client.call_tool("memory_promote_note", {"content": "too early"})
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "gate loop checked"}))
+        evaluated = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        promoted = data(await client.call_tool("memory_promote_note", {"content": "the gate loop works"}))
+    assert "Current status=not_ready" in error_text(early) and error_kind(early) == "refused"
+    assert evaluated["status"] == "pass" and evaluated["promotionReady"] is True, evaluated
+    assert promoted["outcomeEvaluation"]["status"] == "pass"
+    assert len(asked) == 1  # only the promotion that passed the gate reached a person
+
+
+async def test_a_lost_compare_and_swap_is_not_failed_work(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as client:
+        data(await client.call_tool("outcome_define", {"title": "CAS", "successCriteria": ["cas checked"]}))
+        first = data(await client.call_tool("memory_write", {"target": "session_state", "content": "draft"}))
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "cas checked"}))
+        lost = await client.call_tool(
+            "memory_write",
+            {"target": "session_state", "content": "stale", "expectedVersionId": first["versionId"]},
+        )
+        evaluated = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+    assert error_kind(lost) == "conflict" and "latest" in error_text(lost).lower()
+    assert evaluated["status"] == "pass", evaluated
+
+
+async def test_a_later_evaluation_on_new_evidence_closes_old_failures(runtime: Runtime, connect: Connect) -> None:
+    async with connect(runtime) as client:
+        data(await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes checked"]}))
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes checked"}))
+        missing = await client.call_tool("memory_read_version", {"target": "session_state", "versionId": "nope"})
+        data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "before any verdict"}))
+        unseen = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        again = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]  # no new evidence
+        data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "looked into it"}))
+        closed = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+    assert error_kind(missing) == "tool_error"  # a real failure
+    # Evidence written before an evaluation reported the failure does not close it: the model never saw it.
+    assert unseen["status"] == "fail" and "memory_read_version" in unseen["summary"]
+    assert again["status"] == "fail"
+    assert closed["status"] == "pass", closed
 
 
 async def test_session_list_filters_and_sorts_by_outcome(runtime: Runtime, connect: Connect) -> None:
@@ -108,6 +162,6 @@ async def test_grading_matches_what_the_session_recorded_not_the_world(
         in_the_world = data(await client.call_tool("outcome_grade", {}))["grade"]
         await client.call_tool("memory_write", {"target": "working_buffer", "content": "changelog updated"})
         recorded = data(await client.call_tool("outcome_grade", {}))["grade"]
-    assert "recorded in memory" in described and "not against the world" in described
+    assert "against what this session recorded in memory" in described
     assert in_the_world["status"] == "in_progress" and in_the_world["matchedCriteria"] == 0
     assert recorded["status"] == "done_candidate" and recorded["matchedCriteria"] == 1

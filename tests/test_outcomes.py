@@ -60,10 +60,8 @@ async def test_a_failed_call_in_the_latest_wake_means_fail(runtime: Runtime, con
     async with connect(runtime) as client:
         await define(client, ["release drafted"])
         data(await client.call_tool("memory_write", {"target": "session_state", "content": "release drafted"}))
-        stale = await client.call_tool(
-            "memory_write", {"target": "session_state", "content": "x", "expectedVersionId": "old"}
-        )
-        assert stale.is_error
+        empty = await client.call_tool("memory_write", {"target": "session_state", "content": "  "})
+        assert empty.is_error
         failed = await evaluate(client)
         typo = await client.call_tool("memory_write", {"target": "nowhere", "content": "x"})
         assert typo.is_error
@@ -116,7 +114,7 @@ async def test_stalled_outcome_suggests_the_history(runtime: Runtime, connect: C
         await define(client)
         first = await evaluate(client)
         await client.call_tool("memory_write", {"target": "session_state", "content": "changelog updated, tests pass"})
-        await client.call_tool("memory_write", {"target": "session_state", "content": "x", "expectedVersionId": "no"})
+        await client.call_tool("memory_write", {"target": "session_state", "content": " "})  # fails: empty
         failing = await evaluate(client)
         await client.call_tool("memory_write", {"target": "session_state", "content": "nothing yet"})
         third = await evaluate(client)

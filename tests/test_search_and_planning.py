@@ -9,6 +9,7 @@ from conftest import ERAS, Connect, data, error_text
 from mcp import Client
 
 from managed_tools.stores import memory, search, sessions
+from managed_tools.stores.provenance import Provenance
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
@@ -105,6 +106,7 @@ async def test_lineage_and_agents(runtime: Runtime, connect: Connect) -> None:
                     content="orchid migration notes",
                     mode="replace",
                     source="memory_write",
+                    provenance=Provenance(),
                     searchable_title="session_state",
                 )
             await search.upsert(

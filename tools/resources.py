@@ -292,5 +292,5 @@ async def read(ctx: ToolContext, uri: str) -> tuple[str, str]:
         if target not in served_views(ctx.runtime.registry):
             raise NotFoundError(f"No resource {uri}; resources/list shows what there is.")
         return "application/json", await _view(ctx, target, session.id)
-    content, _, _ = await render(ctx, target, session.id)
+    content = (await render(ctx, target, session.id)).content
     return MIME[STORES[target].format], content

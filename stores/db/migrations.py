@@ -602,4 +602,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             "CREATE INDEX tasks_session ON tasks(session_id, created_at)",
         ),
     ),
+    (
+        22,
+        "where each memory and substrate version's content came from (stores/provenance.py)",
+        # A JSON list of sources (kind, name, trust); '[]' for versions written before it was kept.
+        (
+            "ALTER TABLE memory_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE substrate_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
+        ),
+    ),
 )

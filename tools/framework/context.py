@@ -28,6 +28,7 @@ from managed_tools.tools.framework.ports import (
     Sampler,
     VariableInput,
 )
+from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.framework.what_runs import WhatRuns
 
@@ -62,6 +63,7 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
     # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
     headless: HeadlessRun | None = None  # runs a session through a configured model provider; None without one
@@ -103,6 +105,9 @@ class ToolContext:
     attachments: list[ResultFile] = field(default_factory=list)
     # The command, cwd and env a person approved for this call; the handler refuses to run anything else.
     approved_run: WhatRuns | None = None
+    # The permission request by which a person approved this very call (asked now, or remembered for the
+    # session); None when nobody was asked. A promotion records it as the person vouching for its sources.
+    approval: str | None = None
     # The values of the tool's declared variables that resolved (tools/framework/variables.py); never in arguments
     # or events.
     variables: Mapping[str, str] = field(default_factory=dict)

@@ -45,6 +45,9 @@ AsksWhen = Callable[[Any], bool]
 # For a tool whose every effect the sandbox contains (shell_run, shell_exec): None when this call runs inside the
 # full sandbox, so `--auto-sandboxed` runs it unasked; else why it needs more than the sandbox gives (then it asks).
 Contained = Callable[[ToolContext, Any], str | None]
+# Why this call needs a person whatever its policy says (untrusted content promoted into shared memory), or None.
+# Runs in a read snapshot before the permission step; its reason is shown in the question.
+AsksBecause = Callable[[ToolContext, Any], Awaitable[str | None]]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
@@ -96,6 +99,7 @@ class ToolDefinition(BaseModel):
     consent_preview: ConsentPreview | None = None
     run_context: RunContext | None = None
     asks_when: AsksWhen | None = None
+    asks_because: AsksBecause | None = None
     contained: Contained | None = None
     precondition: Precondition | None = None
     render: Render | None = None
@@ -116,6 +120,9 @@ class ToolDefinition(BaseModel):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, gt=0)
     # Arguments whose values are never recorded in events or shown back (shell_set_env's value).
     hidden_args: tuple[str, ...] = ()
+    # Its arguments and results are scanned for credentials (tools/framework/secret_scan.py): the shell's tools
+    # that run a command or return its output. An upstream server's tools are scanned by their ownership.
+    scans_secrets: bool = False
     instructions: str | None = None
     # May config.json `overrides` give it another title or description (seed 002)? Not where the words are a
     # contract a model must read as written.
@@ -127,6 +134,11 @@ class ToolDefinition(BaseModel):
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""
         return self.permission_policy == "always_ask" or (self.asks_when is not None and self.asks_when(args))
+
+    @property
+    def scanned(self) -> bool:
+        """Are this tool's arguments and results scanned for credentials?"""
+        return self.scans_secrets or self.ownership == "mcp"
 
     def input_schema(self) -> dict[str, Any]:
         return copy.deepcopy(_input_schema(self.input_model))

@@ -22,9 +22,9 @@ import anyio
 from managed_tools.sandbox import layers
 from managed_tools.stores import approvals, events, latent_calls
 from managed_tools.stores.db import NoTransaction, Tx
-from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
+from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
 from managed_tools.stores.ids import uuid7
-from managed_tools.tools.framework import latent, redaction, telemetry, variables
+from managed_tools.tools.framework import latent, redaction, secret_scan, telemetry, variables
 from managed_tools.tools.framework.arguments import (
     ArgumentError,
     approval_digest,
@@ -37,9 +37,9 @@ from managed_tools.tools.framework.content import Block, ResourceBlock, TextBloc
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.errors import Refused, ToolError
 from managed_tools.tools.framework.models import Arguments
-from managed_tools.tools.framework.ports import ApprovalRequest, SamplingUnavailableError
+from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
 from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
 
@@ -55,6 +55,8 @@ ErrorKind = Literal[
     "requires_action",
     "handed_back",
     "tool_error",
+    "refused",
+    "conflict",
     "timeout",
     "busy",
     "state_gone",
@@ -64,6 +66,7 @@ ErrorKind = Literal[
     "quota_exceeded",
     "internal",
 ]
+SECRET_EVENT = "secret.detected"
 PREVIEW_CHARS = 200
 RESULT_SUMMARY_CHARS = 300
 CONSENT_PREVIEW_CHARS = 4000
@@ -85,6 +88,8 @@ class CallResult:
     error_kind: ErrorKind | None = None
     action_required: dict[str, Any] | None = None
     touched: tuple[str, ...] = ()
+    # The kinds of credential the secret scan masked in this result (never their values): audited.
+    secrets_found: tuple[str, ...] = ()
     # The result fields kept from the model (ToolDefinition.context_excluded): for the person and the audit only.
     withheld: dict[str, Any] | None = None
 
@@ -150,6 +155,16 @@ class _Span:
         payload, summary = self.completed_payload(result)
         await events.append_event(
             tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
+        )
+        if result.secrets_found:
+            await self.write_secrets(tx, "result", result.secrets_found)
+
+    async def write_secrets(self, tx: Tx, where: Literal["arguments", "result"], kinds: tuple[str, ...]) -> None:
+        """The audit record of a secret-scan hit: where and what kind, never the value."""
+        payload = {"spanId": self.span_id, "toolName": self.tool_name, "where": where, "kinds": list(kinds)}
+        summary = f"{self.tool_name}: possible credential in its {where} ({', '.join(kinds)}), masked"
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, SECRET_EVENT, payload, summary=summary
         )
 
 
@@ -219,6 +234,7 @@ async def _execute(
     except ArgumentError as exc:
         return await _record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
     span.summarize_result = not definition.read_only and not definition.hidden_args
+    found = _argument_secrets(runtime, definition, canonical)
 
     try:
         async with runtime.db.autocommit() as tx:
@@ -228,9 +244,11 @@ async def _execute(
                     "ownership": definition.ownership,
                     "permissionPolicy": definition.permission_policy,
                     "argsDigest": digest,
-                    "args": _preview(without_hidden(definition, canonical)),
+                    "args": _preview(secret_scan.mask(without_hidden(definition, canonical), found)),
                 },
             )
+            if found:
+                await span.write_secrets(tx, "arguments", tuple(secret_scan.kinds(found)))
     except DatabaseUnwritableError as exc:
         # Without an audit record the call must not run at all.
         return CallResult("error", str(exc), error_kind=exc.kind)
@@ -239,7 +257,8 @@ async def _execute(
         timeout = definition.timeout_seconds
         if timeout_seconds is not None:
             timeout = min(timeout, timeout_seconds)
-        result = await _run(_Call(definition, args, canonical, digest, ports, span, timeout, visible))
+        call = _Call(definition, args, canonical, digest, ports, span, timeout, visible, argument_secrets=found)
+        result = await _run(call)
     except BaseException:
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
@@ -261,21 +280,26 @@ class _Call:
     span: _Span
     timeout: float
     visible: Visible | None  # which tools the caller may use (its OAuth scopes); a routed call keeps them
+    # Credentials the secret scan found in the arguments: the call asks a person first, shown them masked.
+    argument_secrets: tuple[secret_scan.Hit, ...] = ()
     # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
     values: dict[str, str] = field(default_factory=dict)
 
     def redact(self, result: CallResult) -> CallResult:
         """Every secret resolved in this process (the call's own variables, an upstream's env and headers) removed
-        from everything the call shows or records, whatever the handler or the upstream did with them."""
-        if not redaction.KNOWN.ordered:
-            return result
-        return replace(
-            result,
-            text=redaction.scrub(result.text),
-            structured=redaction.scrub(result.structured),
-            content=tuple(_scrub_block(block) for block in result.content),
-            action_required=redaction.scrub(result.action_required),
-        )
+        from everything the call shows or records, whatever the handler or the upstream did with them; then, for
+        a scanned tool, every credential the secret scan finds in it."""
+        if redaction.KNOWN.ordered:
+            result = replace(
+                result,
+                text=redaction.scrub(result.text),
+                structured=redaction.scrub(result.structured),
+                content=tuple(_scrub_block(block) for block in result.content),
+                action_required=redaction.scrub(result.action_required),
+            )
+        if self.definition.scanned and self.span.runtime.secret_scanning.results:
+            result = _mask_found(result)
+        return result
 
 
 async def _run(call: _Call) -> CallResult:
@@ -290,7 +314,7 @@ async def _run(call: _Call) -> CallResult:
                     result = _success(await _fulfil_latent(call))
             elif definition.ownership == "custom":
                 # A person is the implementation of a custom tool: their answer, once valid, is the result.
-                result = _success(_custom_output(call, await _ask(call, "custom_tool")))
+                result = _success(_custom_output(call, (await _ask(call, "custom_tool")).value))
             else:
                 raise _Refusal(
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
@@ -298,10 +322,8 @@ async def _run(call: _Call) -> CallResult:
             result = _withhold(definition, call.redact(result))  # an answer may quote a secret it was given
             await _write_completed(span, result)
             return result
-        if definition.precondition is not None:
-            async with runtime.db.read() as tx:
-                await definition.precondition(_context(call, tx), call.args)
-        approved = await _confirm(call) if definition.asks(call.args) else None
+        await _check_precondition(call)
+        approved = await _confirm(call)
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
@@ -321,11 +343,13 @@ async def _run(call: _Call) -> CallResult:
     except _Refusal as refusal:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)
     except ToolError as exc:
-        result = CallResult("error", str(exc), error_kind="tool_error")
+        result = CallResult("error", str(exc), error_kind="refused" if isinstance(exc, Refused) else "tool_error")
     except DatabaseUnwritableError as exc:
         result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind=exc.kind)
     except (StoreError, SamplingUnavailableError) as exc:
-        result = CallResult("error", str(exc), error_kind="tool_error")
+        # A lost compare-and-swap (another writer won; nothing changed) is a conflict, not failed work.
+        conflict = isinstance(exc, PreconditionError)
+        result = CallResult("error", str(exc), error_kind="conflict" if conflict else "tool_error")
     except TimeoutError:
         result = CallResult(
             "error",
@@ -346,6 +370,17 @@ async def _run(call: _Call) -> CallResult:
     return result
 
 
+async def _check_precondition(call: _Call) -> None:
+    """A tool's own check before anything runs or anyone is asked; its refusal is by design, not failed work."""
+    if call.definition.precondition is None:
+        return
+    async with call.span.runtime.db.read() as tx:
+        try:
+            await call.definition.precondition(_context(call, tx), call.args)
+        except ToolError as exc:
+            raise _Refusal("refused", str(exc)) from None
+
+
 async def _gather(call: _Call) -> None:
     """The tool's variables, before anything runs; a required one nobody gives stops the call here."""
     if not call.definition.variables:
@@ -363,7 +398,19 @@ def _undone(definition: ToolDefinition) -> str:
     return "what it had already recorded stays" if definition.own_transactions else "nothing it started was kept"
 
 
-def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolContext:
+@dataclass(frozen=True)
+class _Approved:
+    """What a person approved for this call: the run (a command's tools) and their approval request (None when
+    the call needed nobody, or ran unasked inside the sandbox under --auto-sandboxed)."""
+
+    run: WhatRuns | None = None
+    request_id: str | None = None
+
+
+NOBODY_ASKED = _Approved()
+
+
+def _context(call: _Call, tx: Tx, approved: _Approved = NOBODY_ASKED) -> ToolContext:
     return ToolContext(
         runtime=call.span.runtime,
         attachment=call.span.attachment,
@@ -371,7 +418,8 @@ def _context(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> ToolC
         tx=tx,
         deadline=anyio.current_time() + call.timeout,
         log=logging.getLogger(f"managed_tools.tools.{call.definition.name}"),
-        approved_run=approved_run,
+        approved_run=approved.run,
+        approval=approved.request_id,
         variables=dict(call.values),
         may_use=call.visible,
     )
@@ -391,10 +439,10 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
-async def _call_handler(call: _Call, tx: Tx, approved_run: WhatRuns | None = None) -> CallResult:
+async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
-    ctx = _context(call, tx, approved_run)
+    ctx = _context(call, tx, approved)
     output = await definition.handler(ctx, call.args)
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
@@ -466,12 +514,21 @@ async def _hand_back(call: _Call) -> _Refusal:
     return _Refusal("handed_back", latent.handback_message(call.definition, call_id, call.values), "blocked", action)
 
 
-async def _confirm(call: _Call) -> WhatRuns | None:
-    """Step 4 for a call that needs approval; returns what a person approved to run (None for other tools). A
-    call a person approved for the session, or (with --auto-sandboxed) one the sandbox contains, runs unasked."""
-    what, preview, gap = None, None, None
+async def _confirm(call: _Call) -> _Approved:
+    """Step 4: whether the call needs a person (its policy, a credential in its arguments, or its own reason such
+    as untrusted content promoted into shared memory) and, if so, their approval. A call a person approved for
+    the session, or (with --auto-sandboxed) one the sandbox contains, runs unasked."""
+    definition = call.definition
+    asks = definition.asks(call.args) or bool(call.argument_secrets)
+    if not asks and definition.asks_because is None:
+        return NOBODY_ASKED
+    what, preview, gap, reason = None, None, None, None
     async with call.span.runtime.db.read() as tx:
         ctx = _context(call, tx)
+        if definition.asks_because is not None:
+            reason = await definition.asks_because(ctx, call.args)
+        if not asks and reason is None:
+            return NOBODY_ASKED
         try:
             if call.definition.run_context is not None:
                 what = await call.definition.run_context(ctx, call.args)
@@ -485,29 +542,36 @@ async def _confirm(call: _Call) -> WhatRuns | None:
             raise _Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
         if call.definition.contained is not None:
             gap = call.definition.contained(ctx, call.args)
-    if not await _runs_unasked(call, approval_digest(call.definition, call.canonical, what), gap):
-        await _ask(call, "tool_confirmation", what, preview, gap)
-    return what
+    if reason is None:
+        digest = approval_digest(call.definition, call.canonical, what)
+        unasked = await _runs_unasked(call, digest, gap, forced=bool(call.argument_secrets))
+        if unasked is not None:
+            return _Approved(what, unasked or None)
+    else:  # asked every time: an earlier yes for the same arguments was given before this content's sources
+        preview = f"{preview}\n\nAsked because {reason}." if preview else f"Asked because {reason}."
+    decision = await _ask(call, "tool_confirmation", what, preview, gap)
+    return _Approved(what, decision.request_id or "approved")
 
 
-async def _runs_unasked(call: _Call, digest: str, gap: str | None) -> bool:
-    """Whether this call runs without a question: this exact call was approved for the session, or the tool
-    runs inside the full sandbox (`gap` None) and the person chose --auto-sandboxed. Either way it is audited."""
+async def _runs_unasked(call: _Call, digest: str, gap: str | None, forced: bool) -> str | None:
+    """Whether this call runs without a question, and on whose word: the approval request that approved this
+    exact call for the session, or "" when the tool runs inside the full sandbox (`gap` None) and the person chose
+    --auto-sandboxed (never for a call `forced` to ask). Either way it is audited; None: ask."""
     runtime, attachment, name = call.span.runtime, call.span.attachment, call.definition.name
     async with runtime.db.read() as tx:
         remembered = await approvals.remembered(tx, attachment.session_id, name, digest)
     why: approvals.Unasked
     if remembered is not None:
         why, detail = "remembered", {"requestId": remembered.id}
-    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None:
+    elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None and not forced:
         why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
     else:
-        return False
+        return None
     async with runtime.db.write() as tx:
         await approvals.record_unasked(
             tx, attachment.session_id, attachment.wake_id, tool_name=name, args_digest=digest, why=why, detail=detail
         )
-    return True
+    return remembered.id if remembered is not None else ""
 
 
 async def _ask(
@@ -516,23 +580,30 @@ async def _ask(
     what: WhatRuns | None = None,
     preview: str | None = None,
     gap: str | None = None,
-) -> dict[str, Any] | None:
+) -> ApprovalDecision:
     """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
-    answer but `approved` becomes a refusal; the value of an approved custom call returns."""
+    answer but `approved` becomes a refusal; the approval returns (with a custom call's value)."""
     definition = call.definition
     name = definition.name
     digest = approval_digest(definition, call.canonical, what)
+    hits = call.argument_secrets
+    message = consent_message(definition, secret_scan.mask(_shown_args(call), hits), kind, preview, gap)
+    if hits:  # the person sees what runs, the credential masked; the approval binds the real arguments
+        message = secret_scan.mask(message, hits) + (
+            f"\nAsked because its arguments hold what looks like a credential ({', '.join(secret_scan.kinds(hits))}),"
+            " masked here: it would go to the tool as given."
+        )
     request = ApprovalRequest(
         kind=kind,
         tool_name=name,
-        arguments=call.canonical,
+        arguments=secret_scan.mask(call.canonical, hits),
         args_digest=digest,
-        message=consent_message(definition, _shown_args(call), kind, preview, gap),
+        message=message,
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
     )
     decision = await call.ports.consent.ask(request)
     if decision.status == "approved":
-        return decision.value
+        return decision
     action = {"requestId": decision.request_id, "toolName": name, "argsDigest": digest}
     if decision.status == "denied":
         note = f": {decision.note}" if decision.note else ""
@@ -595,10 +666,39 @@ def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) 
     return f"Unknown tool '{clip(name, MAX_NAME_CHARS)}'.{hint}"
 
 
-def _scrub_block(block: Block) -> Block:
+def _scrub_block(block: Block, hidden: list[str] | None = None) -> Block:
     if isinstance(block, TextBlock | ResourceBlock) and block.text is not None:
-        return block.model_copy(update={"text": redaction.scrub(block.text)})
+        return block.model_copy(update={"text": redaction.scrub(block.text, hidden)})
     return block
+
+
+def _argument_secrets(
+    runtime: Runtime, definition: ToolDefinition, canonical: dict[str, Any]
+) -> tuple[secret_scan.Hit, ...]:
+    if not (definition.scanned and runtime.secret_scanning.arguments):
+        return ()
+    return tuple(secret_scan.find_in(secret_scan.strings(without_hidden(definition, canonical))))
+
+
+def _mask_found(result: CallResult) -> CallResult:
+    """The result with every credential the scan finds masked: in the structured output and the blocks shown, and
+    in the text (which is their JSON, where a line break inside a value is written `\\n`)."""
+    texts = [
+        *secret_scan.strings(result.structured),
+        *(b.text or "" for b in result.content if isinstance(b, TextBlock | ResourceBlock)),
+    ]
+    hits = secret_scan.find_in(texts if result.structured is not None or result.content else [result.text])
+    if not hits:
+        return result
+    values = [hit.value for hit in hits]
+    in_json = [json.dumps(value, ensure_ascii=False)[1:-1] for value in values]
+    return replace(
+        result,
+        text=redaction.scrub(result.text, [*values, *in_json]),
+        structured=redaction.scrub(result.structured, values),
+        content=tuple(_scrub_block(block, values) for block in result.content),
+        secrets_found=tuple(secret_scan.kinds(hits)),
+    )
 
 
 def _preview(value: Any) -> Any:

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.stores import events, outcomes, search, sessions
+from managed_tools.stores import events, memory, outcomes, search, sessions
+from managed_tools.stores.provenance import Trust
 from managed_tools.stores.search import SearchRow, make_snippet
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import ToolContext
@@ -49,6 +50,7 @@ class Hit(WireModel):
     outcome_trend: str | None
     requires_action: bool
     expansion: NextTool
+    trust: Trust | None = Field(default=None, description="A memory store's: untrusted if fed by an upstream result.")
 
 
 class SearchArgs(Arguments):
@@ -177,7 +179,10 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
         )
         ranked.append(((-score, not same_setup, rel is None, _desc(row.created_at), row.key), hit))
     ranked.sort(key=lambda pair: pair[0])
-    hits = [hit for _, hit in ranked[: args.limit]]
+    hits = []
+    for order, hit in ranked[: args.limit]:
+        sources = await memory.search_key_provenance(ctx.tx, order[-1])  # the row's key
+        hits.append(hit if sources is None else hit.model_copy(update={"trust": sources.trust}))
     return SearchOutput(agent_id=ctx.agent_id, query=args.query, count=len(hits), hits=hits)
 
 

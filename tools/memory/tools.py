@@ -18,6 +18,8 @@ from pydantic import Field
 
 from managed_tools.stores import events, learnings, memory, outcomes, sessions
 from managed_tools.stores.memory import VersionRecord
+from managed_tools.stores.provenance import Provenance, Trust
+from managed_tools.tools.framework import provenance
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
@@ -119,17 +121,29 @@ async def checkpoint(ctx: ToolContext, session_id: str) -> str:
     return json.dumps({"checkpoint": view}, indent=2)
 
 
-async def render(ctx: ToolContext, target: str, session_id: str) -> tuple[str, str | None, str | None]:
-    """(content, version id, content hash) of a store as a person or model reads it."""
+@dataclass(frozen=True)
+class Rendered:
+    """A store as a person or model reads it, with its latest version's id, hash and sources (versioned ones)."""
+
+    content: str
+    version_id: str | None = None
+    content_hash: str | None = None
+    provenance: Provenance | None = None
+
+
+async def render(ctx: ToolContext, target: str, session_id: str) -> Rendered:
     if target == "workspace_memory":
-        return await workspace_memory(ctx), None, None
+        # Its notes' sources (the learnings in it were each approved by a person).
+        notes = await memory.read(ctx.tx, memory.agent_scope(ctx.agent_id), "workspace_memory_notes")
+        return Rendered(await workspace_memory(ctx), provenance=await memory.provenance_of(ctx.tx, notes.version_id))
     if target == "checkpoint":
-        return await checkpoint(ctx, session_id), None, None
+        return Rendered(await checkpoint(ctx, session_id))
     if target == "shell_state":
         shell = await shell_core.posture(ctx.runtime, ctx.tx, session_id)
-        return json.dumps({"shellState": shell.model_dump(mode="json")}, indent=2), None, None
+        return Rendered(json.dumps({"shellState": shell.model_dump(mode="json")}, indent=2))
     doc = await memory.read(ctx.tx, scope_of(ctx, target, session_id), target)
-    return doc.content, doc.version_id, doc.content_hash
+    sources = await memory.provenance_of(ctx.tx, doc.version_id)
+    return Rendered(doc.content, doc.version_id, doc.content_hash, sources)
 
 
 class StoreView(WireModel):
@@ -184,11 +198,14 @@ class ReadOutput(WireModel):
     version_id: str | None
     content_hash: str | None
     uri: str
+    trust: Trust | None = Field(description="untrusted: derived from an upstream result or another agent's output.")
+    provenance: str | None
 
 
 async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
     session = await scoped_session(ctx, args.session_id)
-    content, version, digest = await render(ctx, args.target, session.id)
+    shown = await render(ctx, args.target, session.id)
+    content = shown.content
     return ReadOutput(
         target=args.target,
         session_id=session.id,
@@ -197,9 +214,11 @@ async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
         empty=not content.strip(),
         char_count=len(content),
         truncated=len(content) > args.max_chars,
-        version_id=version,
-        content_hash=digest,
+        version_id=shown.version_id,
+        content_hash=shown.content_hash,
         uri=memory_uri(args.target, session.id),
+        trust=None if shown.provenance is None else shown.provenance.trust,
+        provenance=None if shown.provenance is None else provenance.described(shown.provenance),
     )
 
 
@@ -207,6 +226,18 @@ async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
 
 
 Content = Annotated[str, Field(max_length=MAX_CONTENT_CHARS)]
+
+
+async def _sources(
+    ctx: ToolContext, target: str, session_id: str, mode: Literal["replace", "append"], tool: str
+) -> Provenance:
+    """A write's sources: the calling session's, and on an append those of the content appended to (the new
+    content is made of both)."""
+    own = await provenance.of_session(ctx, tool)
+    if mode == "replace":
+        return own
+    current = await memory.read(ctx.tx, scope_of(ctx, target, session_id), target)
+    return (await memory.provenance_of(ctx.tx, current.version_id)).merged(own)
 
 
 class WriteOutput(WireModel):
@@ -220,6 +251,7 @@ class WriteOutput(WireModel):
     size_bytes: int
     content: str
     content_truncated: bool
+    trust: Trust
 
 
 async def _write(
@@ -230,6 +262,7 @@ async def _write(
     content: str,
     mode: Literal["replace", "append"],
     source: str,
+    sources: Provenance,
     expected_version_id: str | None,
     expected_content_hash: str | None,
 ) -> WriteOutput:
@@ -245,6 +278,7 @@ async def _write(
         content=content,
         mode=mode,
         source=source,
+        provenance=sources,
         expected_version_id=expected_version_id,
         expected_content_hash=expected_content_hash,
         searchable_title=f"{target} of session {session_id}" if STORES[target].scope == "session" else target,
@@ -264,6 +298,7 @@ async def _write(
         size_bytes=version.size_bytes,
         content=new_content[:DEFAULT_READ_CHARS],
         content_truncated=len(new_content) > DEFAULT_READ_CHARS,
+        trust=version.provenance.trust,
     )
 
 
@@ -285,6 +320,7 @@ async def memory_write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
         content=args.content,
         mode=args.mode,
         source="memory_write",
+        sources=await _sources(ctx, args.target, session.id, args.mode, "memory_write"),
         expected_version_id=args.expected_version_id,
         expected_content_hash=args.expected_content_hash,
     )
@@ -306,12 +342,21 @@ async def _gate(ctx: ToolContext, args: PromoteArgs) -> None:
     await enforce_gate(ctx, "memory_promote_note", args.require_outcome_pass)
 
 
+async def _promoted_sources(ctx: ToolContext, args: PromoteArgs) -> Provenance:
+    return await _sources(ctx, "workspace_memory_notes", ctx.session_id, args.mode, "memory_promote_note")
+
+
+async def _promote_untrusted(ctx: ToolContext, args: PromoteArgs) -> str | None:
+    return provenance.untrusted_reason(await _promoted_sources(ctx, args))
+
+
 async def _promote_preview(ctx: ToolContext, args: PromoteArgs) -> str:
     current = (await memory.read(ctx.tx, memory.agent_scope(ctx.agent_id), "workspace_memory_notes")).content
     after = memory.combine(current, args.content, args.mode)
     return (
         f"This {args.mode}s the notes shared by every session of agent {ctx.agent_id} "
-        f"({len(current)} → {len(after)} characters). New notes begin:\n{after[:600]}"
+        f"({len(current)} → {len(after)} characters). Provenance: "
+        f"{provenance.described(await _promoted_sources(ctx, args))}. New notes begin:\n{after[:600]}"
     )
 
 
@@ -324,6 +369,7 @@ async def memory_promote_note(ctx: ToolContext, args: PromoteArgs) -> PromoteOut
         content=args.content,
         mode=args.mode,
         source="memory_promote_note",
+        sources=provenance.recorded(ctx, await _promoted_sources(ctx, args)),
         expected_version_id=args.expected_version_id,
         expected_content_hash=args.expected_content_hash,
     )
@@ -345,10 +391,14 @@ class VersionView(WireModel):
     size_bytes: int
     wake_id: str | None
     preview: str
+    trust: Trust
+    provenance: str
 
 
 def _version(record: VersionRecord) -> VersionView:
-    return VersionView(version_id=record.id, **record.model_dump(exclude={"id"}))
+    sources = record.provenance
+    fields = record.model_dump(exclude={"id", "provenance"})
+    return VersionView(version_id=record.id, **fields, trust=sources.trust, provenance=provenance.described(sources))
 
 
 class VersionsArgs(Arguments):
@@ -543,6 +593,7 @@ DEFINITIONS = (
         permission_policy="always_ask",
         effects=("memory_write",),
         precondition=_gate,
+        asks_because=_promote_untrusted,
         consent_preview=_promote_preview,
         max_argument_bytes=4 * MAX_CONTENT_CHARS + 4096,
     ),

@@ -10,12 +10,13 @@ not_ready | uncertain | fail | pass, and only `pass` is promotion-ready.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from managed_tools.stores import approvals, memory, outcomes, sessions, wake_requests
 from managed_tools.stores.outcomes import Outcome
 from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.errors import Refused
 from managed_tools.tools.framework.models import NextTool, WireModel
 from managed_tools.tools.framework.retrieval import build_query, score_text
 from managed_tools.tools.shell import posture as shell_core
@@ -34,7 +35,13 @@ STATUS_SCORE: dict[str, int] = {
     "missing_outcome": 0,
 }
 GRADED_TARGETS = ("session_state", "working_buffer")
-NOT_WORK = frozenset({"invalid_arguments", "unknown_tool", "deadline"})
+# Error kinds that are not failed work: the call never ran (bad arguments, an unknown tool, a passed deadline) or
+# was refused by design (the gate or a precondition, a lost compare-and-swap, a person's decline or pause).
+NOT_WORK = frozenset(
+    {"invalid_arguments", "unknown_tool", "deadline", "refused", "conflict", "permission", "input_required",
+     "requires_action", "handed_back"}
+)  # fmt: skip
+EVALUATE_TOOL = "outcome_evaluate"
 
 
 class OutcomeView(WireModel):
@@ -89,7 +96,9 @@ def outcome_view(outcome: Outcome | None) -> OutcomeView | None:
 # ---- the rubric ----------------------------------------------------------------------------------------
 
 
-async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> Grade:
+async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None, gated: str | None = None) -> Grade:
+    """`gated`: the promoting tool whose gate asks; its own pending approval (a 2026-07-28 client retrying with
+    the person's answer) does not block it."""
     if outcome is None:
         return Grade(
             status="missing_outcome",
@@ -103,7 +112,9 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None) -> G
             ),
         )
     total = len(outcome.success_criteria)
-    waiting = [r for r in await approvals.list_open(ctx.tx, session_id) if r.status == "pending"]
+    waiting = [
+        r for r in await approvals.list_open(ctx.tx, session_id) if r.status == "pending" and r.tool_name != gated
+    ]
     if waiting:
         first = waiting[0]
         return Grade(
@@ -187,14 +198,28 @@ async def _sleeping(ctx: ToolContext, session_id: str, matched: int, total: int,
 
 
 WORKSPACE_EFFECTS = frozenset({"resource_read", "resource_write", "sandbox_execute"})
+# A successful call with one of these effects is new evidence: after an evaluation has reported the open failures,
+# it closes them (a memory write recording the fix, a file written, a command run).
+EVIDENCE_EFFECTS = frozenset({"memory_write", "resource_write", "sandbox_execute"})
 
 
-def _kind_of(ctx: ToolContext, tool: str) -> tuple[bool, bool]:
-    """(works on the workspace, only reads) for a tool; a tool no longer published counts as a writing one."""
+@dataclass(frozen=True)
+class _Kind:
+    workspace: bool  # works on the workspace
+    reads: bool  # only reads
+    evidence: bool  # a success is new evidence
+
+
+def _kind_of(ctx: ToolContext, tool: str) -> _Kind:
+    """What a tool's call says about the work; a tool no longer published counts as a writing one."""
     definition = ctx.runtime.registry.get(tool)
     if definition is None:
-        return False, False
-    return bool(WORKSPACE_EFFECTS.intersection(definition.effects)), definition.read_only
+        return _Kind(workspace=False, reads=False, evidence=False)
+    return _Kind(
+        workspace=bool(WORKSPACE_EFFECTS.intersection(definition.effects)),
+        reads=definition.read_only,
+        evidence=not definition.read_only and bool(EVIDENCE_EFFECTS.intersection(definition.effects)),
+    )
 
 
 async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | None, int, list[str]]:
@@ -204,8 +229,11 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
     done after it, not for ever: it is closed by a later success of the same tool, or of newer work on the
     workspace of at least its kind (any file read, write or command closes a failed read; only a write or a
     command closes a failed write). Navigation and bookkeeping (sessions, outcomes, memory, plans, permissions)
-    close nothing but their own failures. Calls refused before they ran (bad arguments, unknown tools, a passed
-    deadline) were not work and never count.
+    close nothing but their own failures, with one exception: once an evaluation has reported a failure, new
+    evidence after it (a successful memory write, file write or command) closes it, so a later evaluation judges
+    the new evidence rather than the old failure for ever. Calls refused before they ran (bad arguments,
+    unknown tools, a passed deadline) and refusals by design (the outcome gate, a precondition, a lost
+    compare-and-swap, a person's decline) were not work and never count.
     """
     wake = await sessions.latest_wake(ctx.tx, session_id)
     if wake is None:
@@ -218,20 +246,27 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
         (wake.id,),
     )
     open_failures: dict[str, bool] = {}  # tool -> whether it only reads
+    reported: set[str] = set()  # open failures an evaluation has already shown
     ok = 0
     for row in rows:
         tool = row["tool"]
-        workspace, reads = _kind_of(ctx, tool)
+        kind = _kind_of(ctx, tool)
         if row["result"] == "error":
             if row["kind"] not in NOT_WORK:
-                open_failures[tool] = reads
+                open_failures[tool] = kind.reads
+                reported.discard(tool)
             continue
         if row["result"] != "success":
             continue
         ok += 1
         open_failures.pop(tool, None)
-        if workspace:
-            open_failures = {t: r for t, r in open_failures.items() if not (r or not reads)}
+        if tool == EVALUATE_TOOL:
+            reported = set(open_failures)
+        elif kind.evidence and reported:
+            open_failures = {t: r for t, r in open_failures.items() if t not in reported}
+            reported = set()
+        if kind.workspace:
+            open_failures = {t: r for t, r in open_failures.items() if not (r or not kind.reads)}
     return wake.id, ok, sorted(open_failures)
 
 
@@ -247,9 +282,11 @@ def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tu
     return "stable", f"Stable at {status} since iteration {previous.iteration}."
 
 
-async def evaluate(ctx: ToolContext, session_id: str) -> tuple[Outcome | None, Grade, Evaluation, list[HistoryEntry]]:
+async def evaluate(
+    ctx: ToolContext, session_id: str, gated: str | None = None
+) -> tuple[Outcome | None, Grade, Evaluation, list[HistoryEntry]]:
     outcome = await outcomes.active(ctx.tx, session_id)
-    graded = await grade(ctx, session_id, outcome)
+    graded = await grade(ctx, session_id, outcome, gated)
     history = [history_entry(r) for r in await outcomes.history(ctx.tx, session_id)]
     same = [h for h in history if outcome is not None and h.outcome_fingerprint == outcome.fingerprint]
     status: EvalStatus
@@ -364,16 +401,16 @@ async def posture(ctx: ToolContext, session_id: str) -> OutcomePosture:
 
 async def enforce_gate(ctx: ToolContext, tool: str, require_outcome_pass: bool | None) -> Evaluation | None:
     """The outcome gate: `true` always enforces, `false` bypasses, omitted enforces only when an outcome exists.
-    Returns the evaluation (for the tool's output) or raises a ToolError naming the next step."""
+    Returns the evaluation (for the tool's output) or raises Refused (a refusal by design) naming the next step."""
     if require_outcome_pass is False:
         return None
-    outcome, _, evaluation, _ = await evaluate(ctx, ctx.session_id)
+    outcome, _, evaluation, _ = await evaluate(ctx, ctx.session_id, gated=tool)
     if require_outcome_pass is None and outcome is None:
         return None
     if not evaluation.promotion_ready:
         step = evaluation.next_suggested_tool
         hint = f" Next tool: {step.tool} {json.dumps(step.args)}" if step else ""
-        raise ToolError(
+        raise Refused(
             f"{tool} requires outcome_evaluate to return status=pass before promoting shared state. "
             f"Current status={evaluation.status}. Summary={evaluation.summary}{hint}"
         )

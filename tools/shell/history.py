@@ -151,6 +151,7 @@ DEFINITIONS = (
         input_model=HistoryInput,
         output_model=HistoryOutput,
         handler=shell_history,
+        scans_secrets=True,  # commands may carry a credential, output may print one
         effects=("memory_read",),
         idempotent=True,
     ),
@@ -161,6 +162,7 @@ DEFINITIONS = (
         input_model=ReadCommandInput,
         output_model=CommandResult,
         handler=shell_read_command,
+        scans_secrets=True,  # commands may carry a credential, output may print one
         effects=("memory_read",),
         idempotent=True,
     ),
@@ -171,6 +173,7 @@ DEFINITIONS = (
         input_model=ScopedInput,
         output_model=LastOutput,
         handler=shell_read_last_output,
+        scans_secrets=True,  # commands may carry a credential, output may print one
         effects=("memory_read",),
         idempotent=True,
     ),
@@ -182,6 +185,7 @@ DEFINITIONS = (
         input_model=WaitInput,
         output_model=WaitOutput,
         handler=shell_wait,
+        scans_secrets=True,  # commands may carry a credential, output may print one
         effects=("memory_read",),
         own_transactions=True,
         interrupt_behavior="cancel",

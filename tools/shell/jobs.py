@@ -17,6 +17,7 @@ from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.ids import utc_now
+from managed_tools.tools.framework import secret_scan
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import NextTool, WireModel
@@ -133,10 +134,16 @@ async def new_job(
 ) -> Job:
     started = utc_now()
     async with ctx.runtime.db.write() as tx:
-        cid = await store.start_command(tx, ctx.session_id, kind, command, args=args, cwd=cwd, started_at=started)
+        kept, kept_args = _kept(ctx.runtime, command), [_kept(ctx.runtime, arg) for arg in args]
+        cid = await store.start_command(tx, ctx.session_id, kind, kept, args=kept_args, cwd=cwd, started_at=started)
     job = Job(cid, ctx.session_id, kind, command, args, cwd, started, Output(cap), Output(cap))
     core.track(ctx.runtime, job)
     return job
+
+
+def _kept(runtime: Runtime, text: str) -> str:
+    """What the session's shell history keeps (and memory_search indexes): credentials masked, as in results."""
+    return secret_scan.masked(text) if runtime.secret_scanning.results else text
 
 
 After = Callable[[Tx, Job], Awaitable[None]]
@@ -169,8 +176,8 @@ def recorder(runtime: Runtime, after: After | None = None) -> OnDone:
                     status=job.status,
                     exit_code=job.exit_code,
                     duration_ms=job.duration_ms or 0.0,
-                    stdout=core.virtualize(runtime.guard, out),
-                    stderr=core.virtualize(runtime.guard, err),
+                    stdout=_kept(runtime, core.virtualize(runtime.guard, out)),
+                    stderr=_kept(runtime, core.virtualize(runtime.guard, err)),
                     truncated=cut_out or cut_err,
                 )
                 if after is not None:

@@ -298,6 +298,7 @@ DEFINITIONS = (
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,
+        scans_secrets=True,  # commands may carry a credential, output may print one
         run_context=_runs_in_shell,
         contained=contained,
         precondition=_not_busy,

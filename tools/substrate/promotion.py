@@ -14,7 +14,9 @@ from pydantic import Field
 from managed_tools.sandbox.paths import Resolved
 from managed_tools.stores import substrate
 from managed_tools.stores.ids import sha256_hex
+from managed_tools.stores.provenance import Provenance, Source
 from managed_tools.stores.substrate import SubstrateVersion
+from managed_tools.tools.framework import provenance
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
@@ -55,6 +57,7 @@ class _Plan:
     live: bytes | None
     latest: SubstrateVersion | None
     evaluation: Evaluation | None
+    sources: Provenance
 
 
 async def _checked(
@@ -91,6 +94,7 @@ async def _apply(ctx: ToolContext, plan: _Plan, restored_from: str | None = None
         source_path=plan.source_path,
         target_path=plan.target.virtual,
         content=plan.content.decode("utf-8"),
+        provenance=provenance.recorded(ctx, plan.sources),
         restored_from_version_id=restored_from,
     )
     write_in_tx(ctx, plan.target, plan.content, plan.live, version)
@@ -105,7 +109,8 @@ async def _consent_text(plan: _Plan, headline: str, new_name: str) -> str:
     more = f"\n… {diff.hidden} more diff lines" if diff.hidden else ""
     return (
         f"{headline}\nTarget: {plan.target.virtual} ({size}; writes {len(plan.content)} bytes; {latest}). Every "
-        f"session of this agent reads the substrate. +{diff.added} -{diff.removed} lines:\n{shown}{more}"
+        f"session of this agent reads the substrate. Provenance: {provenance.described(plan.sources)}. "
+        f"+{diff.added} -{diff.removed} lines:\n{shown}{more}"
     )
 
 
@@ -151,11 +156,18 @@ async def _plan_promotion(ctx: ToolContext, args: PromoteArgs) -> _Plan:
             f"{target.virtual} already exists in the shared substrate; pass overwrite=true to replace it "
             "(its version history keeps what was there)."
         )
-    return _Plan(draft.virtual, target, content, live, latest, evaluation)
+    draft_file = Source(kind="file", name=draft.virtual, trust="trusted")
+    return _Plan(
+        draft.virtual, target, content, live, latest, evaluation, await provenance.of_session(ctx, PROMOTE, draft_file)
+    )
 
 
 async def _check_promotion(ctx: ToolContext, args: PromoteArgs) -> None:
     await _plan_promotion(ctx, args)
+
+
+async def _promotion_untrusted(ctx: ToolContext, args: PromoteArgs) -> str | None:
+    return provenance.untrusted_reason((await _plan_promotion(ctx, args)).sources)
 
 
 async def _promotion_preview(ctx: ToolContext, args: PromoteArgs) -> str:
@@ -217,11 +229,17 @@ async def _plan_restore(ctx: ToolContext, args: RestoreArgs) -> _Plan:
         expected_content_hash=args.expected_content_hash,
         require_outcome_pass=args.require_outcome_pass,
     )
-    return _Plan(target.virtual, target, content.encode("utf-8"), live, latest, evaluation)
+    # The restored content is the old version's: its sources, not this session's.
+    sources = version.provenance.merged(Provenance(sources=(Source(kind="tool", name=RESTORE, trust="trusted"),)))
+    return _Plan(target.virtual, target, content.encode("utf-8"), live, latest, evaluation, sources)
 
 
 async def _check_restore(ctx: ToolContext, args: RestoreArgs) -> None:
     await _plan_restore(ctx, args)
+
+
+async def _restore_untrusted(ctx: ToolContext, args: RestoreArgs) -> str | None:
+    return provenance.untrusted_reason((await _plan_restore(ctx, args)).sources)
 
 
 async def _restore_preview(ctx: ToolContext, args: RestoreArgs) -> str:
@@ -259,6 +277,7 @@ DEFINITIONS = (
         permission_policy="always_ask",
         effects=("resource_read", "resource_write"),
         precondition=_check_promotion,
+        asks_because=_promotion_untrusted,
         consent_preview=_promotion_preview,
         examples=(
             ToolExample(
@@ -283,6 +302,7 @@ DEFINITIONS = (
         permission_policy="always_ask",
         effects=("resource_read", "resource_write"),
         precondition=_check_restore,
+        asks_because=_restore_untrusted,
         consent_preview=_restore_preview,
     ),
 )

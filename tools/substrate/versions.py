@@ -9,7 +9,9 @@ from typing import Annotated
 from pydantic import Field
 
 from managed_tools.stores import substrate
+from managed_tools.stores.provenance import Trust
 from managed_tools.stores.substrate import SubstrateVersion
+from managed_tools.tools.framework import provenance
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, WireModel
@@ -28,10 +30,14 @@ class VersionView(WireModel):
     wake_id: str | None
     preview: str
     restored_from_version_id: str | None
+    trust: Trust
+    provenance: str
 
 
 def _view(version: SubstrateVersion) -> VersionView:
-    return VersionView(version_id=version.id, **version.model_dump(exclude={"id"}))
+    sources = version.provenance
+    fields = version.model_dump(exclude={"id", "provenance"})
+    return VersionView(version_id=version.id, **fields, trust=sources.trust, provenance=provenance.described(sources))
 
 
 class VersionsArgs(Arguments):
