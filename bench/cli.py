@@ -28,6 +28,7 @@ import anyio
 
 from managed_tools.stores import approvals, events, memory, sessions
 from managed_tools.stores.db import Database
+from managed_tools.stores.provenance import Provenance
 
 TARGET_RATIO = 5.0
 BASELINE = "python -c 'import pydantic, sqlite3'"
@@ -64,7 +65,7 @@ async def seed(data_dir: Path) -> None:
                         await memory.write(
                             tx, scope=session.id, target="session_state", agent_id="default", session_id=session.id,
                             wake_id=wake.id, content=f"step {call} done", mode="replace", source="bench",
-                            searchable_title="session_state",
+                            searchable_title="session_state", provenance=Provenance(),
                         )  # fmt: skip
     finally:
         await db.close()

@@ -27,6 +27,7 @@ import anyio
 
 from managed_tools.stores import approvals, events, memory, sessions, substrate
 from managed_tools.stores.db import Database, Synchronous
+from managed_tools.stores.provenance import Provenance
 
 Op = Callable[[Database, str, int], Awaitable[None]]
 
@@ -35,6 +36,7 @@ async def memory_write(db: Database, session_id: str, n: int) -> None:
     async with db.write() as tx:
         await memory.write(
             tx,
+            provenance=Provenance(),
             scope=session_id,
             target="working_buffer",
             agent_id="bench",
@@ -51,6 +53,7 @@ async def substrate_version(db: Database, session_id: str, n: int) -> None:
     async with db.write() as tx:
         await substrate.record_version(
             tx,
+            provenance=Provenance(),
             agent_id="bench",
             session_id=session_id,
             wake_id=None,

@@ -51,6 +51,7 @@ from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import learnings, memory, search, sessions
 from managed_tools.stores.db import fulltext
 from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
+from managed_tools.stores.provenance import Provenance
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.framework.executor import execute
@@ -443,6 +444,7 @@ async def run_writes(workspace: Path, writes: int, seed: int) -> WriteResult:
             async with runtime.db.write() as tx:
                 await memory.write(
                     tx,
+                    provenance=Provenance(),
                     scope=attachment.session_id,
                     target="working_buffer",
                     agent_id=runtime.environment.agent_id,
@@ -542,6 +544,7 @@ async def _attempt_stores(runtime: Runtime, attachment: Attachment, marker: str)
         async with runtime.db.write() as tx:
             await memory.write(
                 tx,
+                provenance=Provenance(),
                 scope=session_id,
                 target="session_state",
                 agent_id=runtime.environment.agent_id,

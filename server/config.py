@@ -54,9 +54,11 @@ from managed_tools.server.served_urls import ServedUrl, is_loopback
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
+from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.overrides import ToolOverride
+from managed_tools.tools.framework.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
@@ -182,6 +184,7 @@ class UserConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
+    prompt_tools: list[PromptToolSpec] = Field(default_factory=list, alias="promptTools")
     vaults: dict[VaultName, Path] = Field(default_factory=dict, description="Read-only directories at /vaults/<name>.")
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     oauth: OAuthConfig | None = None
@@ -203,6 +206,10 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    # A new agent's substrate starts with AGENTS.md, SOUL.md, ... as first versions (tools/substrate/defaults.py).
+    substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
+    # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
+    budgets: Budgets = Field(default_factory=Budgets)
     # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
     secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
@@ -285,6 +292,7 @@ class ServeConfig(BaseModel):
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
+    prompt_tools: tuple[PromptToolSpec, ...] = ()  # config.json `promptTools` (tools/framework/prompt_tools.py)
     tool_modules: tuple[str, ...] = ()
     vaults: dict[VaultName, Path] = Field(default_factory=dict)
     shell_network: bool = True  # TCP for the writable shell (`--shell-network`); the read-only hand never has it
@@ -302,6 +310,8 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    substrate_defaults: bool = True  # config `substrateDefaults`
+    budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
     secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
@@ -366,6 +376,7 @@ class ServeConfig(BaseModel):
             else approval_wait_seconds,
             custom_tools=tuple(user.custom_tools),
             latent_tools=tuple(user.latent_tools),
+            prompt_tools=tuple(user.prompt_tools),
             tool_modules=tool_modules,
             vaults=vault_roots,
             skills=_skills(user.skills, data),
@@ -380,6 +391,8 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            substrate_defaults=user.substrate_defaults,
+            budgets=user.budgets,
             secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,

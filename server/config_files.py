@@ -26,9 +26,10 @@ CONFIG_FILE = "config.json"
 MERGED_BY_NAME = ("mcpServers", "models", "policy", "overrides", "variables", "vaults")
 # Every key config.json takes (server/config.py's UserConfig, by alias; a test keeps the two equal).
 KEYS = (
-    "policy", "approvalWaitSeconds", "customTools", "latentTools", "vaults", "skills", "oauth", "approvals",
-    "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly", "requestStateKeys",
-    "vaultKey", "sandbox", "autoSandboxed", "quotas", "telemetry", "models", "secretScanning", "overrides",
+    "policy", "approvalWaitSeconds", "customTools", "latentTools", "promptTools", "vaults", "skills", "oauth",
+    "approvals", "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly",
+    "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas", "telemetry",
+    "models", "secretScanning", "overrides",
 )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import anyio
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.confine import ConfinementError, open_confinement
 from managed_tools.sandbox.grants import GrantError, Grants, toolchain_grants
-from managed_tools.sandbox.mounts import default_mounts, substrate_dir
+from managed_tools.sandbox.mounts import Mount, default_mounts, substrate_dir
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.sandbox.ripgrep import rg_binary
 from managed_tools.server import SERVER_NAME, __version__, leftovers
@@ -38,9 +38,11 @@ from managed_tools.tools.framework.custom import custom_tool
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.latent import latent_tool
+from managed_tools.tools.framework.prompt_tools import prompt_tool
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.variable_sources import VariableSources
 from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.substrate import defaults
 
 
 class StartupError(Exception):
@@ -73,7 +75,11 @@ def configured_registry(
 ) -> Registry:
     """The catalogue as configured, mounts unchecked: what the approval commands filter requests with."""
     try:
-        declared = [custom_tool(spec) for spec in config.custom_tools] + [latent_tool(s) for s in config.latent_tools]
+        declared = [
+            *(custom_tool(spec) for spec in config.custom_tools),
+            *(latent_tool(spec) for spec in config.latent_tools),
+            *(prompt_tool(spec) for spec in config.prompt_tools),
+        ]
         upstream = upstream_entries(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
         policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
         theirs = upstream_entries(config.overrides, config.mcp_servers)
@@ -151,6 +157,17 @@ def skill_set(config: ServeConfig) -> SkillSet:
     return SkillSet([SkillDir(*where) for where in found], SkillFilter(config.skills.enabled, config.skills.include))
 
 
+def path_guard(config: ServeConfig, mounts: list[Mount]) -> PathGuard:
+    """The one path guard over the mounts, the agent's substrate directory made first."""
+    for mount in mounts:
+        if mount.kind == "agent_substrate":
+            mount.root.mkdir(parents=True, exist_ok=True)
+    # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
+    return PathGuard(
+        mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
+    )
+
+
 def with_model(runtime: Runtime, config: ServeConfig, secrets: SecretLookup | None) -> Runtime:
     """The runtime with config.json's model, if one is configured (the catalogue's port, and the headless runs of
     due wakes); its key resolves through the same vault as the upstreams' `${vault:NAME}`."""
@@ -199,13 +216,7 @@ async def open_runtime(
             vaults=config.vaults,
         )
         mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
-        for mount in mounts:
-            if mount.kind == "agent_substrate":
-                mount.root.mkdir(parents=True, exist_ok=True)
-        # A `.managed-tools` in the workspace is never read (server/data_dir.py); it stays out of the tools' reach too.
-        guard = PathGuard(
-            mounts, private=[config.data_dir, config.workspace / LEGACY_DIR], attachments=directory(config.data_dir)
-        )
+        guard = path_guard(config, mounts)
         await leftovers.sweep(db, guard, config.data_dir)
         try:
             confinement = open_confinement(
@@ -242,11 +253,14 @@ async def open_runtime(
                     skills=skills,
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
+                    budgets=config.budgets,
                     secret_scanning=config.secret_scanning,
                 ),
                 config,
                 secrets,
             )
+            if config.substrate_defaults:
+                await defaults.write_defaults(runtime)
             try:
                 async with running_upstreams(
                     config.mcp_servers,

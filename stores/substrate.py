@@ -214,6 +214,20 @@ def staged_now(session_path: str, source_path: str, source_hash: str, target_has
 
 # ---- pending writes: the file renamed, the version not yet committed ------------------------------------------
 
+
+def write_version(
+    db: Database, tx: Tx, version: SubstrateVersion, target: Resolved, data: bytes, *, previous: bytes | None
+) -> None:
+    """Write a substrate file whose `version` `tx` is recording, tied to the transaction: noted first (so a start-up
+    after a crash puts the old bytes back), undone if it rolls back. Synchronous on purpose (at most a mebibyte): in
+    a worker thread the write could finish after a cancellation had already unwound the caller, with no undo
+    registered."""
+    forget = note_pending(db, version, target, previous)
+    tx.on_rollback(forget)  # undo runs newest first: the file is put back, then the note goes
+    tx.on_commit(forget)
+    tx.on_rollback(files.replace_file(target, data, previous))
+
+
 PENDING_DIR = "substrate-pending"
 
 

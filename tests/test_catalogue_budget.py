@@ -13,9 +13,9 @@ from snapshot_tools import UPDATE, difference, full_catalogue, listing, page_wit
 from managed_tools.server.instructions import MAX_INSTRUCTIONS_BYTES, instructions
 from managed_tools.server.publish import META_DEFAULTS, TOOL_META_KEY, to_mcp_tool
 from managed_tools.tools.catalogue import PURPOSES, build_registry
-from managed_tools.tools.environment.setup import estimated_tokens
+from managed_tools.tools.framework.budget import estimated_tokens
 from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definition import lean_output, repeated_parts
+from managed_tools.tools.framework.definition import hoist_repeats, lean_output, repeated_parts
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
@@ -57,6 +57,18 @@ def test_repeated_parts_are_hoisted_into_defs() -> None:
     schema = next(d for d in full_catalogue() if d.name == "session_get_snapshot").output_schema()
     text = json.dumps(schema)
     assert text.count('"not_ready", "uncertain"') == 1 and "#/$defs/" in text
+
+
+def test_a_repeat_inside_a_repeat_gets_a_name_of_its_own() -> None:
+    """The regression: a repeated part holding another repeated part under the same property name was hoisted
+    under one name twice, a definition that referred to itself."""
+    inner = {"anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": 31622400}, {"type": "null"}]}
+    outer = {"anyOf": [inner, {"type": "string", "description": "long enough to be worth hoisting"}]}
+    schema = {"type": "object", "properties": {name: {"properties": {"seconds": outer, "other": inner}}
+                                               for name in ("a", "b")}}  # fmt: skip
+    hoisted = hoist_repeats(schema)
+    defs = hoisted["$defs"]
+    assert "Seconds" in defs and all(f'"#/$defs/{name}"' not in json.dumps(body) for name, body in defs.items())
 
 
 def test_instructions_name_the_toolsets_and_stay_small() -> None:

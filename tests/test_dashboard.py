@@ -97,7 +97,8 @@ async def test_it_renders_and_follows_the_calls_live(probe_rt: Runtime, dashboar
         first = "first line\nsecond line"
         await client.call_tool("memory_write", {"target": "working_buffer", "content": first})
         await client.call_tool("memory_write", {"target": "working_buffer", "content": first + "\nthird line"})
-        await tab.wait_for_selector("#versions button", timeout=10_000)
+        # The newest version is the second write (the new agent's substrate files came first).
+        await tab.wait_for_selector("#versions tr:first-child:has-text('working_buffer') button", timeout=10_000)
     await tab.click("#versions tr:first-child button")
     await tab.wait_for_selector("#diff:has-text('+third line')")  # (the page's CSP forbids evaluated strings)
     assert "-first line" not in await tab.inner_text("#diff")  # the newest version's own change only

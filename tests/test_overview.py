@@ -7,6 +7,7 @@ import pytest
 
 from managed_tools.stores import events, memory, overview, sessions
 from managed_tools.stores.ids import uuid7
+from managed_tools.stores.provenance import Provenance
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
@@ -49,12 +50,13 @@ async def test_refusals_grades_diffs_and_the_event_window(runtime: Runtime) -> N
                 mode="replace",
                 source="test",
                 searchable_title="memory",
+                provenance=Provenance(),
             )
     async with runtime.db.read() as tx:
         refused = await overview.refusals(tx)
         grades = await overview.grades(tx)
         versions = await overview.versions(tx)
-        newest, oldest = [await overview.version_diff(tx, "memory", v.id) for v in versions]
+        newest, oldest = [await overview.version_diff(tx, "memory", v.id) for v in versions if v.store == "memory"]
         window = await overview.events_after(tx, first.seq)
         missing = await overview.version_diff(tx, "substrate", uuid7())
     assert [(r.kind, r.tool) for r in refused] == [("denied", "probe_danger"), ("network", "shell_run")]

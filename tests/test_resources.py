@@ -15,6 +15,7 @@ from test_permissions import answer
 
 from managed_tools.stores import sessions
 from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.substrate.defaults import DEFAULT_FILES
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
@@ -48,6 +49,7 @@ async def test_list_read_and_templates(runtime: Runtime, connect: Connect, mode:
         "session_state", "working_buffer", "checkpoint", "shell_state", "workspace_memory",
         "workspace_memory_notes", "outcome_evaluation", "outcome_history", "permission_posture", "shell_history",
         "shell_last_output", "staging_manifest", "agent_setup", "children", "wake_requests",
+        *(f"/workspace/agent/{name}" for name in DEFAULT_FILES),  # a new agent's substrate files
     }  # fmt: skip
     assert listed["session_state"].uri == f"managed-tools://sessions/{session_id}/memory/session_state"
     assert text_of(state) == "hello\n" and listed["checkpoint"].mime_type == "application/json"

@@ -39,6 +39,13 @@ PROMOTE = "resources_promote_to_substrate"
 RESTORE = "resources_restore_version"
 
 
+@pytest.fixture
+def config(config: ServeConfig) -> ServeConfig:
+    """These tests start from an empty substrate: a new agent's default files are off (test_substrate_defaults.py
+    has them)."""
+    return config.model_copy(update={"substrate_defaults": False})
+
+
 def sha(text: str | bytes) -> str:
     return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
 

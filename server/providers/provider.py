@@ -127,7 +127,7 @@ class ProviderRun:
         turn, tokens = await self._provider.ask(system, conversation, tools, output, left)
         self._turns += 1
         self._tokens += tokens
-        return turn
+        return turn.model_copy(update={"tokens": tokens})
 
     def consent_in(self, session_id: str, wake_id: str) -> Consent:
         return self._consent_in(session_id, wake_id)

@@ -611,4 +611,18 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             "ALTER TABLE substrate_versions ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",
         ),
     ),
+    (
+        24,
+        "what each session has used: calls, tokens and time (the budgets)",
+        (
+            # Added to as each call's completion is recorded (stores/usage.py); one row per session.
+            """CREATE TABLE session_usage (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                calls INTEGER NOT NULL DEFAULT 0,
+                tokens INTEGER NOT NULL DEFAULT 0,
+                duration_ms REAL NOT NULL DEFAULT 0,
+                updated_at TEXT NOT NULL
+            )""",
+        ),
+    ),
 )

@@ -4,7 +4,9 @@ the names of the agent's secrets (never values)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field
 
 from managed_tools.stores import vault
 from managed_tools.tools.environment.setup import (
@@ -19,11 +21,20 @@ from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, NoArguments, SessionId, WireModel
 from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.sections import one_of
 from managed_tools.tools.framework.uris import view_uri
 
 
 class SetupInput(Arguments):
     session_id: SessionId | None = None
+
+
+class DescribeSetupInput(SetupInput):
+    sections: Annotated[
+        list[SectionName] | None,
+        BeforeValidator(one_of(SECTIONS, "section")),
+        Field(description="Only these sections."),
+    ] = None
 
 
 class DescribeSetupOutput(WireModel):
@@ -37,7 +48,7 @@ class DescribeSetupOutput(WireModel):
     reason: str | None
 
 
-async def agent_describe_setup(ctx: ToolContext, args: SetupInput) -> DescribeSetupOutput:
+async def agent_describe_setup(ctx: ToolContext, args: DescribeSetupInput) -> DescribeSetupOutput:
     session = await scoped_session(ctx, args.session_id)
     found = await recorded_setup(ctx, session.id)
     return DescribeSetupOutput(
@@ -47,7 +58,7 @@ async def agent_describe_setup(ctx: ToolContext, args: SetupInput) -> DescribeSe
         fingerprint=found.fingerprint,
         recorded_at=found.recorded_at,
         resource_uri=view_uri("agent_setup", session.id),
-        agent_setup=found.setup,
+        agent_setup=None if found.setup is None else found.setup.only(args.sections),
         reason=found.reason,
     )
 
@@ -122,9 +133,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="agent_describe_setup",
         title="Describe the agent setup",
-        description="Read the setup contract a session of this agent ran under (catalogue, policy, skills, "
-        "environment, mounts, vaults) with per-section fingerprints.",
-        input_model=SetupInput,
+        description="The setup contract a session of this agent ran under, by section, with fingerprints.",
+        input_model=DescribeSetupInput,
         output_model=DescribeSetupOutput,
         handler=agent_describe_setup,
         effects=("session_read", "resource_read"),

@@ -18,6 +18,7 @@ from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.models import WireModel
 from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.sections import Partial
 
 
 class MountedResource(WireModel):
@@ -51,11 +52,6 @@ def setup_fingerprint(runtime: Runtime) -> str:
 # environment section's serverVersion stands for them), plus policy (the user's per-tool overrides).
 SectionName = Literal["tools", "policy", "skills", "environment", "resource_contract", "vaults"]
 SECTIONS: tuple[SectionName, ...] = ("tools", "policy", "skills", "environment", "resource_contract", "vaults")
-TOKEN_CHARS = 4  # the usual estimate: a token is about four characters of English or JSON
-
-
-def estimated_tokens(chars: int) -> int:
-    return -(-chars // TOKEN_CHARS)
 
 
 class ToolEntry(WireModel):
@@ -125,8 +121,11 @@ class VaultsSection(WireModel):
     vaults: list[VaultView]
 
 
-class AgentSetup(WireModel):
-    """What a session ran under: each section carries its own fingerprint, `fingerprint` covers them all."""
+class AgentSetup(Partial):
+    """What a session ran under: each section carries its own fingerprint, `fingerprint` covers them all.
+    agent_describe_setup may show only some sections (`only`)."""
+
+    ALWAYS = frozenset({"fingerprint"})
 
     fingerprint: str
     tools: ToolsSection

@@ -3,7 +3,9 @@ computed in `setup`), then the setup contract and vault tools (`agent_setup`).""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator
 
 from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.tools.environment import agent_setup
@@ -17,7 +19,8 @@ from managed_tools.tools.environment.setup import (
 )
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import NoArguments, WireModel
+from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 
 
 class SandboxInfo(WireModel):
@@ -25,7 +28,9 @@ class SandboxInfo(WireModel):
     default_cwd: str
 
 
-class EnvironmentOutput(WireModel):
+class EnvironmentOutput(Partial):
+    ALWAYS = frozenset({"id", "agent_id", "fingerprint"})
+
     id: str
     name: str
     kind: Literal["local"]
@@ -40,7 +45,13 @@ class EnvironmentOutput(WireModel):
     confinement: ConfinementView
 
 
-async def environment_describe(ctx: ToolContext, _: NoArguments) -> EnvironmentOutput:
+class EnvironmentInput(Arguments):
+    sections: Annotated[list[str] | None, BeforeValidator(one_of(EnvironmentOutput.parts(), "section")), PART_NAMES] = (
+        None
+    )
+
+
+async def environment_describe(ctx: ToolContext, args: EnvironmentInput) -> EnvironmentOutput:
     runtime = ctx.runtime
     env = runtime.environment
     resources = mounted_resources(runtime)
@@ -58,16 +69,16 @@ async def environment_describe(ctx: ToolContext, _: NoArguments) -> EnvironmentO
         workspace_mount_defaults=["/workspace", "/workspace/agent"],
         mounted_resources=resources,
         confinement=confinement_view(runtime),
-    )
+    ).only(args.sections)
 
 
 DEFINITIONS = (
     ToolDefinition(
         name="environment_describe",
         title="Describe the environment",
-        description="Describe this server's environment: agent, mounted resources (virtual paths and access) and "
-        "setup fingerprints.",
-        input_model=NoArguments,
+        description="This server's environment: agent, mounts (virtual paths, access), confinement, setup "
+        "fingerprints.",
+        input_model=EnvironmentInput,
         output_model=EnvironmentOutput,
         handler=environment_describe,
         effects=("resource_read",),

@@ -474,8 +474,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="read",
         title="Read a file",
-        description="Read a text file (or show an image): line windows (startLine/lineCount or tailLines), "
-        "capped by maxChars, 'showing lines X-Y of N'.",
+        description="Read a text file (or show an image) in line windows capped by maxChars; says 'showing lines "
+        "X-Y of N'.",
         input_model=ReadArgs,
         output_model=ReadOutput,
         handler=read,
@@ -499,8 +499,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="edit",
         title="Edit a file",
-        description="Replace exact text in a file (first or all occurrences, optional expected count); keeps line "
-        "endings and encoding; says where the nearest match is.",
+        description="Replace exact text in a file; keeps line endings and encoding; says where the nearest match is.",
         input_model=EditArgs,
         output_model=EditOutput,
         handler=edit,

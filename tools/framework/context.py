@@ -16,6 +16,7 @@ from managed_tools.stores.attachments import AttachmentLimits
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.framework.attachments import AttachmentRef, ResultFile, save
+from managed_tools.tools.framework.budget import Budgets, BudgetTracker, unlimited
 from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
@@ -63,6 +64,7 @@ class Runtime:
     attachment_limits: AttachmentLimits = field(default_factory=AttachmentLimits)
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
+    budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/budget.py)
     secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
     # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
@@ -113,6 +115,8 @@ class ToolContext:
     variables: Mapping[str, str] = field(default_factory=dict)
     # Which tools the caller may use (its OAuth scopes); None: every tool served. A routed call keeps it.
     may_use: Callable[[ToolDefinition], bool] | None = None
+    # This call's budget: its limits, the session's use so far, what a model has spent for it (seed 002).
+    budget: BudgetTracker = field(default_factory=unlimited)
 
     @property
     def agent_id(self) -> str:

@@ -280,6 +280,7 @@ def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
                 n += 1
                 name = f"{base}{n}"
             names[text] = name
+            added[name] = {}  # the name taken before its body is built: a repeat inside gets a name of its own
             added[name] = replace(json.loads(text), name, top=True)
         return names[text]
 

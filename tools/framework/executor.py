@@ -20,7 +20,7 @@ from typing import Any, Literal
 import anyio
 
 from managed_tools.sandbox import layers
-from managed_tools.stores import approvals, events, latent_calls
+from managed_tools.stores import approvals, events, latent_calls, usage
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
 from managed_tools.stores.ids import uuid7
@@ -32,6 +32,13 @@ from managed_tools.tools.framework.arguments import (
     consent_message,
     parse_call,
     without_hidden,
+)
+from managed_tools.tools.framework.budget import (
+    BudgetExceededError,
+    BudgetTracker,
+    estimated_tokens,
+    session_over,
+    unlimited,
 )
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
@@ -54,6 +61,7 @@ ErrorKind = Literal[
     "input_required",
     "requires_action",
     "handed_back",
+    "budget",
     "tool_error",
     "refused",
     "conflict",
@@ -126,6 +134,11 @@ class _Span:
     # A writing tool's result is new evidence (what changed, what a command printed): its completion keeps a
     # bounded summary, which the event search indexes. A reading tool's result only restates recorded state.
     summarize_result: bool = False
+    arg_chars: int = 0  # the arguments as parsed, in compact JSON: part of what the call cost the model
+    budget: BudgetTracker = field(default_factory=unlimited)
+
+    def tokens(self, result: CallResult) -> int:
+        return estimated_tokens(self.arg_chars + result.visible_chars()) + self.budget.model_tokens
 
     def completed_payload(self, result: CallResult) -> tuple[dict[str, Any], str]:
         duration_ms = round((time.perf_counter() - self.started) * 1000, 3)
@@ -136,6 +149,7 @@ class _Span:
             "result": result.status,
             "durationMs": duration_ms,
             "resultChars": result.visible_chars(),
+            "tokens": self.tokens(result),
         }
         if result.is_error:
             payload["errorKind"] = result.error_kind
@@ -153,9 +167,10 @@ class _Span:
 
     async def write_completed(self, tx: Tx, result: CallResult) -> None:
         payload, summary = self.completed_payload(result)
-        await events.append_event(
-            tx, self.attachment.session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
-        )
+        session_id = self.attachment.session_id
+        await events.append_event(tx, session_id, self.attachment.wake_id, "span.completed", payload, summary=summary)
+        if result.error_kind != "budget":  # a refusal for the budget's sake is not counted against it
+            await usage.add(tx, session_id, tokens=payload["tokens"], duration_ms=payload["durationMs"])
         if result.secrets_found:
             await self.write_secrets(tx, "result", result.secrets_found)
 
@@ -234,6 +249,7 @@ async def _execute(
     except ArgumentError as exc:
         return await _record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
     span.summarize_result = not definition.read_only and not definition.hidden_args
+    span.arg_chars = len(json.dumps(canonical, separators=(",", ":"), ensure_ascii=False))
     found = _argument_secrets(runtime, definition, canonical)
 
     try:
@@ -257,7 +273,17 @@ async def _execute(
         timeout = definition.timeout_seconds
         if timeout_seconds is not None:
             timeout = min(timeout, timeout_seconds)
-        call = _Call(definition, args, canonical, digest, ports, span, timeout, visible, argument_secrets=found)
+        budget_seconds = runtime.budgets.per_call.seconds
+        if budget_seconds is not None and budget_seconds < timeout:
+            timeout, budgeted = budget_seconds, True
+        else:
+            budgeted = False
+        if runtime.budgets.configured:
+            async with runtime.db.read() as tx:
+                span.budget = BudgetTracker(runtime.budgets, await usage.read(tx, attachment.session_id))
+        call = _Call(
+            definition, args, canonical, digest, ports, span, timeout, visible, budgeted, argument_secrets=found
+        )
         result = await _run(call)
     except BaseException:
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
@@ -280,6 +306,7 @@ class _Call:
     span: _Span
     timeout: float
     visible: Visible | None  # which tools the caller may use (its OAuth scopes); a routed call keeps them
+    budgeted: bool  # the per-call time budget set `timeout` (a stop is then the budget's refusal)
     # Credentials the secret scan found in the arguments: the call asks a person first, shown them masked.
     argument_secrets: tuple[secret_scan.Hit, ...] = ()
     # The resolved values of the tool's variables, filled before anything runs (tools/framework/variables.py).
@@ -305,8 +332,7 @@ class _Call:
 async def _run(call: _Call) -> CallResult:
     definition, span, runtime = call.definition, call.span, call.span.runtime
     try:
-        if call.timeout <= 0:
-            raise _Refusal("deadline", f"The deadline for {definition.name} had already passed; it was not run.")
+        _may_start(call)
         await _gather(call)
         if definition.handler is None:
             if definition.ownership == "latent":
@@ -351,11 +377,7 @@ async def _run(call: _Call) -> CallResult:
         conflict = isinstance(exc, PreconditionError)
         result = CallResult("error", str(exc), error_kind="conflict" if conflict else "tool_error")
     except TimeoutError:
-        result = CallResult(
-            "error",
-            f"{definition.name} did not finish within {call.timeout:g} s and was stopped; {_undone(definition)}.",
-            error_kind="timeout",
-        )
+        result = _stopped(call)
     except Exception as exc:
         trace = "".join(traceback.format_exception(exc))
         log.error("tool %s failed:\n%s", definition.name, redaction.scrub(trace))
@@ -368,6 +390,44 @@ async def _run(call: _Call) -> CallResult:
     result = call.redact(result)
     await _write_completed(span, result)
     return result
+
+
+def _may_start(call: _Call) -> None:
+    """Step 3: a call past its deadline, or of a session that has used its budget (config.json
+    budgets.perSession), is refused before anything runs."""
+    if call.timeout <= 0:
+        raise _Refusal("deadline", f"The deadline for {call.definition.name} had already passed; it was not run.")
+    over = session_over(call.span.runtime.budgets.per_session, call.span.budget.used_before)
+    if over is not None:
+        raise _Refusal(
+            "budget",
+            f"This session has used its budget ({over}), so {call.definition.name} was not run. A person can raise "
+            "config.json budgets.perSession; a new session starts with a fresh budget.",
+            "blocked",
+        )
+
+
+def _over_budget(call: _Call, exc: BudgetExceededError) -> _Refusal:
+    return _Refusal(
+        "budget",
+        f"{call.definition.name} was refused: {exc}; {_undone(call.definition)}. Ask for less (a limit, a section "
+        "or field filter), or a person can raise config.json budgets.perCall.tokens.",
+        "blocked",
+    )
+
+
+def _stopped(call: _Call) -> CallResult:
+    """A call that ran out of time: at its per-call time budget (a refusal by design), or at its timeout."""
+    name, undone = call.definition.name, _undone(call.definition)
+    if call.budgeted:
+        return CallResult(
+            "blocked",
+            f"{name} was stopped at its per-call time budget of {call.timeout:g} s (config.json "
+            f"budgets.perCall.seconds); {undone}.",
+            error_kind="budget",
+        )
+    return CallResult("error", f"{name} did not finish within {call.timeout:g} s and was stopped; {undone}.",
+                      error_kind="timeout")  # fmt: skip
 
 
 async def _check_precondition(call: _Call) -> None:
@@ -422,6 +482,7 @@ def _context(call: _Call, tx: Tx, approved: _Approved = NOBODY_ASKED) -> ToolCon
         approval=approved.request_id,
         variables=dict(call.values),
         may_use=call.visible,
+        budget=call.span.budget,
     )
 
 
@@ -443,11 +504,19 @@ async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
     ctx = _context(call, tx, approved)
-    output = await definition.handler(ctx, call.args)
+    try:
+        output = await definition.handler(ctx, call.args)
+    except BudgetExceededError as exc:  # a model it ran spent more than the call may (ctx.budget.charge)
+        raise _over_budget(call, exc) from None
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
-    return _withhold(definition, call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx)))
+    result = _withhold(definition, call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx)))
+    try:  # inside the transaction: a result over the budget undoes the call (what is withheld never reaches it)
+        call.span.budget.check_call(call.span.arg_chars + result.visible_chars())
+    except BudgetExceededError as exc:
+        raise _over_budget(call, exc) from None
+    return result
 
 
 def _withhold(definition: ToolDefinition, result: CallResult) -> CallResult:

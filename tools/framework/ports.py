@@ -132,6 +132,7 @@ class ModelTurn(BaseModel):
     calls: list[ModelCall] = []
     results: list[tuple[str, str, bool]] = []  # (call id, result text, is error)
     refused: bool = False  # the model declined to answer (its provider said so); `text` says why, where given
+    tokens: int = 0  # what the provider counted for an assistant turn (config.json `models`); 0 where unknown
 
 
 class ToolSpec(BaseModel):

@@ -465,7 +465,7 @@ class RecordArgs(Arguments):
     detail: Annotated[NonEmptyStr, Field(max_length=400)]
     promote_to_memory: bool = Field(
         default=False,
-        description="Also add it to the shared MEMORY.md (a person approves; needs a passing outcome).",
+        description="Also into the shared MEMORY.md (needs a passing outcome).",
     )
 
 
@@ -528,8 +528,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_list",
         title="List memory stores",
-        description="List the memory stores (session state, working buffer, workspace memory and notes, checkpoint, "
-        "shell state) and who writes them.",
+        description="List the memory stores (memory_read's targets) and who writes each.",
         input_model=NoArguments,
         output_model=ListOutput,
         handler=memory_list,
@@ -548,8 +547,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_write",
         title="Write session memory",
-        description="Replace or append session_state or working_buffer; every write is a version. Pass "
-        "expectedVersionId to write only if nobody else did.",
+        description="Replace or append session_state or working_buffer; every write is a version "
+        "(expectedVersionId: compare-and-swap).",
         input_model=WriteArgs,
         output_model=WriteOutput,
         handler=memory_write,
@@ -600,8 +599,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="learning_record",
         title="Record a learning",
-        description="Record a lesson, correction or error (title <= 120, detail <= 400); promoting it into the "
-        "shared workspace memory asks a person and needs a passing outcome.",
+        description="Record a lesson, correction or error for later sessions; promoting it to the shared MEMORY.md "
+        "asks a person.",
         input_model=RecordArgs,
         output_model=RecordOutput,
         handler=learning_record,

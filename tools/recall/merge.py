@@ -34,7 +34,7 @@ class RetrievalArgs(RecallArgs):
     backends: (
         Annotated[
             list[BackendName],
-            Field(max_length=4, description="Backends to ask; default memory, session_context and session_trace."),
+            Field(max_length=4, description="Default: all three."),
         ]
         | None
     ) = None

@@ -12,7 +12,8 @@ from pydantic import Field
 
 from managed_tools.stores import setups
 from managed_tools.stores.setups import ResultSize
-from managed_tools.tools.environment.setup import estimated_tokens, recorded_setup
+from managed_tools.tools.environment.setup import recorded_setup
+from managed_tools.tools.framework.budget import estimated_tokens
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, SessionId, WireModel

@@ -6,18 +6,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
-from managed_tools.stores import approvals, delegations, events, outcomes, sessions
+from managed_tools.stores import approvals, delegations, events, outcomes, sessions, usage
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
+from managed_tools.stores.usage import Usage
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.budget import CallLimits, SessionLimits, session_over
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.sessions import context, wakes
 from managed_tools.tools.shell import posture as shell_core
@@ -61,7 +64,19 @@ class SessionSummary(WireModel):
     outcome_matches_current: bool
 
 
-class SessionSnapshot(SessionSummary, OutcomePosture):
+class BudgetView(WireModel):
+    """What the session has used (every recorded call, tools/framework/budget.py says what counts) against the
+    limits configured (config.json `budgets`; null: none)."""
+
+    used: Usage
+    per_session: SessionLimits
+    per_call: CallLimits
+    over: str | None = Field(description="The session limits reached: its next calls are refused.")
+
+
+class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
+    ALWAYS = frozenset({"session_id", "status"})
+
     environment_id: str
     pending_action_kind: Literal["tool_confirmation", "custom_tool"] | None
     pending_action_tool_name: str | None
@@ -75,6 +90,7 @@ class SessionSnapshot(SessionSummary, OutcomePosture):
     shell_state: dict[str, Any] | None
     queued_wakes: list[wakes.WakeView]
     next_wake_at: str | None
+    budget: BudgetView
 
 
 @dataclass(frozen=True)
@@ -234,7 +250,11 @@ class SessionScopedInput(Arguments):
     session_id: SessionId | None = None
 
 
-async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> SessionSnapshot:
+class SnapshotInput(SessionScopedInput):
+    fields: Annotated[list[str] | None, BeforeValidator(one_of(SessionSnapshot.parts(), "field")), PART_NAMES] = None
+
+
+async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> SessionSnapshot:
     current = await scoped_session(ctx, None)
     record = await scoped_session(ctx, args.session_id)
     known = await Known.read(ctx, current, [record.id])
@@ -260,7 +280,14 @@ async def session_get_snapshot(ctx: ToolContext, args: SessionScopedInput) -> Se
         shell_state=(await shell_core.posture(ctx.runtime, ctx.tx, record.id)).model_dump(mode="json"),
         queued_wakes=queued_wakes,
         next_wake_at=next_wake_at,
-    )
+        budget=await budget_view(ctx, record.id),
+    ).only(args.fields)
+
+
+async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:
+    used, budgets = await usage.read(ctx.tx, session_id), ctx.runtime.budgets
+    over = session_over(budgets.per_session, used)
+    return BudgetView(used=used, per_session=budgets.per_session, per_call=budgets.per_call, over=over)
 
 
 # ---- events and traces -------------------------------------------------------------------------------
@@ -398,7 +425,7 @@ DEFINITIONS = (
         name="session_get_snapshot",
         title="Snapshot a session",
         description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
-        input_model=SessionScopedInput,
+        input_model=SnapshotInput,
         output_model=SessionSnapshot,
         handler=session_get_snapshot,
         effects=("session_read",),

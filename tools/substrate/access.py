@@ -85,16 +85,12 @@ def sha256_or_none(data: bytes | None) -> str | None:
 def write_in_tx(
     ctx: ToolContext, resolved: Resolved, data: bytes, previous: bytes | None, version: SubstrateVersion | None = None
 ) -> None:
-    """The last step of a handler: write the file and tie it to the transaction (undone if it rolls back).
-
-    A substrate write (with its `version`) is noted first, so that if the process dies before the commit, the next
-    start-up puts the old bytes back (stores/substrate.py). Synchronous on purpose (at most a mebibyte): in a worker
-    thread the write could finish after a cancellation had already unwound the handler, with no undo registered."""
+    """The last step of a handler: write the file and tie it to the transaction (undone if it rolls back); a
+    substrate write (with its `version`) is also noted against a crash (stores/substrate.py `write_version`)."""
     if version is not None:
-        forget = substrate.note_pending(ctx.runtime.db, version, resolved, previous)
-        ctx.tx.on_rollback(forget)  # undo runs newest first: the file is put back, then the note goes
-        ctx.tx.on_commit(forget)
-    ctx.tx.on_rollback(replace_file(resolved, data, previous))
+        substrate.write_version(ctx.runtime.db, ctx.tx, version, resolved, data, previous=previous)
+    else:
+        ctx.tx.on_rollback(replace_file(resolved, data, previous))
     if resolved.mount.kind == "agent_substrate":
         ctx.touched.add(substrate_uri(resolved.relative))
 

@@ -269,7 +269,7 @@ DEFINITIONS = (
         name="resources_promote_to_substrate",
         title="Promote a draft to the substrate",
         description="Write a draft into the agent's shared substrate as a new version. A person approves each "
-        "call; gated on a passing outcome; expectedVersionId/expectedContentHash refuse stale writes.",
+        "call; gated on a passing outcome.",
         input_model=PromoteArgs,
         output_model=PromoteOutput,
         handler=resources_promote_to_substrate,
