@@ -55,12 +55,13 @@ from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.budget import Budgets
+from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
 from managed_tools.tools.framework.overrides import ToolOverride
 from managed_tools.tools.framework.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.secret_scan import SecretScanning
-from managed_tools.tools.framework.toolsets import ToolSelection
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -210,6 +211,11 @@ class UserConfig(BaseModel):
     substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
     # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
     budgets: Budgets = Field(default_factory=Budgets)
+    # The search profile (docs/tool-search.md): a small core listed, every other tool found with tools_search.
+    # Unset: the preset's choice (`coding` searches; tools/framework/toolsets.py).
+    tool_search: bool | None = Field(default=None, alias="toolSearch")
+    # How list-shaped results are written for the model: "compact" is a header line and one line per row.
+    result_format: ResultFormat = Field(default="json", alias="resultFormat")
     # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
     secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
@@ -312,6 +318,8 @@ class ServeConfig(BaseModel):
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
     substrate_defaults: bool = True  # config `substrateDefaults`
     budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
+    tool_search: bool = False  # `--tool-search`, config `toolSearch`
+    result_format: ResultFormat = "json"  # `--result-format`, config `resultFormat`
     secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
@@ -341,6 +349,8 @@ class ServeConfig(BaseModel):
         selection: Selecting | None = None,
         database: str | None = None,
         auto_sandboxed: bool | None = None,
+        tool_search: bool | None = None,
+        result_format: ResultFormat | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -393,6 +403,8 @@ class ServeConfig(BaseModel):
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
             substrate_defaults=user.substrate_defaults,
             budgets=user.budgets,
+            tool_search=_tool_search(tool_search, user, selection or Selecting()),
+            result_format=result_format or user.result_format,
             secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
@@ -439,6 +451,16 @@ def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
         exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),
         read_only=bool(flags.read_only if flags.read_only is not None else file.read_only),
     )
+
+
+def _tool_search(flag: bool | None, file: UserConfig, flags: Selecting) -> bool:
+    """`--tool-search`/`--no-tool-search`, else config.json's `toolSearch`, else what the preset chose."""
+    if flag is not None:
+        return flag
+    if file.tool_search is not None:
+        return file.tool_search
+    preset = flags.preset if flags.preset is not None else file.preset
+    return preset in PRESETS and PRESETS[preset].tool_search
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

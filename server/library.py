@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
-from mcp.server.session import ServerSession
 
 from managed_tools.server.extensions import Extensions, Prompt, Resource, ResourceTemplate
 from managed_tools.server.publish import to_mcp_content
@@ -42,7 +41,7 @@ class Library:
         extensions: Extensions,
         builtin_prompts: tuple[Prompt, ...] = (),
         gateway: Gateway | None = None,
-        listed: Callable[[ServerSession], None] | None = None,
+        listed: Callable[[ServerRequestContext[Any]], None] | None = None,
     ) -> None:
         self.gateway = gateway or Gateway()  # the upstream servers' prompts (`<upstream>__<prompt>`) and resources
         self._listed = listed  # who listed prompts hears when an upstream's change (handshake era)
@@ -146,7 +145,7 @@ class Library:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         if self._listed is not None:
-            self._listed(ctx.session)
+            self._listed(ctx)
         upstream = self.gateway.prompts()
         return types.ListPromptsResult(prompts=self._prompt_list.prompts + upstream) if upstream else self._prompt_list
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -27,6 +29,7 @@ from mcp.server.subscriptions import (
 )
 
 from managed_tools.server.attach import Attachments
+from managed_tools.server.connection import connection_of
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
 from managed_tools.server.upstream.names import inner_uri
@@ -50,6 +53,13 @@ ListenGuard = Callable[
 RESOURCE_NOT_FOUND = -32002
 
 
+def _remember(listers: dict[Connection, ServerSession], ctx: ServerRequestContext[Any]) -> None:
+    connection = connection_of(ctx)
+    if connection not in listers:
+        connection.exit_stack.callback(listers.pop, connection, None)
+    listers[connection] = ctx.session
+
+
 class Notifier:
     """Who wants to hear about which resource, across every connection of this process; `forward` also sends what
     happened here to the other processes sharing the store (server/relay.py)."""
@@ -57,19 +67,22 @@ class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
-        self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
-        self._tool_listers: set[ServerSession] = set()  # and those that listed tools
-        self._prompt_listers: set[ServerSession] = set()  # and prompts
+        # The connections that listed resources, those that listed tools, and prompts: each by its connection (a
+        # session object is made per request, so keeping those would tell a client that listed five times five
+        # times, and keep every one), forgotten when the connection ends.
+        self._listers: dict[Connection, ServerSession] = {}
+        self._tool_listers: dict[Connection, ServerSession] = {}
+        self._prompt_listers: dict[Connection, ServerSession] = {}
         self.forward: Callable[[ServerEvent], None] | None = None
 
-    def listed(self, session: ServerSession) -> None:
-        self._listers.add(session)
+    def listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._listers, ctx)
 
-    def tools_listed(self, session: ServerSession) -> None:
-        self._tool_listers.add(session)
+    def tools_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._tool_listers, ctx)
 
-    def prompts_listed(self, session: ServerSession) -> None:
-        self._prompt_listers.add(session)
+    def prompts_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._prompt_listers, ctx)
 
     async def prompts_changed(self) -> None:
         """The prompt list changed (an upstream server's prompts came, went or changed)."""
@@ -100,11 +113,7 @@ class Notifier:
                 except Exception:  # a connection that went away stops hearing, nothing more
                     self.unsubscribe(event.uri, session)
         elif isinstance(event, ResourcesListChanged):
-            for session in list(self._listers):
-                try:
-                    await session.send_resource_list_changed()
-                except Exception:  # a connection that went away stops hearing
-                    self._listers.discard(session)
+            await _tell(self._listers, ServerSession.send_resource_list_changed)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
         known = (parse(uri), parse_file(uri), skill_name(uri), parse_attachment(uri), inner_uri(uri))
@@ -120,13 +129,13 @@ class Notifier:
             await self._publish(ResourceUpdated(uri=uri))
 
 
-async def _tell(listers: set[ServerSession], send: Callable[[ServerSession], Awaitable[None]]) -> None:
+async def _tell(listers: dict[Connection, ServerSession], send: Callable[[ServerSession], Awaitable[None]]) -> None:
     """Tell each handshake-era connection that listed something; one that went away stops hearing."""
-    for session in list(listers):
+    for connection, session in list(listers.items()):
         try:
             await send(session)
         except Exception:
-            listers.discard(session)
+            listers.pop(connection, None)
 
 
 def skill_uri(name: str) -> str:
@@ -244,7 +253,7 @@ class Resources:
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self.watch.set()
-        self._notifier.listed(ctx.session)
+        self._notifier.listed(ctx)
         async with self._reader(ctx) as reader:
             found = (
                 resources.listing(reader.session_id, self._runtime.registry)

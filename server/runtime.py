@@ -32,6 +32,7 @@ from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.stores.vault_key import VaultKeyError
 from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.framework import variables
 from managed_tools.tools.framework.context import Environment, Runtime
 from managed_tools.tools.framework.custom import custom_tool
@@ -92,6 +93,9 @@ def configured_registry(
             selection=config.selection,
             upstreams=tuple(config.mcp_servers),
         )
+        if config.tool_search:  # served whatever the selection: they reach only what it serves
+            for definition in discovery.DEFINITIONS:
+                registry.add(definition, toolset="search")
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]
@@ -254,6 +258,8 @@ async def open_runtime(
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
                     budgets=config.budgets,
+                    tool_search=config.tool_search,
+                    result_format=config.result_format,
                     secret_scanning=config.secret_scanning,
                 ),
                 config,

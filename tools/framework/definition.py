@@ -302,3 +302,10 @@ def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = replace({key: value for key, value in schema.items() if key != "$defs"}, "", top=True)
     kept = {name: replace(sub, name, top=True) for name, sub in defs.items()}
     return body | {"$defs": kept | added}
+
+
+def model_visible_chars(definition: ToolDefinition) -> int:
+    """What a model reads of a tool in tools/list: its name, its description and its input schema as compact JSON
+    (the catalogue budget's measure, tests/test_catalogue_budget.py)."""
+    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
+    return len(definition.name) + len(definition.description) + len(schema)

@@ -40,6 +40,7 @@ from managed_tools.tools.framework.budget import (
     session_over,
     unlimited,
 )
+from managed_tools.tools.framework.compact import compact_text
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
@@ -512,6 +513,8 @@ async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
     result = _withhold(definition, call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx)))
+    if ctx.runtime.result_format == "compact":
+        result = _compacted(result)
     try:  # inside the transaction: a result over the budget undoes the call (what is withheld never reaches it)
         call.span.budget.check_call(call.span.arg_chars + result.visible_chars())
     except BudgetExceededError as exc:
@@ -535,6 +538,14 @@ def _withhold(definition: ToolDefinition, result: CallResult) -> CallResult:
 def _digest(value: Any) -> dict[str, Any]:
     body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return {"sha256": hashlib.sha256(body.encode()).hexdigest(), "chars": len(body)}
+
+
+def _compacted(result: CallResult) -> CallResult:
+    """The compact text (tools/framework/compact.py) in place of the JSON text, for a result the tool did not render
+    itself. Built from the structured output once redacted and masked, so every secret already left it: the compact
+    form escapes `|` and line breaks, which a scrub of the raw values would no longer find."""
+    text = compact_text(result.structured) if result.structured is not None and not result.content else None
+    return result if text is None else replace(result, content=(TextBlock(text=text),))
 
 
 def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:
