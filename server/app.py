@@ -33,6 +33,8 @@ from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
 from managed_tools.server.tool_search import SearchProfile, only, with_reveal
+from managed_tools.server.upstream.gateway import gateway_for
+from managed_tools.server.upstream.questions import Questions, asking_for
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
@@ -127,8 +129,8 @@ class InFlight:
 
 class ManagedServer(Server[Attachments]):
     """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
-    go, the tool list when an upstream server's tools do (server/watch.py). Every transport asks for its options
-    without any; 2026-07-28 derives them itself."""
+    go, the tool list when an upstream server's tools do (server/watch.py), the prompt list when its prompts do.
+    Every transport asks for its options without any; 2026-07-28 derives them itself."""
 
     def create_initialization_options(
         self,
@@ -138,7 +140,8 @@ class ManagedServer(Server[Attachments]):
     ) -> InitializationOptions:
         handshake = {key: value for key, value in self.extensions.items() if key not in MODERN_ONLY}
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
+            notification_options
+            or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions if extensions is not None else handshake,
         )
@@ -212,8 +215,13 @@ def build_server(
     # principal's scopes can filter the list without rebuilding it.
     catalogue = PublishedTools(runtime.registry, SearchProfile(runtime) if runtime.tool_search else None)
     in_flight = calls if calls is not None else InFlight()
-    library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
+    library = Library(
+        extensions or Extensions(),
+        planning_prompts(runtime.registry),
+        gateway_for(runtime.registry, notifier),  # the upstreams' resources and prompts, beside ours
+        notifier.prompts_listed,
+    )
     # Beside the resources, a paused call's approval card for MCP Apps hosts (server/approval_card.py).
     served, cards = (
         Resources(runtime, library, notifier),
@@ -275,7 +283,11 @@ def build_server(
             else None
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
-        with in_flight.running(principal.owner) as call:
+        # An upstream this call reaches asks its questions of this caller's person (server/upstream/questions.py).
+        with (
+            asking_for(Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds)),
+            in_flight.running(principal.owner) as call,
+        ):
             result = await execute(
                 runtime,
                 attachment,

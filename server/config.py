@@ -58,6 +58,7 @@ from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.overrides import ToolOverride
 from managed_tools.tools.framework.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
@@ -179,6 +180,8 @@ class UserConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     policy: dict[str, Policy] = Field(default_factory=dict, description="Per-tool permission policy overrides.")
+    # Per tool: title, description, annotations, a stricter policy, fields kept from the model (overrides.py).
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
@@ -291,6 +294,7 @@ class ServeConfig(BaseModel):
     session: str | None = None
     busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)  # config.json `overrides`
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
@@ -376,6 +380,7 @@ class ServeConfig(BaseModel):
             agent=agent,
             session=session,
             policy=policy,
+            overrides=user.overrides,
             approval_wait_seconds=user.approval_wait_seconds
             if approval_wait_seconds is None
             else approval_wait_seconds,

@@ -22,7 +22,7 @@ from managed_tools.server.extensions import ExtensionError, Extensions, load_ext
 from managed_tools.server.headless import ModelHeadless
 from managed_tools.server.providers.provider import ConfiguredProvider
 from managed_tools.server.secrets import open_vault
-from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
+from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_entries
 from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import sessions, substrate
@@ -81,11 +81,14 @@ def configured_registry(
             *(latent_tool(spec) for spec in config.latent_tools),
             *(prompt_tool(spec) for spec in config.prompt_tools),
         ]
-        upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
+        upstream = upstream_entries(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
         policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
+        theirs = upstream_entries(config.overrides, config.mcp_servers)
+        overrides = {tool: o for tool, o in config.overrides.items() if tool not in theirs}
         registry = build_registry(
             (*declared, *extra_tools),
             policy,
+            overrides=overrides,
             extensions=extensions.tools,
             selection=config.selection,
             upstreams=tuple(config.mcp_servers),
@@ -121,8 +124,9 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
-        specs, policy = config.mcp_servers, config.policy
-        async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
+        specs, policy, overrides = config.mcp_servers, config.policy, config.overrides
+        async with running_upstreams(specs, registry, policy=policy, overrides=overrides, confinement=confinement,
+                                     mounts=mounts,
                                      workspace=config.workspace, secrets=secrets, wait_seconds=LISTING_WAIT_SECONDS,
                                      cache_dir=upstream_cache(config.data_dir)):  # fmt: skip
             pass
@@ -268,6 +272,7 @@ async def open_runtime(
                     config.mcp_servers,
                     registry,
                     policy=config.policy,
+                    overrides=config.overrides,
                     confinement=confinement,
                     mounts=mounts,
                     workspace=config.workspace,

@@ -124,6 +124,12 @@ class ToolDefinition(BaseModel):
     # that run a command or return its output. An upstream server's tools are scanned by their ownership.
     scans_secrets: bool = False
     instructions: str | None = None
+    # May config.json `overrides` give it another title or description (seed 002)? Not where the words are a
+    # contract a model must read as written.
+    accepts_overrides: bool = True
+    # Top-level result fields kept out of the model's context (seed 002 `exclude_value_from_context`): the person
+    # sees them in the result's `_meta`, the audit their digests (tools/framework/overrides.py).
+    context_excluded: tuple[str, ...] = ()
 
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""
