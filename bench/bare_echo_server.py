@@ -90,7 +90,9 @@ async def main_http() -> None:
     """The SDK's own Streamable HTTP app (stateful, its defaults) on uvicorn."""
     import uvicorn
 
-    sock = socket.socket()
+    # IPPROTO_TCP, as the socket `uvicorn.run(host=..., port=...)` makes: asyncio turns Nagle's algorithm off only
+    # for such sockets, and with it on every answer waits ~40 ms for the client's delayed acknowledgement.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     print(f"bare-echo: serving http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning", access_log=False)

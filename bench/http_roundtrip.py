@@ -5,15 +5,19 @@ Every server runs as a subprocess on a free loopback port in the same run and is
 low-level SDK server of bench/bare_echo_server.py (`--http`: `Server.streamable_http_app()` on uvicorn),
 and the bare server replaying a real `session_get_events` result (same payload and output schema).
 
-- Round trip: `--calls` sequential timed calls after `--warmup`, p50/p95/mean per server and mode.
+The three servers of a mode run side by side, so that the machine's load falls on each alike:
+
+- Round trip: `--calls` sequential timed calls after `--warmup`, interleaved call by call across the three
+  servers; p50/p95/mean and the client's CPU time per call, per server and mode.
 - Throughput: `--clients` concurrent clients, each its own connection (a stateful MCP session in legacy
   mode, standalone requests in auto mode), call as fast as answers come for `--seconds`; calls/s and
-  p50/p95 under that load.
+  p50/p95 under that load. The servers take turns `--repeat` times; managed/bare is the median of the
+  runs' ratios.
 
 Modes: `auto` (2026-07-28, no MCP session) and `legacy` (2025-11-25). The clients share the machine with
 the server. A benchmark, not a test: the exit status is 0 whatever the figures are.
 
-    python bench/http_roundtrip.py [--calls 300] [--warmup 30] [--clients 16] [--seconds 5]
+    python bench/http_roundtrip.py [--calls 300] [--warmup 30] [--clients 16] [--seconds 5] [--repeat 3]
                                    [--mode auto|legacy|both] [--json]
 """
 
@@ -30,7 +34,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +54,7 @@ from roundtrip import (
     print_table,
     progress,
     ratios,
-    run_series,
+    run_interleaved,
 )
 
 URL = re.compile(r"http://127\.0\.0\.1:\d+/mcp")
@@ -66,6 +70,7 @@ class Load:
     calls_per_second: float
     p50_ms: float
     p95_ms: float
+    repetition: int = 1
 
 
 @asynccontextmanager
@@ -126,16 +131,13 @@ class Options:
     warmup: int
     clients: int
     seconds: float
-
-
-async def measure(target: Target, mode: str, options: Options) -> tuple[Series, Load]:
-    progress(f"{target.server} / {mode}: round trips")
-    series = await run_series(target, mode, options.calls, options.warmup)
-    progress(f"{target.server} / {mode}: {options.clients} clients for {options.seconds:g} s")
-    return series, await load_series(target, mode, options.clients, options.seconds, options.warmup)
+    repeat: int
 
 
 async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series], list[Load]]:
+    """Per mode, the three servers run side by side: their round trips are timed interleaved call by call, and
+    their throughput runs take turns (managed, bare, bare-replay, managed, ...) `--repeat` times, so that the
+    machine's load falls on each alike."""
     series: list[Series] = []
     loads: list[Load] = []
     bare_argv = [sys.executable, str(BARE_SERVER), "--http"]
@@ -148,43 +150,54 @@ async def run_all(modes: tuple[str, ...], options: Options) -> tuple[list[Series
             # No token, as the bare server has none: the ratio measures the same protocol work on both sides.
             managed_argv += ["--transport", "http", "--port", "0", "--no-token"]
             replay = Path(tmp) / f"{mode}-replay.json"
-            async with server_at(managed_argv, Path(tmp) / "managed.log") as url:
-                managed = Target("managed", *managed_tool(), url)
-                await capture_replay(managed, replay)
-                measured = [await measure(managed, mode, options)]
-            async with server_at(bare_argv, Path(tmp) / "bare.log") as url:
-                measured.append(await measure(Target("bare", *bare_tool(False), url), mode, options))
             env = {**os.environ, "BENCH_REPLAY_FILE": str(replay)}
-            async with server_at(bare_argv, Path(tmp) / "replay.log", env) as url:
-                measured.append(await measure(Target("bare-replay", *bare_tool(True), url), mode, options))
-            series += [s for s, _ in measured]
-            loads += [load for _, load in measured]
+            async with AsyncExitStack() as servers:
+                url = await servers.enter_async_context(server_at(managed_argv, Path(tmp) / f"{mode}-managed.log"))
+                targets = [Target("managed", *managed_tool(), url)]
+                await capture_replay(targets[0], replay)
+                url = await servers.enter_async_context(server_at(bare_argv, Path(tmp) / f"{mode}-bare.log"))
+                targets.append(Target("bare", *bare_tool(False), url))
+                url = await servers.enter_async_context(server_at(bare_argv, Path(tmp) / f"{mode}-replay.log", env))
+                targets.append(Target("bare-replay", *bare_tool(True), url))
+                progress(f"{mode}: round trips, interleaved")
+                series += await run_interleaved(targets, mode, options.calls, options.warmup)
+                for repetition in range(1, options.repeat + 1):
+                    for target in targets:
+                        progress(f"{mode} {repetition}/{options.repeat}: {target.server}, {options.clients} clients")
+                        load = await load_series(target, mode, options.clients, options.seconds, options.warmup)
+                        loads.append(replace(load, repetition=repetition))
     return series, loads
 
 
 def throughput_ratios(loads: list[Load]) -> dict[str, float]:
-    by_key = {(load.server, load.mode): load for load in loads}
+    """managed/baseline calls/s in each repetition (the two ran one after the other), then the median of those."""
+    by_key = {(load.server, load.mode, load.repetition): load for load in loads}
     out: dict[str, float] = {}
     for mode in MODES:
-        managed = by_key.get(("managed", mode))
         for baseline in ("bare", "bare-replay"):
-            bare = by_key.get((baseline, mode))
-            if managed is not None and bare is not None:
-                out[f"{mode} vs {baseline}"] = round(managed.calls_per_second / bare.calls_per_second, 2)
+            per_run = [
+                managed.calls_per_second / bare.calls_per_second
+                for (server, in_mode, repetition), managed in by_key.items()
+                if server == "managed" and in_mode == mode
+                for bare in [by_key.get((baseline, mode, repetition))]
+                if bare is not None
+            ]
+            if per_run:
+                out[f"{mode} vs {baseline}"] = round(statistics.median(per_run), 2)
     return out
 
 
 def print_loads(loads: list[Load], summary: dict[str, float], options: Options) -> None:
     print(f"\nthroughput: {options.clients} concurrent clients for {options.seconds:g} s each\n")
-    header = f"{'server':<11} {'mode':<7} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8}"
+    header = f"{'server':<11} {'mode':<7} {'run':>3} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8}"
     print(header)
     print("-" * len(header))
     for load in loads:
         print(
-            f"{load.server:<11} {load.mode:<7} {load.calls:>7} {load.calls_per_second:>9.1f} "
+            f"{load.server:<11} {load.mode:<7} {load.repetition:>3} {load.calls:>7} {load.calls_per_second:>9.1f} "
             f"{load.p50_ms:>8.3f} {load.p95_ms:>8.3f}"
         )
-    print("\nmanaged/bare throughput (1.0 = as fast as the bare SDK server):")
+    print("\nmanaged/bare throughput, median over the runs (1.0 = as fast as the bare SDK server):")
     for key, ratio in summary.items():
         print(f"  {key:<22} {ratio:.2f}x")
 
@@ -195,13 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=30, help="untimed calls before timing (default: 30)")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients for throughput (default: 16)")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each throughput run lasts (default: 5)")
+    parser.add_argument("--repeat", type=int, default=3, help="throughput runs of each server, in turns (default: 3)")
     parser.add_argument("--mode", choices=["auto", "legacy", "both"], default="both", help="protocol mode(s)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = parser.parse_args(argv)
-    if args.calls < 2 or args.warmup < 0 or args.clients < 1 or args.seconds <= 0:
-        parser.error("--calls must be at least 2, --warmup at least 0, --clients at least 1, --seconds positive")
+    if args.calls < 2 or args.warmup < 0 or args.clients < 1 or args.seconds <= 0 or args.repeat < 1:
+        parser.error(
+            "--calls must be at least 2, --warmup at least 0, --clients and --repeat at least 1, --seconds positive"
+        )
 
-    options = Options(args.calls, args.warmup, args.clients, args.seconds)
+    options = Options(args.calls, args.warmup, args.clients, args.seconds, args.repeat)
     modes = MODES if args.mode == "both" else (args.mode,)
     series, loads = anyio.run(run_all, modes, options)
     summary = ratios(series)

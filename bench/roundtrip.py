@@ -9,6 +9,7 @@ import json
 import statistics
 import sys
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class Series:
     mean_ms: float
     min_ms: float
     max_ms: float
+    # CPU time of this (client) process per timed call: reading the answer, pydantic, and checking the result
+    # against the tool's output schema (mcp.Client does, with a validator compiled once per tool).
+    client_cpu_ms: float
 
 
 @dataclass(frozen=True)
@@ -78,30 +82,51 @@ async def checked_call(client: Client, target: Target) -> None:
 
 
 async def run_series(target: Target, mode: str, calls: int, warmup: int) -> Series:
-    started = time.perf_counter()
-    async with Client(target.connect, mode=mode) as client:
-        await client.list_tools()
-        connect_ms = (time.perf_counter() - started) * 1000
-        for _ in range(warmup):
-            await checked_call(client, target)
-        samples: list[float] = []
+    return (await run_interleaved([target], mode, calls, warmup))[0]
+
+
+async def run_interleaved(targets: list[Target], mode: str, calls: int, warmup: int) -> list[Series]:
+    """Connect to every target, then time their calls in turn (one call to each, again and again): on a shared
+    machine a burst of someone else's load falls on every series alike, not on whichever ran at that moment."""
+    samples: dict[str, list[float]] = {target.server: [] for target in targets}
+    cpu: dict[str, float] = dict.fromkeys(samples, 0.0)
+    async with AsyncExitStack() as stack:
+        clients: list[tuple[Target, Client, float]] = []
+        for target in targets:
+            started = time.perf_counter()
+            client = await stack.enter_async_context(Client(target.connect, mode=mode))
+            await client.list_tools()
+            clients.append((target, client, (time.perf_counter() - started) * 1000))
+        for target, client, _ in clients:
+            for _ in range(warmup):
+                await checked_call(client, target)
         for _ in range(calls):
-            t0 = time.perf_counter()
-            await client.call_tool(target.tool, target.arguments)
-            samples.append((time.perf_counter() - t0) * 1000)
-        version = client.protocol_version
+            for target, client, _ in clients:
+                c0, t0 = time.process_time(), time.perf_counter()
+                await client.call_tool(target.tool, target.arguments)
+                samples[target.server].append((time.perf_counter() - t0) * 1000)
+                cpu[target.server] += time.process_time() - c0
+        return [
+            _series(target, mode, client.protocol_version, connect_ms, samples=samples[name], cpu=cpu[name])
+            for target, client, connect_ms in clients
+            for name in [target.server]
+        ]
+
+
+def _series(target: Target, mode: str, version: str, connect_ms: float, *, samples: list[float], cpu: float) -> Series:
     return Series(
         server=target.server,
         mode=mode,
         protocol_version=version,
         tool=target.tool,
-        calls=calls,
+        calls=len(samples),
         connect_ms=round(connect_ms, 1),
         p50_ms=round(statistics.median(samples), 3),
         p95_ms=round(percentile_95(samples), 3),
         mean_ms=round(statistics.fmean(samples), 3),
         min_ms=round(min(samples), 3),
         max_ms=round(max(samples), 3),
+        client_cpu_ms=round(cpu / len(samples) * 1000, 3),
     )
 
 
@@ -128,12 +153,12 @@ def ratios(results: list[Series]) -> dict[str, dict[str, Any]]:
 def print_table(title: str, results: list[Series], summary: dict[str, dict[str, Any]]) -> None:
     print(title + "\n")
     header = f"{'server':<11} {'mode':<7} {'protocol':<11} {'tool':<19} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}"
-    print(header + f" {'connect ms':>11}")
-    print("-" * (len(header) + 12))
+    print(header + f" {'connect ms':>11} {'client CPU ms':>14}")
+    print("-" * (len(header) + 27))
     for s in results:
         print(
             f"{s.server:<11} {s.mode:<7} {s.protocol_version:<11} {s.tool:<19} "
-            f"{s.p50_ms:>8.3f} {s.p95_ms:>8.3f} {s.mean_ms:>8.3f} {s.connect_ms:>11.1f}"
+            f"{s.p50_ms:>8.3f} {s.p95_ms:>8.3f} {s.mean_ms:>8.3f} {s.connect_ms:>11.1f} {s.client_cpu_ms:>14.3f}"
         )
     print(f"\nmanaged/bare ratio (target <= {TARGET_RATIO}):")
     for mode, r in summary.items():

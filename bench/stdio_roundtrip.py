@@ -4,10 +4,12 @@ A third series, `bare-replay`, has the bare server answer with the very bytes an
 `session_get_events` result: managed/bare-replay is our own per-call cost with the payload held equal.
 
 Each series starts its server as a subprocess, connects with `mcp.Client(StdioServerParameters(...))`,
-lists the tools once, makes `--warmup` untimed calls and then times `--calls` sequential round trips with
-`time.perf_counter`. The series run in both protocol modes: `auto` (2026-07-28) and `legacy` (2025-11-25).
-The figure of merit is managed/bare for p50 and p95 per mode; the target is <= 1.3. It is a benchmark, not
-a test: the exit status is 0 whatever the figures are.
+lists the tools once and makes `--warmup` untimed calls; then the three series' `--calls` sequential round trips
+are timed with `time.perf_counter`, interleaved (managed, bare, bare-replay, managed, ...) so that the machine's
+load falls on all three alike. `client CPU ms` is this process's CPU time per call: reading the answer and
+checking it against the tool's output schema. The series run in both protocol modes: `auto` (2026-07-28) and
+`legacy` (2025-11-25). The figure of merit is managed/bare for p50 and p95 per mode; the target is <= 1.3. It is
+a benchmark, not a test: the exit status is 0 whatever the figures are.
 
     python bench/stdio_roundtrip.py [--calls 300] [--warmup 30] [--mode auto|legacy|both] [--json]
 """
@@ -37,7 +39,7 @@ from roundtrip import (
     print_table,
     progress,
     ratios,
-    run_series,
+    run_interleaved,
 )
 
 
@@ -68,9 +70,9 @@ async def run_all(modes: tuple[str, ...], calls: int, warmup: int) -> list[Serie
             workspace.mkdir()
             replay = Path(tmp) / f"{mode}-replay.json"
             await capture_replay(managed_target(workspace), replay)
-            for target in (managed_target(workspace), bare_target(), bare_target(replay)):
-                progress(f"running {target.server} / {mode}")
-                results.append(await run_series(target, mode, calls, warmup))
+            progress(f"running managed, bare and bare-replay / {mode}, interleaved")
+            targets = [managed_target(workspace), bare_target(), bare_target(replay)]
+            results += await run_interleaved(targets, mode, calls, warmup)
     return results
 
 

@@ -22,6 +22,7 @@ from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.instructions import instructions
 from managed_tools.server.library import Library
+from managed_tools.server.listing import ListedOnce
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.secret_input import PageSecretInput
 from managed_tools.server.planning_prompts import planning_prompts
@@ -31,6 +32,9 @@ from managed_tools.server.publish import to_call_result, to_mcp_tool
 from managed_tools.server.relay import relay_for
 from managed_tools.server.resources import Notifier, Resources
 from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
+from managed_tools.server.tool_search import SearchProfile, only, with_reveal
+from managed_tools.server.upstream.gateway import gateway_for
+from managed_tools.server.upstream.questions import Questions, asking_for
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
@@ -125,8 +129,8 @@ class InFlight:
 
 class ManagedServer(Server[Attachments]):
     """The SDK's server, saying in the handshake era what it sends: the resource list changes when skills come and
-    go, the tool list when an upstream server's tools do (server/watch.py). Every transport asks for its options
-    without any; 2026-07-28 derives them itself."""
+    go, the tool list when an upstream server's tools do (server/watch.py), the prompt list when its prompts do.
+    Every transport asks for its options without any; 2026-07-28 derives them itself."""
 
     def create_initialization_options(
         self,
@@ -136,7 +140,8 @@ class ManagedServer(Server[Attachments]):
     ) -> InitializationOptions:
         handshake = {key: value for key, value in self.extensions.items() if key not in MODERN_ONLY}
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True, tools_changed=True),
+            notification_options
+            or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions if extensions is not None else handshake,
         )
@@ -144,10 +149,11 @@ class ManagedServer(Server[Attachments]):
 
 class PublishedTools:
     """Every served tool as tools/list shows it, built once per registry version; each principal's scopes filter it
-    without rebuilding it."""
+    without rebuilding it, and under the search profile (`profile`) each connection's shown tools."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, profile: SearchProfile | None = None) -> None:
         self._registry = registry
+        self.profile = profile
         self._version = -1
         self._tools: dict[str, tuple[ToolDefinition, types.Tool]] = {}
 
@@ -159,6 +165,11 @@ class PublishedTools:
 
     def listed(self, principal: Principal) -> list[types.Tool]:
         return [tool for definition, tool in self._current().values() if principal.may_use(definition)]
+
+    async def listed_in(self, ctx: ServerRequestContext[Attachments], principal: Principal) -> list[types.Tool]:
+        """What this request's tools/list shows: under the search profile, only the tools its connection sees."""
+        tools = self.listed(principal)
+        return tools if self.profile is None else only(tools, await self.profile.shown(ctx))
 
     def input_schema(self, name: str, principal: Principal) -> Mapping[str, Any] | None:
         """What the 2026-07-28 HTTP transport checks a call's `Mcp-Param-*` headers against. Without it the SDK runs
@@ -202,10 +213,15 @@ def build_server(
     """
     # By registry version (upstream servers' tools come and go): each definition beside its MCP tool, so a
     # principal's scopes can filter the list without rebuilding it.
-    catalogue = PublishedTools(runtime.registry)
+    catalogue = PublishedTools(runtime.registry, SearchProfile(runtime) if runtime.tool_search else None)
     in_flight = calls if calls is not None else InFlight()
-    library = Library(extensions or Extensions(), planning_prompts(runtime.registry))
     notifier = Notifier()
+    library = Library(
+        extensions or Extensions(),
+        planning_prompts(runtime.registry),
+        gateway_for(runtime.registry, notifier),  # the upstreams' resources and prompts, beside ours
+        notifier.prompts_listed,
+    )
     # Beside the resources, a paused call's approval card for MCP Apps hosts (server/approval_card.py).
     served, cards = (
         Resources(runtime, library, notifier),
@@ -234,8 +250,8 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        notifier.tools_listed(ctx.session)
-        return types.ListToolsResult(tools=cards.listed(ctx, catalogue.listed(current_principal())))
+        notifier.tools_listed(ctx)
+        return types.ListToolsResult(tools=cards.listed(ctx, await catalogue.listed_in(ctx, current_principal())))
 
     async def call_tool(
         ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
@@ -267,11 +283,15 @@ def build_server(
             else None
         )
         variables = CallVariables(runtime, attachment, ctx, params, wait_seconds=approval_wait_seconds, secrets=secrets)
-        with in_flight.running(principal.owner) as call:
+        # An upstream this call reaches asks its questions of this caller's person (server/upstream/questions.py).
+        with (
+            asking_for(Questions(runtime, attachment, ctx, pages=pages, wait_seconds=approval_wait_seconds)),
+            in_flight.running(principal.owner) as call,
+        ):
             result = await execute(
                 runtime,
                 attachment,
-                ports_for(ctx, consent, variables, runtime.model_provider),
+                with_reveal(ports_for(ctx, consent, variables, runtime.model_provider), catalogue.profile, ctx),
                 params.name,
                 params.arguments,
                 timeout_seconds=requested_timeout(params.meta),
@@ -316,13 +336,21 @@ def build_server(
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
     long_calls = serve(server, runtime, run_call)  # the tasks extension (server/tasks.py)
-    # Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler.
-    security = (
-        RequestStateSecurity(
-            keys=[key.get_secret_value() for key in request_state_keys], ttl=approval_wait_seconds, audience=SERVER_NAME
-        )
-        if request_state_keys
-        else RequestStateSecurity.ephemeral(ttl=approval_wait_seconds, audience=SERVER_NAME)
+    server.middleware.append(_request_state_boundary(request_state_keys, approval_wait_seconds))
+    # Under the search profile each connection's list is its own (tools_describe adds to it): never kept.
+    server.middleware += (
+        []
+        if catalogue.profile
+        else [ListedOnce(runtime.registry, on_hit=notifier.tools_listed, variant=cards.shown_by)]
     )
-    server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
     return server
+
+
+def _request_state_boundary(keys: Sequence[SecretBytes], ttl: float) -> RequestStateBoundary:
+    """Seals our requestState (2026-07-28): a forged, expired or re-bound state never reaches a handler."""
+    security = (
+        RequestStateSecurity(keys=[key.get_secret_value() for key in keys], ttl=ttl, audience=SERVER_NAME)
+        if keys
+        else RequestStateSecurity.ephemeral(ttl=ttl, audience=SERVER_NAME)
+    )
+    return RequestStateBoundary(security, default_audience=SERVER_NAME)

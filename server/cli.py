@@ -144,6 +144,7 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     _state_flags(serve)
     _selection_flags(serve, "")
     _confinement_flags(serve)
+    _context_flags(serve)
     _remote_flags(serve)
 
     tools = _command(
@@ -209,6 +210,22 @@ def _serve_flags(serve: argparse.ArgumentParser) -> None:
         default="stdio",
         help="stdio (default); http: Streamable HTTP at /mcp plus legacy SSE at /sse; sse: legacy SSE only",
     )
+
+
+def _context_flags(serve: argparse.ArgumentParser) -> None:
+    """What the model reads: which tools are listed at connect, and how list-shaped results are written."""
+    read = serve.add_argument_group("what the model reads (docs/tool-search.md)")
+    read.add_argument(
+        "--tool-search", action=argparse.BooleanOptionalAction, default=None,
+        help="list a small core of tools plus tools_search, tools_describe and tools_call, which find and run "
+        "every other served tool (config: toolSearch)",
+    )  # fmt: skip
+    read.add_argument(
+        "--result-format", choices=["json", "compact"], default=None,
+        help="how list-shaped results (sessions, events, history, search hits, glob) are written for the model: "
+        "json (default) or compact, a header line and one line per row; structuredContent is unchanged "
+        "(config: resultFormat)",
+    )  # fmt: skip
 
 
 def _confinement_flags(serve: argparse.ArgumentParser) -> None:

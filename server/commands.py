@@ -221,6 +221,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         selection=_selecting(args),
         database=database_url(args),
         auto_sandboxed=True if getattr(args, "auto_sandboxed", False) else None,  # else config.json's
+        tool_search=getattr(args, "tool_search", None),
+        result_format=getattr(args, "result_format", None),
     )
 
 

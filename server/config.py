@@ -56,11 +56,13 @@ from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
 from managed_tools.stores.retention import Retention
 from managed_tools.tools.framework.budget import Budgets
+from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
 from managed_tools.tools.framework.latent import LatentToolSpec
+from managed_tools.tools.framework.overrides import ToolOverride
 from managed_tools.tools.framework.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.secret_scan import SecretScanning
-from managed_tools.tools.framework.toolsets import ToolSelection
+from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.variable_sources import ENV_NAME, ConfigValue
 
 AgentName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
@@ -194,6 +196,8 @@ class UserConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     policy: dict[str, Policy] = Field(default_factory=dict, description="Per-tool permission policy overrides.")
+    # Per tool: title, description, annotations, a stricter policy, fields kept from the model (overrides.py).
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     approval_wait_seconds: ApprovalWait = Field(default=DEFAULT_APPROVAL_WAIT_SECONDS, alias="approvalWaitSeconds")
     custom_tools: list[CustomToolSpec] = Field(default_factory=list, alias="customTools")
     latent_tools: list[LatentToolSpec] = Field(default_factory=list, alias="latentTools")
@@ -224,6 +228,11 @@ class UserConfig(BaseModel):
     substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
     # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
     budgets: Budgets = Field(default_factory=Budgets)
+    # The search profile (docs/tool-search.md): a small core listed, every other tool found with tools_search.
+    # Unset: the preset's choice (`coding` searches; tools/framework/toolsets.py).
+    tool_search: bool | None = Field(default=None, alias="toolSearch")
+    # How list-shaped results are written for the model: "compact" is a header line and one line per row.
+    result_format: ResultFormat = Field(default="json", alias="resultFormat")
     # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
     secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
@@ -302,6 +311,7 @@ class ServeConfig(BaseModel):
     session: str | None = None
     busy_timeout_ms: Annotated[int, Field(ge=0)] = BUSY_TIMEOUT_MS
     policy: dict[str, Policy] = Field(default_factory=dict)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)  # config.json `overrides`
     approval_wait_seconds: ApprovalWait = DEFAULT_APPROVAL_WAIT_SECONDS
     custom_tools: tuple[CustomToolSpec, ...] = ()
     latent_tools: tuple[LatentToolSpec, ...] = ()
@@ -326,6 +336,8 @@ class ServeConfig(BaseModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)  # config `retention`
     substrate_defaults: bool = True  # config `substrateDefaults`
     budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
+    tool_search: bool = False  # `--tool-search`, config `toolSearch`
+    result_format: ResultFormat = "json"  # `--result-format`, config `resultFormat`
     secret_scanning: SecretScanning = SecretScanning()  # config `secretScanning`
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/providers/spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/otel.py)
@@ -355,6 +367,8 @@ class ServeConfig(BaseModel):
         selection: Selecting | None = None,
         database: str | None = None,
         auto_sandboxed: bool | None = None,
+        tool_search: bool | None = None,
+        result_format: ResultFormat | None = None,
         notify: Callable[[str], None] = tell,
     ) -> ServeConfig:
         """Resolve the defaults (the current directory, a data dir per workspace in the user's state directory),
@@ -384,6 +398,7 @@ class ServeConfig(BaseModel):
             agent=agent,
             session=session,
             policy=policy,
+            overrides=user.overrides,
             approval_wait_seconds=user.approval_wait_seconds
             if approval_wait_seconds is None
             else approval_wait_seconds,
@@ -407,6 +422,8 @@ class ServeConfig(BaseModel):
             retention=user.retention,
             substrate_defaults=user.substrate_defaults,
             budgets=user.budgets,
+            tool_search=_tool_search(tool_search, user, selection or Selecting()),
+            result_format=result_format or user.result_format,
             secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
@@ -453,6 +470,16 @@ def _selection(file: UserConfig, flags: Selecting) -> ToolSelection:
         exclude_tools=either(flags.exclude_tools, file.exclude_tools) or (),
         read_only=bool(flags.read_only if flags.read_only is not None else file.read_only),
     )
+
+
+def _tool_search(flag: bool | None, file: UserConfig, flags: Selecting) -> bool:
+    """`--tool-search`/`--no-tool-search`, else config.json's `toolSearch`, else what the preset chose."""
+    if flag is not None:
+        return flag
+    if file.tool_search is not None:
+        return file.tool_search
+    preset = flags.preset if flags.preset is not None else file.preset
+    return preset in PRESETS and PRESETS[preset].tool_search
 
 
 def _skills(file: SkillsConfig, data: Path) -> SkillsConfig:

@@ -2,9 +2,9 @@
 
 Written once in `<user config dir>/managed-tools/config.json`, a policy or an `mcpServers` list applies to every
 workspace; a workspace's own `config.json` wins key by key. The maps keyed by a name (`mcpServers`, `models`,
-`policy`, `variables`, `vaults`) merge entry by entry: the workspace's entry replaces the user's of the same name, and a
-`null` entry removes the user's. Every other key is replaced whole. Neither file may lie where a tool can write
-(inside the workspace or a vault): that would let a model configure its own server.
+`policy`, `overrides`, `variables`, `vaults`) merge entry by entry: the workspace's entry replaces the user's of the
+same name, and a `null` entry removes the user's. Every other key is replaced whole. Neither file may lie where a
+tool can write (inside the workspace or a vault): that would let a model configure its own server.
 
 Only json and paths here, so that the approval commands and `where` read the files without loading the catalogue;
 server/config.py validates the merged document.
@@ -23,13 +23,13 @@ from typing import Any
 from managed_tools.server.data_dir import ConfigError, user_config_home
 
 CONFIG_FILE = "config.json"
-MERGED_BY_NAME = ("mcpServers", "models", "policy", "variables", "vaults")
+MERGED_BY_NAME = ("mcpServers", "models", "policy", "overrides", "variables", "vaults")
 # Every key config.json takes (server/config.py's UserConfig, by alias; a test keeps the two equal).
 KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "promptTools", "vaults", "skills", "oauth",
     "approvals", "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly",
     "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas", "telemetry",
-    "models", "secretScanning", "retention",
+    "models", "secretScanning", "toolSearch", "resultFormat", "overrides", "retention",
 )  # fmt: skip
 
 

@@ -27,9 +27,15 @@ def instructions(registry: Registry, engine: Literal["sqlite", "postgresql"]) ->
     current = " A sessionId left out means the current session." if any(
         "session_id" in d.input_model.model_fields for d in registry
     ) else ""  # fmt: skip
+    search = (
+        " Most tools are not listed: find them with tools_search, read their schemas with tools_describe, then call "
+        "them by name once listed, else through tools_call."
+        if "tools_search" in registry
+        else ""
+    )
     return (
         "managed-tools runs a managed tool catalogue safely: arguments are validated, state is versioned in "
         f"{ENGINES[engine]} "
         f'and every call is recorded.{asks}{current} Numbers and booleans may be given as strings ("3", "true"). '
-        f"Toolsets served: {families or 'none'}.{start}"
+        f"Toolsets served: {families or 'none'}.{start}{search}"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -13,6 +13,7 @@ from mcp.server import ServerRequestContext
 
 from managed_tools.server.extensions import Extensions, Prompt, Resource, ResourceTemplate
 from managed_tools.server.publish import to_mcp_content
+from managed_tools.server.upstream.gateway import Gateway
 
 MAX_COMPLETIONS = 100  # the spec's cap on completion values per response
 T = TypeVar("T")
@@ -35,7 +36,15 @@ async def _guarded(what: str, work: Awaitable[T]) -> T:
 class Library:
     """Handlers for `resources/*`, `prompts/*` and `completion/complete` over the extensions' definitions."""
 
-    def __init__(self, extensions: Extensions, builtin_prompts: tuple[Prompt, ...] = ()) -> None:
+    def __init__(
+        self,
+        extensions: Extensions,
+        builtin_prompts: tuple[Prompt, ...] = (),
+        gateway: Gateway | None = None,
+        listed: Callable[[ServerRequestContext[Any]], None] | None = None,
+    ) -> None:
+        self.gateway = gateway or Gateway()  # the upstream servers' prompts (`<upstream>__<prompt>`) and resources
+        self._listed = listed  # who listed prompts hears when an upstream's change (handshake era)
         self._fixed = {r.uri: r for r in extensions.resources if isinstance(r, Resource)}
         self._templates = [r for r in extensions.resources if isinstance(r, ResourceTemplate)]
         self._prompts = {p.name: p for p in (*builtin_prompts, *extensions.prompts)}
@@ -135,11 +144,16 @@ class Library:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return self._prompt_list
+        if self._listed is not None:
+            self._listed(ctx)
+        upstream = self.gateway.prompts()
+        return types.ListPromptsResult(prompts=self._prompt_list.prompts + upstream) if upstream else self._prompt_list
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        if params.name not in self._prompts and self.gateway.owns_prompt(params.name):
+            return await self.gateway.get_prompt(params.name, params.arguments)
         prompt = self._prompt(params.name)
         arguments = dict(params.arguments or {})
         missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name)]
@@ -165,7 +179,11 @@ class Library:
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        """A prompt argument's `choices` that start with what the user has typed; nothing for anything else."""
+        """A prompt argument's `choices` that start with what the user has typed; an upstream's prompt or template
+        completed by that upstream; nothing for anything else."""
+        ours = isinstance(params.ref, types.PromptReference) and params.ref.name in self._prompts
+        if not ours and (forwarded := await self.gateway.complete(params)) is not None:
+            return forwarded
         values: list[str] = []
         if isinstance(params.ref, types.PromptReference):
             argument = next(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Literal
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 
@@ -26,6 +27,7 @@ TOOLS_READ = "tools:read"
 TOOLS_WRITE = "tools:write"
 APPROVALS = "approvals"
 SCOPES = (TOOLS_READ, TOOLS_WRITE, APPROVALS)
+View = Literal["all", "read_only", "none"]
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,18 @@ class Principal:
     owner: str  # what its sessions record (LOCAL_OWNER, or `owner_of` its issuer and subject)
     scopes: frozenset[str] | None  # None: the local principal, unrestricted
 
+    @property
+    def view(self) -> View:
+        """Which tools the principal sees: all of them, the read-only ones, or none. Principals of one view see the
+        same tools/list, which is built once per view (server/listing.py)."""
+        if self.scopes is None or TOOLS_WRITE in self.scopes:
+            return "all"
+        return "read_only" if TOOLS_READ in self.scopes else "none"
+
     def may_use(self, definition: ToolDefinition) -> bool:
         """The one predicate on the principal for listing and calling a tool (composed with the server's toolsets)."""
-        if self.scopes is None or TOOLS_WRITE in self.scopes:
-            return True
-        return TOOLS_READ in self.scopes and definition.read_only
+        view = self.view
+        return view == "all" or (view == "read_only" and definition.read_only)
 
     @property
     def answers_approvals(self) -> bool:

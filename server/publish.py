@@ -21,6 +21,7 @@ from managed_tools.tools.framework.latent import SUBMIT_TOOL
 TOOL_META_KEY = "managed-tools/tool"
 ERROR_META_KEY = "managed-tools/error"
 ACTION_META_KEY = "managed-tools/requiresAction"
+WITHHELD_META_KEY = "managed-tools/withheld"  # result fields for the person, never the model's context
 
 
 # What a client of `_meta` reads when the key is absent (docs/performance.md): only values that differ go out.
@@ -68,10 +69,19 @@ def to_mcp_tool(definition: ToolDefinition) -> types.Tool:
         title=definition.title,
         description=definition.description,
         input_schema=definition.input_schema(),
-        output_schema=definition.output_schema(),
+        output_schema=_without(definition.output_schema(), definition.context_excluded),
         annotations=tool_annotations(definition),
         _meta={TOOL_META_KEY: tool_meta(definition)},
     )
+
+
+def _without(schema: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """An output schema without the fields kept from the model (their values never reach it in a result)."""
+    if not fields:
+        return schema
+    properties = {k: v for k, v in schema.get("properties", {}).items() if k not in fields}
+    required = [k for k in schema.get("required", []) if k not in fields]
+    return {**schema, "properties": properties, "required": required}
 
 
 def to_mcp_content(block: Block) -> types.ContentBlock:
@@ -99,7 +109,8 @@ def to_call_result(result: CallResult) -> types.CallToolResult:
         types.TextContent(type="text", text=result.text)
     ]
     if not result.is_error:
-        return types.CallToolResult(content=content, structured_content=result.structured)
+        withheld = {WITHHELD_META_KEY: result.withheld} if result.withheld else None
+        return types.CallToolResult(content=content, structured_content=result.structured, _meta=withheld)
     meta: dict[str, Any] = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}}
     if result.action_required is not None:
         meta[ACTION_META_KEY] = result.action_required

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     ServerEvent,
@@ -26,8 +29,10 @@ from mcp.server.subscriptions import (
 )
 
 from managed_tools.server.attach import Attachments
+from managed_tools.server.connection import connection_of
 from managed_tools.server.library import Library
 from managed_tools.server.ports import NoConsent, ports_for
+from managed_tools.server.upstream.names import inner_uri
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.skills import Skill
 from managed_tools.tools import resources
@@ -48,6 +53,13 @@ ListenGuard = Callable[
 RESOURCE_NOT_FOUND = -32002
 
 
+def _remember(listers: dict[Connection, ServerSession], ctx: ServerRequestContext[Any]) -> None:
+    connection = connection_of(ctx)
+    if connection not in listers:
+        connection.exit_stack.callback(listers.pop, connection, None)
+    listers[connection] = ctx.session
+
+
 class Notifier:
     """Who wants to hear about which resource, across every connection of this process; `forward` also sends what
     happened here to the other processes sharing the store (server/relay.py)."""
@@ -55,24 +67,32 @@ class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
         self._subscribers: dict[str, set[ServerSession]] = {}
-        self._listers: set[ServerSession] = set()  # handshake-era connections that listed resources
-        self._tool_listers: set[ServerSession] = set()  # and those that listed tools
+        # The connections that listed resources, those that listed tools, and prompts: each by its connection (a
+        # session object is made per request, so keeping those would tell a client that listed five times five
+        # times, and keep every one), forgotten when the connection ends.
+        self._listers: dict[Connection, ServerSession] = {}
+        self._tool_listers: dict[Connection, ServerSession] = {}
+        self._prompt_listers: dict[Connection, ServerSession] = {}
         self.forward: Callable[[ServerEvent], None] | None = None
 
-    def listed(self, session: ServerSession) -> None:
-        self._listers.add(session)
+    def listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._listers, ctx)
 
-    def tools_listed(self, session: ServerSession) -> None:
-        self._tool_listers.add(session)
+    def tools_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._tool_listers, ctx)
+
+    def prompts_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        _remember(self._prompt_listers, ctx)
+
+    async def prompts_changed(self) -> None:
+        """The prompt list changed (an upstream server's prompts came, went or changed)."""
+        await self.bus.publish(PromptsListChanged())
+        await _tell(self._prompt_listers, ServerSession.send_prompt_list_changed)
 
     async def tools_changed(self) -> None:
         """The tool list changed (an upstream server's tools came, went or changed)."""
         await self.bus.publish(ToolsListChanged())
-        for session in list(self._tool_listers):
-            try:
-                await session.send_tool_list_changed()
-            except Exception:  # a connection that went away stops hearing
-                self._tool_listers.discard(session)
+        await _tell(self._tool_listers, ServerSession.send_tool_list_changed)
 
     async def list_changed(self) -> None:
         """The resource list changed (a skill came or went): 2026-07-28 listeners and handshake-era listers hear."""
@@ -93,14 +113,11 @@ class Notifier:
                 except Exception:  # a connection that went away stops hearing, nothing more
                     self.unsubscribe(event.uri, session)
         elif isinstance(event, ResourcesListChanged):
-            for session in list(self._listers):
-                try:
-                    await session.send_resource_list_changed()
-                except Exception:  # a connection that went away stops hearing
-                    self._listers.discard(session)
+            await _tell(self._listers, ServerSession.send_resource_list_changed)
 
     def subscribe(self, uri: str, session: ServerSession) -> None:
-        if parse(uri) is None and parse_file(uri) is None and skill_name(uri) is None and parse_attachment(uri) is None:
+        known = (parse(uri), parse_file(uri), skill_name(uri), parse_attachment(uri), inner_uri(uri))
+        if all(found is None for found in known):
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"No resource {uri} to subscribe to.")
         self._subscribers.setdefault(uri, set()).add(session)
 
@@ -110,6 +127,15 @@ class Notifier:
     async def updated(self, uris: Iterable[str]) -> None:
         for uri in uris:
             await self._publish(ResourceUpdated(uri=uri))
+
+
+async def _tell(listers: dict[Connection, ServerSession], send: Callable[[ServerSession], Awaitable[None]]) -> None:
+    """Tell each handshake-era connection that listed something; one that went away stops hearing."""
+    for connection, session in list(listers.items()):
+        try:
+            await send(session)
+        except Exception:
+            listers.pop(connection, None)
 
 
 def skill_uri(name: str) -> str:
@@ -197,6 +223,7 @@ class Resources:
         self._runtime = runtime
         self._library = library
         self._notifier = notifier
+        self._gateway = library.gateway  # the upstream servers' resources, under their prefixes
         # The current lifespan's "start watching files" event, set when a client first looks at file resources.
         self.watch = anyio.Event()
 
@@ -226,7 +253,7 @@ class Resources:
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self.watch.set()
-        self._notifier.listed(ctx.session)
+        self._notifier.listed(ctx)
         async with self._reader(ctx) as reader:
             found = (
                 resources.listing(reader.session_id, self._runtime.registry)
@@ -235,18 +262,19 @@ class Resources:
             )
         await anyio.to_thread.run_sync(self._runtime.skills.reload)
         extra = (await self._library.list_resources(ctx, params)).resources if self._library.has_resources else []
-        return listing(found, self._runtime.skills.all(), extra)
+        return listing(found, self._runtime.skills.all(), extra + self._gateway.resources())
 
     async def list_templates(
         self, ctx: ServerRequestContext[Attachments], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return templates(
-            self._runtime.registry, (await self._library.list_resource_templates(ctx, params)).resource_templates
-        )
+        extra = (await self._library.list_resource_templates(ctx, params)).resource_templates
+        return templates(self._runtime.registry, extra + self._gateway.templates())
 
     async def read_resource(
         self, ctx: ServerRequestContext[Attachments], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        if inner_uri(params.uri) is not None:
+            return await self._gateway.read(params.uri)
         if not self._ours(params.uri):
             return await self._library.read_resource(ctx, params)
         if params.uri.startswith(f"{SKILL_SCHEME}://"):
@@ -257,6 +285,10 @@ class Resources:
     async def subscribe(
         self, ctx: ServerRequestContext[Attachments], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        if inner_uri(params.uri) is not None:
+            await self._gateway.subscribe(params.uri)
+            self._notifier.subscribe(params.uri, ctx.session)
+            return types.EmptyResult()
         if not self._ours(params.uri):
             return await self._library.subscribe(ctx, params)
         await self._may_see(ctx, params.uri)
@@ -274,6 +306,8 @@ class Resources:
             for uri in params.notifications.resource_subscriptions or ():
                 if self._ours(uri):
                     await self._may_see(ctx, uri)
+                elif inner_uri(uri) is not None:
+                    await self._gateway.subscribe(uri)
             return await listen(ctx, params)
 
         return handler
@@ -281,6 +315,9 @@ class Resources:
     async def unsubscribe(
         self, ctx: ServerRequestContext[Attachments], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        if inner_uri(params.uri) is not None:  # its upstream stays subscribed: others of ours may be, or come
+            self._notifier.unsubscribe(params.uri, ctx.session)
+            return types.EmptyResult()
         if not self._ours(params.uri):
             return await self._library.unsubscribe(ctx, params)
         self._notifier.unsubscribe(params.uri, ctx.session)

@@ -22,7 +22,7 @@ from managed_tools.server.extensions import ExtensionError, Extensions, load_ext
 from managed_tools.server.headless import ModelHeadless
 from managed_tools.server.providers.provider import ConfiguredProvider
 from managed_tools.server.secrets import open_vault
-from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_policy
+from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_entries
 from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
 from managed_tools.stores import retention, sessions, substrate
@@ -32,6 +32,7 @@ from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.stores.vault_key import VaultKeyError
 from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.framework import variables
 from managed_tools.tools.framework.context import Environment, Runtime
 from managed_tools.tools.framework.custom import custom_tool
@@ -80,15 +81,21 @@ def configured_registry(
             *(latent_tool(spec) for spec in config.latent_tools),
             *(prompt_tool(spec) for spec in config.prompt_tools),
         ]
-        upstream = upstream_policy(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
+        upstream = upstream_entries(config.policy, config.mcp_servers)  # checked when each upstream lists its tools
         policy = {tool: p for tool, p in config.policy.items() if tool not in upstream}
+        theirs = upstream_entries(config.overrides, config.mcp_servers)
+        overrides = {tool: o for tool, o in config.overrides.items() if tool not in theirs}
         registry = build_registry(
             (*declared, *extra_tools),
             policy,
+            overrides=overrides,
             extensions=extensions.tools,
             selection=config.selection,
             upstreams=tuple(config.mcp_servers),
         )
+        if config.tool_search:  # served whatever the selection: they reach only what it serves
+            for definition in discovery.DEFINITIONS:
+                registry.add(definition, toolset="search")
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]
@@ -117,8 +124,9 @@ async def with_upstream_tools(config: ServeConfig, registry: Registry, secrets: 
     except (ConfinementError, StoreError) as exc:
         raise StartupError(str(exc)) from exc
     try:
-        specs, policy = config.mcp_servers, config.policy
-        async with running_upstreams(specs, registry, policy=policy, confinement=confinement, mounts=mounts,
+        specs, policy, overrides = config.mcp_servers, config.policy, config.overrides
+        async with running_upstreams(specs, registry, policy=policy, overrides=overrides, confinement=confinement,
+                                     mounts=mounts,
                                      workspace=config.workspace, secrets=secrets, wait_seconds=LISTING_WAIT_SECONDS,
                                      cache_dir=upstream_cache(config.data_dir)):  # fmt: skip
             pass
@@ -257,6 +265,8 @@ async def open_runtime(
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
                     budgets=config.budgets,
+                    tool_search=config.tool_search,
+                    result_format=config.result_format,
                     secret_scanning=config.secret_scanning,
                 ),
                 config,
@@ -269,6 +279,7 @@ async def open_runtime(
                     config.mcp_servers,
                     registry,
                     policy=config.policy,
+                    overrides=config.overrides,
                     confinement=confinement,
                     mounts=mounts,
                     workspace=config.workspace,

@@ -24,7 +24,6 @@ from managed_tools.server.commands import cut_short_quietly, serve_config
 from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
 from managed_tools.server.dashboard import serving as dashboard
 from managed_tools.server.data_dir import tell
-from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
 from managed_tools.server.otel import Installed, telemetry
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.serving import pages_for, serving_pages
@@ -220,6 +219,9 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
 async def _serve_remote(
     config: ServeConfig, http: HttpConfig, log_level: str, installed: Installed | None, stopping: Stopping
 ) -> None:
+    # Imported here: the Streamable HTTP and SSE app, its sessions, token and OAuth checks are no part of stdio.
+    from managed_tools.server.http import announce, bind, build_app, http_server, serve_http
+
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
         app = build_app(runtime, config, http, extensions, pages, telemetry=installed)

@@ -284,3 +284,19 @@ async def mark_processed(tx: Tx, session_id: str) -> list[str]:
     rows = await tx.fetchall("SELECT id FROM events WHERE session_id = ? AND processed = 0 ORDER BY seq", (session_id,))
     await tx.execute("UPDATE events SET processed = 1 WHERE session_id = ? AND processed = 0", (session_id,))
     return [row["id"] for row in rows]
+
+
+MOST_CALLED_WINDOW = 5000  # the latest completed calls counted: recent habits, at a bounded cost on a large state
+
+
+async def most_called_tools(tx: Tx, limit: int) -> list[str]:
+    """The tools called most among the latest completed calls of every session in this state, most first."""
+    tool = tx.dialect.json_text("payload", "toolName")
+    kind = tx.dialect.json_text("payload", "spanKind")
+    rows = await tx.fetchall(
+        f"SELECT tool, COUNT(*) AS n FROM (SELECT {tool} AS tool FROM events WHERE type = 'span.completed' "
+        f"AND {kind} = 'tool' ORDER BY seq DESC LIMIT ?) recent WHERE tool IS NOT NULL "
+        "GROUP BY tool ORDER BY n DESC, tool LIMIT ?",
+        (MOST_CALLED_WINDOW, limit),
+    )
+    return [str(row["tool"]) for row in rows]

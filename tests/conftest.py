@@ -114,6 +114,7 @@ SLOW_MODULES = {
     "test_installed": "the installed command in fresh processes",
     "test_secret_by_page": "a server process and Chromium",
     "test_upstream": "an upstream MCP server process per test",
+    "test_gateway": "an upstream MCP server process per test",
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
     "test_http_quotas": "a server per test, over HTTP",

@@ -18,8 +18,11 @@ from typing import Any
 import mcp_types as types
 
 from managed_tools.server.publish import to_mcp_tool
+from managed_tools.server.tool_search import choose_core
 from managed_tools.tools.catalogue import FAMILIES, build_registry
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.discovery import tools as discovery
+from managed_tools.tools.framework.definition import ToolDefinition, model_visible_chars
+from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.latent_calls import tools as latent_calls
 
@@ -67,26 +70,34 @@ def tools_list_bytes(definitions: list[ToolDefinition]) -> int:
     return len(result.model_dump_json(by_alias=True, exclude_none=True, include={"tools"}).encode())
 
 
-def visible_chars(definition: ToolDefinition) -> int:
-    """What a model reads of a tool: its name, its description and its input schema as compact JSON."""
-    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
-    return len(definition.name) + len(definition.description) + len(schema)
+visible_chars = model_visible_chars  # what a model reads of a tool (tools/framework/definition.py)
 
 
-def preset_figures() -> dict[str, tuple[int, int, int]]:
-    """Each preset's (served tools, tools/list bytes, model-visible characters), no tools of the user's configured."""
+def at_connect(registry: Registry) -> list[ToolDefinition]:
+    """What the search profile lists at connect on a fresh state: the fallback core the registry serves, and the
+    search tools (server/tool_search.py)."""
+    core = [d for d in registry if d.name in choose_core(registry, [])]
+    return core + list(discovery.DEFINITIONS)
+
+
+def preset_figures() -> dict[str, tuple[int, int, int, int]]:
+    """Each preset's (served tools, tools/list bytes, model-visible characters, model-visible characters listed at
+    connect), no tools of the user's configured."""
     figures = {}
-    for name in PRESETS:
-        served = list(build_registry(selection=ToolSelection(preset=name)))
-        figures[name] = (len(served), tools_list_bytes(served), sum(visible_chars(d) for d in served))
+    for name, preset in PRESETS.items():
+        registry = build_registry(selection=ToolSelection(preset=name))
+        served = list(registry)
+        chars = sum(visible_chars(d) for d in served)
+        listed = sum(visible_chars(d) for d in at_connect(registry)) if preset.tool_search else chars
+        figures[name] = (len(served), tools_list_bytes(served), chars, listed)
     return figures
 
 
 def preset_table() -> str:
-    head = "| preset | tools served | `tools/list` size | name + description + input schema |"
-    rows = [f"| `{name}` | {count} | {size:,} bytes ({size / 1024:.0f} KB) | {chars:,} characters |"
-            for name, (count, size, chars) in preset_figures().items()]  # fmt: skip
-    return "\n".join([TABLE_START, head, "|---|---|---|---|", *rows, TABLE_END])
+    head = "| preset | tools served | `tools/list` size | name + description + input schema | listed at connect |"
+    rows = [f"| `{name}` | {count} | {size:,} bytes ({size / 1024:.0f} KB) | {chars:,} characters | {listed:,} |"
+            for name, (count, size, chars, listed) in preset_figures().items()]  # fmt: skip
+    return "\n".join([TABLE_START, head, "|---|---|---|---|---|", *rows, TABLE_END])
 
 
 def page_with_current_table() -> tuple[str, str]:

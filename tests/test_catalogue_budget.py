@@ -12,7 +12,9 @@ from snapshot_tools import UPDATE, difference, full_catalogue, listing, page_wit
 
 from managed_tools.server.instructions import MAX_INSTRUCTIONS_BYTES, instructions
 from managed_tools.server.publish import META_DEFAULTS, TOOL_META_KEY, to_mcp_tool
+from managed_tools.server.tool_search import CORE_BUDGET
 from managed_tools.tools.catalogue import PURPOSES, build_registry
+from managed_tools.tools.discovery.tools import DEFINITIONS as SEARCH_TOOLS
 from managed_tools.tools.framework.budget import estimated_tokens
 from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
 from managed_tools.tools.framework.definition import hoist_repeats, lean_output, repeated_parts
@@ -167,3 +169,12 @@ def test_annotations_and_meta_say_each_thing_once() -> None:
     for meta in (m[TOOL_META_KEY] for m in metas):
         assert all(meta.get(key) != value for key, value in META_DEFAULTS.items())
         assert meta.get("examples") != [] and "readOnly" not in meta and "destructive" not in meta
+
+
+MAX_SEARCH_PROFILE_CHARS = 6_000  # the search profile's list at connect (docs/tool-search.md)
+
+
+def test_the_search_profile_fits_its_budget_at_connect() -> None:
+    """Whatever the core turns out to be (it follows the recorded calls), it and the three search tools fit."""
+    own = sum(visible_chars(d) for d in SEARCH_TOOLS)
+    assert own + CORE_BUDGET <= MAX_SEARCH_PROFILE_CHARS, own

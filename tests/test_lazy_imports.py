@@ -1,6 +1,6 @@
 """What a stdio server does not import (docs/decisions/lazy-start-up.md): a real `serve` over stdio answers the
-handshake and tools/list, and on its way out names which of the modules only OAuth, a PostgreSQL database, the
-vault's keyring or a custom tool need it loaded. None, since they are imported where they are used."""
+handshake and tools/list, and on its way out names which of the modules only HTTP, OAuth, a PostgreSQL database,
+the vault's keyring or a custom tool need it loaded. None, since they are imported where they are used."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-ONLY_WHEN_NEEDED = ("jwt", "keyring", "jsonschema", "asyncpg", "managed_tools.server.oauth_tokens")
+ONLY_WHEN_NEEDED = (
+    "jwt",
+    "keyring",
+    "jsonschema",
+    "asyncpg",
+    "managed_tools.server.oauth_tokens",
+    "managed_tools.server.http",
+    "managed_tools.server.oauth",
+)
 # Runs the real CLI in this interpreter and reports, at exit, which of those modules it loaded.
 PROBE = f"""
 import atexit, runpy, sys

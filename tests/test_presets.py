@@ -21,6 +21,7 @@ from managed_tools.server.cli import main
 from managed_tools.server.config import Selecting, ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.catalogue import FAMILIES, build_registry
+from managed_tools.tools.discovery.tools import OWN as SEARCH_TOOLS
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 
@@ -155,7 +156,10 @@ def test_config_key_and_flags_over_it(workspace: Path, tmp_path: Path) -> None:
 async def test_a_client_sees_the_preset_and_nothing_else(
     workspace: Path, connect: Connect, preset: str, mode: str
 ) -> None:
-    config = ServeConfig.build(workspace=workspace, data_dir=None, selection=Selecting(preset=preset))
+    # Every served tool listed (coding lists a core by default: tests/test_tool_search.py)
+    config = ServeConfig.build(
+        workspace=workspace, data_dir=None, selection=Selecting(preset=preset), tool_search=False
+    )
     async with open_runtime(config) as runtime, connect(runtime, mode) as client:
         listing = await client.list_tools()
         for name in OUTSIDE.get(preset, []):
@@ -174,8 +178,12 @@ async def test_coding_over_stdio(workspace: Path) -> None:
         for name in ("read", "bash", "session_run_child"):
             await assert_hidden(c, name)
         outcome = data(await c.call_tool("outcome_define", {"title": "Ship", "successCriteria": ["notes read"]}))
+        unlisted = data(await c.call_tool("tools_call", {"name": "learning_list", "arguments": {}}))
+        excluded = await c.call_tool("tools_call", {"name": "session_run_child", "arguments": {}})
         instructions = c.instructions or ""
-    assert names == [n for n in EXPECTED["coding"] if n != "session_run_child"]
+    # The coding default lists a core and the search tools; the rest of the preset is one search away.
+    assert names == ["session_get_snapshot", "outcome_define", "memory_read", "memory_write", *SEARCH_TOOLS]
+    assert unlisted["name"] == "learning_list" and excluded.is_error
     assert outcome["activeOutcome"]["title"] == "Ship"
     assert "files (" not in instructions and "shell (" not in instructions and "memory (" in instructions
 
@@ -183,7 +191,7 @@ async def test_coding_over_stdio(workspace: Path) -> None:
 def test_the_tools_command_takes_a_preset(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tools", "--workspace", str(workspace), "--preset", "coding", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [t["name"] for t in printed["tools"]] == EXPECTED["coding"]
+    assert [t["name"] for t in printed["tools"]] == [*EXPECTED["coding"], *SEARCH_TOOLS]
     sets = {s["name"]: s for s in printed["toolsets"]}
     assert sets["files"]["served"] == [] and sets["environment"]["served"] == ["agent_compare_setup"]
 

@@ -8,6 +8,7 @@ from managed_tools.tools.environment import tools as environment
 from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
+from managed_tools.tools.framework.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.toolsets import ALL, PRESETS, USER_TOOLSETS, ToolSelection, did_you_mean, select
 from managed_tools.tools.latent_calls import tools as latent_calls
@@ -86,6 +87,7 @@ def build_registry(
     extra: Sequence[ToolDefinition] = (),
     policy: Mapping[str, PermissionPolicy] | None = None,
     *,
+    overrides: Mapping[str, ToolOverride] | None = None,
     extensions: Sequence[ToolDefinition] = (),
     selection: ToolSelection | None = None,
     upstreams: Sequence[str] = (),
@@ -94,22 +96,30 @@ def build_registry(
     registry rules, then narrowed to `selection`: the registry holds only the tools this server serves.
 
     `policy` is the user's per-tool override of permissionPolicy; naming a tool that does not exist is an error,
-    so a typo never silently leaves a tool ungated (a tool the selection hides may be named). `upstreams` are
-    the configured upstream servers, whose tools the selection may name before they are listed.
+    so a typo never silently leaves a tool ungated (a tool the selection hides may be named). `overrides` (config
+    `overrides`, tools/framework/overrides.py) are checked and applied after it, and name tools the same way.
+    `upstreams` are the configured upstream servers, whose tools the selection may name before they are listed.
     """
     groups = toolsets(extra, extensions)
-    overrides = dict(policy or {})
+    policies, amended = dict(policy or {}), dict(overrides or {})
     names = [d.name for group in groups.values() for d in group]
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        named = ", ".join(f"{name}{did_you_mean(name, names)}" for name in unknown)
-        raise RegistryError(f"The permission policy names tools that do not exist: {named}.")
+    for what, entries in (("The permission policy", policies), ("config.json overrides", amended)):
+        unknown = sorted(set(entries) - set(names))
+        if unknown:
+            named = ", ".join(f"{name}{did_you_mean(name, names)}" for name in unknown)
+            raise RegistryError(f"{what} names tools that do not exist: {named}.")
+
+    def amend(d: ToolDefinition) -> ToolDefinition:
+        policed = d.model_copy(update={"permission_policy": policies[d.name]}) if d.name in policies else d
+        return overridden(policed, amended[d.name]) if d.name in amended else policed
+
+    # Before selecting: an override saying a tool writes keeps it out of --read-only.
+    groups = {name: tuple(amend(d) for d in group) for name, group in groups.items()}
     registry = Registry()
     ours = {d.name for d in latent_calls.DEFINITIONS}
     for name, group in groups.items():
         for d in group:
-            policed = d.model_copy(update={"permission_policy": overrides[d.name]}) if d.name in overrides else d
-            registry.add(policed, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
+            registry.add(d, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
     if selection is None:
         return registry
     return registry.only((d.name for d in select(groups, selection, upstreams=upstreams)), selection)

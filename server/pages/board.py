@@ -7,7 +7,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 from pydantic import SecretStr
@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from managed_tools.server.fair_share import share_of
 from managed_tools.tools.framework.redaction import KNOWN
 
-Kind = Literal["approval", "secret"]
+Kind = Literal["approval", "secret", "question"]  # question: an upstream server's, forwarded (upstream/questions.py)
 State = Literal["open", "answered", "closed"]
 PAGE_TTL_SECONDS = 600.0  # a page not answered within ten minutes is dead
 FORGET_AFTER_SECONDS = 600.0  # then, for as long again, a visit says it expired rather than "not found"
@@ -34,6 +34,7 @@ class PageAnswer:
     approve: bool
     value: SecretStr | None = None
     remember: Literal["once", "session"] = "once"
+    content: dict[str, str | int | float | bool] | None = None  # a question's form, as the person filled it
 
 
 @dataclass(eq=False)
@@ -46,6 +47,8 @@ class Page:
     text: str  # the exact action (approval) or the variable's description (secret)
     variable: str | None
     expires_at: float  # time.monotonic()
+    link: str | None = None  # a question's address to open (http or https only)
+    form: dict[str, Any] | None = None  # a question's flat form schema (consent.form_schema)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     elicitation_id: str = field(default_factory=lambda: secrets.token_hex(16))
@@ -97,6 +100,20 @@ class Pages:
     def open_secret(self, *, owner: str, session_id: str, tool_name: str, name: str, description: str) -> Page:
         key = secret_key(tool_name, name)
         return self._open(Page("secret", owner, session_id, key, tool_name, description, name, self._expiry()))
+
+    def open_question(
+        self,
+        *,
+        owner: str,
+        session_id: str,
+        upstream: str,
+        message: str,
+        link: str | None = None,
+        form: dict[str, Any] | None = None,
+    ) -> Page:
+        """A page showing an upstream server's question: an address to open, or a form to fill."""
+        page = Page("question", owner, session_id, upstream, upstream, message, None, self._expiry(), link, form)
+        return self._open(page)
 
     def lookup(self, token: str) -> Page | None:
         self._forget_old()

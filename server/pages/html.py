@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from html import escape
+from typing import Any
 
 from managed_tools.server.pages.board import Page
 
 MAX_SECRET_CHARS = 8192
+MAX_FIELD_CHARS = 2000
+FIELD_PREFIX = "f_"  # a question's form field, apart from the page's own (csrf, decision)
 CSS = (
     "body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#111}"
     "pre{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;border:1px solid #ccc;padding:.75rem}"
@@ -41,6 +44,8 @@ def document(title: str, body: str) -> str:
 def question(page: Page) -> str:
     csrf = f'<input type="hidden" name="csrf" value="{escape(page.csrf)}">'
     fine = '<p class="fine">This page works once, for this request only, and expires in a few minutes.</p>'
+    if page.kind == "question":
+        return _question(page, csrf, fine)
     if page.kind == "approval":
         return document(
             "managed-tools: approve an action",
@@ -66,6 +71,47 @@ def question(page: Page) -> str:
         '<button id="decline" name="decision" value="decline">Decline</button></form>'
         "<p>The value goes to the server only: neither the client nor the model sees it.</p>" + fine,
     )
+
+
+def _question(page: Page, csrf: str, fine: str) -> str:
+    """An upstream server's question: never our approval (it approves nothing of ours), so it says whose it is."""
+    asker = escape(page.tool_name)
+    head = (
+        f"<h1>The upstream server <code>{asker}</code> asks</h1>"
+        f'<pre id="message">{escape(page.text)}</pre>'
+        "<p>This question comes from that server, not from managed-tools: your answer goes to it only and approves "
+        "nothing else.</p>"
+    )
+    if page.link is not None:
+        link = escape(page.link, quote=True)
+        body = (
+            f'<p>It asks you to open this address (check it first):</p><pre id="link">{escape(page.link)}</pre>'
+            f'<p><a href="{link}" target="_blank" rel="noopener noreferrer">Open it</a></p>'
+            f'<form method="post">{csrf}<button id="done" name="decision" value="done">I have done it</button>'
+            '<button id="decline" name="decision" value="decline">Decline</button></form>'
+        )
+    else:
+        fields = "".join(_field(name, spec) for name, spec in (page.form or {}).get("properties", {}).items())
+        body = (
+            f'<form method="post">{csrf}{fields}<button id="submit" name="decision" value="submit">Send</button>'
+            '<button id="decline" name="decision" value="decline">Decline</button></form>'
+        )
+    return document(f"managed-tools: a question from {page.tool_name}", head + body + fine)
+
+
+def _field(name: str, spec: dict[str, Any]) -> str:
+    """One input of a flat form (string, number, integer, boolean, or a choice of strings)."""
+    key = escape(FIELD_PREFIX + name, quote=True)
+    label = f'<label for="{key}">{escape(str(spec.get("title") or name))}</label>'
+    hint = f'<br><span class="fine">{escape(str(spec["description"]))}</span>' if spec.get("description") else ""
+    if spec.get("type") == "boolean":
+        return f'<p><input type="checkbox" id="{key}" name="{key}" value="true"> {label}{hint}</p>'
+    if isinstance(spec.get("enum"), list):
+        options = "".join(
+            f'<option value="{escape(str(v), quote=True)}">{escape(str(v))}</option>' for v in spec["enum"]
+        )
+        return f'<p>{label}<br><select id="{key}" name="{key}">{options}</select>{hint}</p>'
+    return f'<p>{label}<br><input type="text" id="{key}" name="{key}" maxlength="{MAX_FIELD_CHARS}">{hint}</p>'
 
 
 def notice(heading: str, text: str) -> str:

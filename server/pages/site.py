@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from typing import Any
 from urllib.parse import parse_qs
 
 from pydantic import SecretStr
@@ -23,6 +24,7 @@ from managed_tools.server.pages.board import Page, PageAnswer, Pages
 PAGE_PATH = re.compile(r"/p/([A-Za-z0-9_-]{43})")
 MAX_BODY_BYTES = 16384
 FORM_TYPE = "application/x-www-form-urlencoded"
+MAX_FIELDS = 40  # the page's own and a question's form fields
 
 
 class PageSite:
@@ -82,11 +84,20 @@ class PageSite:
             answer = PageAnswer(approve=True, value=SecretStr(value))
         elif page.kind == "secret" and decision == "decline":
             answer = PageAnswer(approve=False)
+        elif page.kind == "question" and decision in ("decline", "done" if page.link else "submit"):
+            content = None if decision != "submit" else filled(page.form or {}, form)
+            if decision == "submit" and content is None:
+                return _page(400, "Bad request", "Fill every required field with a value of its kind.")
+            answer = PageAnswer(approve=decision != "decline", content=content)
         else:
             return _page(400, "Bad request", "Choose one of the page's buttons (a secret needs a value).")
         if not self._pages.answer(page, answer):
             return self._show(page)
-        if page.kind == "secret":
+        if page.kind == "question":
+            done = (
+                ("Sent", f"Your answer went to {page.tool_name}.") if answer.approve else ("Declined", "Nothing sent.")
+            )
+        elif page.kind == "secret":
             done = ("Received", "The value went to the server.") if answer.approve else ("Declined", "Nothing saved.")
         else:
             done = ("Approved", "The call goes on.") if answer.approve else ("Denied", "The call will not run.")
@@ -118,12 +129,36 @@ async def read_form(request: Request) -> dict[str, str] | None:
         if len(body) > MAX_BODY_BYTES:
             return None
     try:
-        fields = parse_qs(body.decode("utf-8"), strict_parsing=bool(body), max_num_fields=8)
+        fields = parse_qs(body.decode("utf-8"), strict_parsing=bool(body), max_num_fields=MAX_FIELDS)
     except ValueError:
         return None
     if any(len(values) != 1 for values in fields.values()):
         return None
     return {name: values[0] for name, values in fields.items()}
+
+
+def filled(schema: dict[str, Any], form: dict[str, str]) -> dict[str, str | int | float | bool] | None:
+    """A question's form as the person filled it, each value of its field's kind; None when a required field is
+    empty or a value is not of its kind (an unchecked box is false)."""
+    content: dict[str, str | int | float | bool] = {}
+    for name, spec in schema.get("properties", {}).items():
+        raw = form.get(html.FIELD_PREFIX + name)
+        kind = spec.get("type")
+        if kind == "boolean":
+            content[name] = raw == "true"
+            continue
+        if not raw:
+            if name in schema.get("required", ()):
+                return None
+            continue
+        try:
+            value: str | int | float = int(raw) if kind == "integer" else float(raw) if kind == "number" else raw
+        except ValueError:
+            return None
+        if len(raw) > html.MAX_FIELD_CHARS or ("enum" in spec and value not in spec["enum"]):
+            return None
+        content[name] = value
+    return content
 
 
 def _page(status: int, heading: str, text: str) -> HTMLResponse:

@@ -10,31 +10,40 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import AsyncIterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
+from mcp.client import ClientRequestContext
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from managed_tools.sandbox.confine import Confinement, upstream_policy
 from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.spawn import Domain
+from managed_tools.server.library import MAX_COMPLETIONS
 from managed_tools.server.upstream import process
+from managed_tools.server.upstream.gateway import Gateway
 from managed_tools.server.upstream.log_repeats import limited
+from managed_tools.server.upstream.mirror import Mirror
+from managed_tools.server.upstream.names import outer_content, outer_uri
+from managed_tools.server.upstream.questions import Questions, addressee, asking
 from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
 from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
 from managed_tools.tools.framework import telemetry
-from managed_tools.tools.framework.definition import PermissionPolicy
+from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError, ToolError
+from managed_tools.tools.framework.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
 
@@ -44,7 +53,9 @@ FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 STABLE_SECONDS = 60.0  # an upstream that ran this long before stopping starts again from the first backoff
 MAX_LIST_PAGES = 20
+MAX_SUBSCRIPTIONS = 1000  # resources of one upstream our clients subscribed to (kept across its restarts)
 STARTING = "is starting"
+T = TypeVar("T")
 
 
 class Upstream:
@@ -62,11 +73,14 @@ class Upstream:
         mounts: list[Mount],
         workspace: Path,
         memory: ToolMemory | None = None,
+        gateway: Gateway | None = None,
+        overrides: Mapping[str, ToolOverride] | None = None,
     ) -> None:
         self.name = name
         self.spec = spec
         self._registry = registry
         self._policy = policy
+        self._overrides = overrides or {}  # config.json `overrides` of its tools, applied as it lists them
         self._secrets = secrets
         self._confinement = confinement
         self._mounts = mounts
@@ -84,6 +98,12 @@ class Upstream:
         self._since = anyio.current_time()
         self._retry_at: float | None = None
         self.attempted = anyio.Event()  # its first start has succeeded or failed
+        self.mirror = Mirror(name)  # its resources, templates and prompts, under its prefix
+        self._gateway = gateway or Gateway()
+        self._relist_resources = anyio.Event()
+        self._relist_prompts = anyio.Event()
+        self._subscribed: set[str] = set()  # its own URIs
+        self._waiting: list[Questions] = []  # the askers of our calls waiting on it now (questions.py)
 
     async def publish_remembered(self) -> bool:
         """Before it starts: publish the tools it listed last time (True), or say it is starting (False)."""
@@ -92,7 +112,7 @@ class Upstream:
             self._registry.replace_group(self.name, [], absent=self.unavailable)
             return False
         try:
-            self._registry.replace_group(self.name, definitions(self.name, tools, self._call, self._policy))
+            self._registry.replace_group(self.name, self._definitions(tools))
         except RegistryError as exc:  # a list it could not publish either: wait for its own
             log.warning("upstream %s: its remembered tools are not published: %s", self.name, exc)
             self._registry.replace_group(self.name, [], absent=self.unavailable)
@@ -146,19 +166,27 @@ class Upstream:
         async with AsyncExitStack() as stack:
             # Bounded by the client's read timeout (a cancel scope cannot span entering it: it opens task groups).
             client = await stack.enter_async_context(await self._client_for(stack))
-            await self._publish(client)
-            self._client = client
-            self.attempted.set()
-            log.info("upstream %s connected", self.name)
+            await self._mirror_lists(client)  # before its tools: once they are published, it is taken as up
+            for uri in self._subscribed:
+                await _subscribe(client, uri)
+            self._client = client  # before its tools are published: a call to one finds it up
             try:
+                await self._publish(client)
+                self.attempted.set()
+                log.info("upstream %s connected", self.name)
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._relist_on_change, client)
+                    tasks.start_soon(self._relist_others_on_change, client)
                     if self._process is not None:
                         tasks.start_soon(self._watch_exit, self._process)
                     await self._dead.wait()
                     tasks.cancel_scope.cancel()
             finally:
                 self._client = None
+                had = bool(self.mirror.resources or self.mirror.templates), bool(self.mirror.prompts)
+                self.mirror.clear()
+                with anyio.CancelScope(shield=True):
+                    await self._tell_changed(*had)
 
     async def _client_for(self, stack: AsyncExitStack) -> Client:
         if isinstance(self.spec, HttpUpstream):
@@ -168,10 +196,14 @@ class Upstream:
         else:
             self._process = await stack.enter_async_context(self._spawn())
             transport = self._process.streams()
+        # No sampling callback, so no sampling capability is declared and an upstream asking anyway is refused by
+        # the SDK ("Sampling not supported"). A configured model provider (config `models`: the runtime's
+        # `model_provider.sampler()`) plugs in here as `sampling_callback`, behind a person's yes.
         return Client(
             transport,
             mode="legacy",  # the handshake era: what every upstream speaks, and it can tell us its list changed
             message_handler=self._on_message,
+            elicitation_callback=self._on_elicit,
             cache=None,
             read_timeout_seconds=CONNECT_SECONDS,
         )
@@ -222,14 +254,28 @@ class Upstream:
             tools.extend(page.tools)
             if not (cursor := page.next_cursor):
                 break
-        published = definitions(self.name, tools, self._call, self._policy)
-        unknown = sorted(set(self._policy) - {d.name for d in published})
+        published = self._definitions(tools)
+        unknown = sorted((set(self._policy) | set(self._overrides)) - {d.name for d in published})
         if unknown:
-            log.warning("upstream %s lists no tool for the policy entries %s", self.name, ", ".join(unknown))
+            log.warning("upstream %s lists no tool for the policy or override entries %s", self.name,
+                        ", ".join(unknown))  # fmt: skip
         self._registry.replace_group(self.name, published)
         self._published = self._listed = True
         if self._memory is not None:
             await anyio.to_thread.run_sync(self._memory.keep, tools)
+
+    def _definitions(self, tools: list[types.Tool]) -> list[ToolDefinition]:
+        """Its tools as ours, each with its override; an override that would loosen one is a configuration error,
+        said in the log, and that tool is published as the upstream describes it (the stricter way)."""
+        found = definitions(self.name, tools, self._call, self._policy)
+        for index, definition in enumerate(found):
+            override = self._overrides.get(definition.name)
+            if override is not None:
+                try:
+                    found[index] = overridden(definition, override)
+                except RegistryError as exc:
+                    log.error("%s; the override is not applied", exc)
+        return found
 
     async def _relist_on_change(self, client: Client) -> None:
         while True:
@@ -241,15 +287,126 @@ class Upstream:
                 log.warning("upstream %s: listing its tools again failed: %s", self.name, _why(exc))
                 self._lost()
 
+    async def _mirror_lists(self, client: Client) -> None:
+        """Its resources and prompts; one it answers with an error is left out, its tools published anyway."""
+        try:
+            await self.mirror.list_resources(client)
+        except MCPError as exc:
+            log.warning("upstream %s: its resources are not served: %s", self.name, exc.error.message[:200])
+        try:
+            await self.mirror.list_prompts(client)
+        except MCPError as exc:
+            log.warning("upstream %s: its prompts are not served: %s", self.name, exc.error.message[:200])
+        await self._tell_changed(bool(self.mirror.resources or self.mirror.templates), bool(self.mirror.prompts))
+
+    async def _tell_changed(self, resources: bool, prompts: bool) -> None:
+        if resources:
+            await self._gateway.resources_changed()
+        if prompts:
+            await self._gateway.prompts_changed()
+
+    async def _relist_others_on_change(self, client: Client) -> None:
+        """Its resources or prompts again, when it says they changed (on a task of its own: a request made from
+        the message handler would wait on the loop that reads its answer)."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._relist_kind, client, "resources")
+            tasks.start_soon(self._relist_kind, client, "prompts")
+
+    async def _relist_kind(self, client: Client, kind: str) -> None:
+        while True:
+            event = self._relist_resources if kind == "resources" else self._relist_prompts
+            await event.wait()
+            if kind == "resources":
+                self._relist_resources = anyio.Event()
+            else:
+                self._relist_prompts = anyio.Event()
+            try:
+                if kind == "resources":
+                    await self.mirror.list_resources(client)
+                else:
+                    await self.mirror.list_prompts(client)
+            except Exception as exc:
+                log.warning("upstream %s: listing its %s again failed: %s", self.name, kind, _why(exc))
+                self._lost()
+                return
+            await self._tell_changed(kind == "resources", kind == "prompts")
+
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist.set()
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._relist_resources.set()
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._relist_prompts.set()
+        elif isinstance(message, types.ResourceUpdatedNotification) and message.params.uri in self._subscribed:
+            await self._gateway.updated(outer_uri(self.name, message.params.uri))
         await anyio.lowlevel.checkpoint()
+
+    async def _on_elicit(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """Its question, asked of the person whose call it is answering (questions.py); declined when no call of
+        ours waits on it, or callers of several sessions do."""
+        asker = addressee(self._waiting)
+        if asker is None:
+            log.warning("upstream %s asked a question no single caller of ours waits on; declined", self.name)
+            return types.ElicitResult(action="decline")
+        return await asker.ask(self.name, params)
+
+    # -- resources and prompts, for a client of ours (gateway.py) -------------------------------------------
+
+    def _connected(self) -> Client:
+        if self._client is None:
+            raise MCPError(code=types.INTERNAL_ERROR, message=self.unavailable())
+        return self._client
+
+    async def read(self, uri: str) -> types.ReadResourceResult:
+        result = await self._relayed(self._connected().read_resource(uri))
+        contents = [c.model_copy(update={"uri": outer_uri(self.name, c.uri)}) for c in result.contents]
+        return types.ReadResourceResult(contents=contents)
+
+    async def subscribe(self, uri: str) -> None:
+        client = self._connected()
+        if uri in self._subscribed:
+            return
+        if len(self._subscribed) >= MAX_SUBSCRIPTIONS:
+            raise MCPError(code=types.INVALID_REQUEST, message=f"At most {MAX_SUBSCRIPTIONS} of {self.name}'s "
+                           "resources can be subscribed to.")  # fmt: skip
+        await self._relayed(_subscribe(client, uri))
+        self._subscribed.add(uri)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        result = await self._relayed(self._connected().get_prompt(name, arguments))
+        messages = [m.model_copy(update={"content": outer_content(self.name, m.content)}) for m in result.messages]
+        return types.GetPromptResult(description=result.description, messages=messages)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Its completions (none when it offers none), at most MAX_COMPLETIONS of them."""
+        client = self._connected()
+        if client.server_capabilities.completions is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        found = (await self._relayed(client.complete(ref, argument, context))).completion
+        values = found.values[:MAX_COMPLETIONS]
+        more = found.has_more or len(found.values) > MAX_COMPLETIONS
+        return types.CompleteResult(completion=types.Completion(values=values, total=found.total, has_more=more))
+
+    async def _relayed(self, request: Awaitable[T]) -> T:
+        """Its answer; its error said as its own (bounded), never as ours."""
+        try:
+            return await request
+        except MCPError as exc:
+            raise MCPError(code=exc.error.code, message=f"upstream '{self.name}': {exc.error.message[:500]}") from None
 
     async def _call(self, tool: str, arguments: dict[str, Any], seconds: float) -> types.CallToolResult:
         client = self._client
         if client is None:
             raise ToolError(self.unavailable())
+        asker = asking.get()
+        if asker is not None:
+            self._waiting.append(asker)
         try:
             with telemetry.upstream_call(self.name, tool):
                 return await client.call_tool(tool, arguments, read_timeout_seconds=max(seconds, 0.001))
@@ -261,10 +418,20 @@ class Upstream:
             self._lost()
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._lost()
+        finally:
+            if asker is not None:
+                self._waiting.remove(asker)
         raise ToolError(
             f"upstream '{self.name}' stopped during {tool}; it is restarting: try again in a few seconds "
             "(whether the call took effect is unknown)."
         )
+
+
+async def _subscribe(client: Client, uri: str) -> None:
+    """`resources/subscribe`: gone in 2026-07-28, and the way on the handshake-era connection we keep to it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.subscribe_resource(uri)
 
 
 def _why(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ from managed_tools.tools.framework.content import Block, TextBlock
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, NoNul, WireModel
+from managed_tools.tools.framework.models import Arguments, Formatted, NonEmptyStr, NoNul, WireModel
 from managed_tools.tools.framework.uris import file_uri
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
@@ -342,7 +342,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(out + r"\Z")
 
 
-class GlobArgs(Arguments):
+class GlobArgs(Formatted):
     pattern: Annotated[NonEmptyStr, Field(max_length=1000, description="`*`, `**`, `?`; no `/` = basename.")]
     path: PathArg = "/workspace"
     kind: Literal["file", "directory"] | None = None

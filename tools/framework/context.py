@@ -17,6 +17,7 @@ from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.skills import SkillSet
 from managed_tools.tools.framework.attachments import AttachmentRef, ResultFile, save
 from managed_tools.tools.framework.budget import Budgets, BudgetTracker, unlimited
+from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.ports import (
     ChildModel,
     ClientLog,
@@ -24,9 +25,11 @@ from managed_tools.tools.framework.ports import (
     HeadlessRun,
     ModelProvider,
     NoChildModel,
+    NoReveal,
     NoVariableInput,
     Progress,
     Sampler,
+    ToolReveal,
     VariableInput,
 )
 from managed_tools.tools.framework.secret_scan import SecretScanning
@@ -65,6 +68,8 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/budget.py)
+    tool_search: bool = False  # `--tool-search`: a small core listed, the rest found with tools_search
+    result_format: ResultFormat = "json"  # `--result-format compact`: list-shaped results as a header and rows
     secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
     # config.json `models`: runs children and wakes headless, fulfils latent tools; None: only a client's model.
     model_provider: ModelProvider | None = None
@@ -91,6 +96,8 @@ class Ports:
     child_model: ChildModel = field(default_factory=NoChildModel)
     # A person asked for a required variable's missing value; nobody by default.
     variables: VariableInput = field(default_factory=NoVariableInput)
+    # Tools that tools_describe adds to this connection's list (the search profile); none by default.
+    reveal: ToolReveal = field(default_factory=NoReveal)
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,12 @@ class ToolDefinition(BaseModel):
     # that run a command or return its output. An upstream server's tools are scanned by their ownership.
     scans_secrets: bool = False
     instructions: str | None = None
+    # May config.json `overrides` give it another title or description (seed 002)? Not where the words are a
+    # contract a model must read as written.
+    accepts_overrides: bool = True
+    # Top-level result fields kept out of the model's context (seed 002 `exclude_value_from_context`): the person
+    # sees them in the result's `_meta`, the audit their digests (tools/framework/overrides.py).
+    context_excluded: tuple[str, ...] = ()
 
     def asks(self, args: Arguments) -> bool:
         """Does this call wait for a person's approval?"""
@@ -296,3 +302,10 @@ def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = replace({key: value for key, value in schema.items() if key != "$defs"}, "", top=True)
     kept = {name: replace(sub, name, top=True) for name, sub in defs.items()}
     return body | {"$defs": kept | added}
+
+
+def model_visible_chars(definition: ToolDefinition) -> int:
+    """What a model reads of a tool in tools/list: its name, its description and its input schema as compact JSON
+    (the catalogue budget's measure, tests/test_catalogue_budget.py)."""
+    schema = json.dumps(definition.input_schema(), separators=(",", ":"), ensure_ascii=False)
+    return len(definition.name) + len(definition.description) + len(schema)

@@ -7,6 +7,7 @@ handler runs, is written as `span.started` / `span.completed` events before the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -39,12 +40,13 @@ from managed_tools.tools.framework.budget import (
     session_over,
     unlimited,
 )
+from managed_tools.tools.framework.compact import compact_text
 from managed_tools.tools.framework.content import Block, ResourceBlock, TextBlock
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import Refused, ToolError
-from managed_tools.tools.framework.models import Arguments
+from managed_tools.tools.framework.models import Arguments, Formatted
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
 from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
@@ -97,6 +99,8 @@ class CallResult:
     touched: tuple[str, ...] = ()
     # The kinds of credential the secret scan masked in this result (never their values): audited.
     secrets_found: tuple[str, ...] = ()
+    # The result fields kept from the model (ToolDefinition.context_excluded): for the person and the audit only.
+    withheld: dict[str, Any] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -161,6 +165,8 @@ class _Span:
             payload["error"] = clip(result.text, 400)
         elif self.summarize_result:
             payload["resultSummary"] = clip(result.text, RESULT_SUMMARY_CHARS)
+        if result.withheld:  # what was kept from the model, by digest: events are readable by the model
+            payload["withheld"] = {name: _digest(value) for name, value in result.withheld.items()}
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
         return payload, summary
 
@@ -379,7 +385,7 @@ async def _run(call: _Call) -> CallResult:
                 raise _Refusal(
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
-            result = call.redact(result)  # a model's or a person's answer may quote a secret it was given
+            result = _withhold(definition, call.redact(result))  # an answer may quote a secret it was given
             return await _write_completed(span, result)
         await _check_precondition(call)
         approved = await _confirm(call)
@@ -542,12 +548,41 @@ async def _call_handler(call: _Call, tx: Tx, approved: _Approved) -> CallResult:
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
-    result = call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx))
-    try:  # inside the transaction: a result over the budget undoes the call
+    result = _withhold(definition, call.redact(_success(output.model_dump(mode="json", by_alias=True), content, ctx)))
+    chosen = call.args.format if isinstance(call.args, Formatted) else None
+    if (chosen or ctx.runtime.result_format) == "compact":
+        result = _compacted(result)
+    try:  # inside the transaction: a result over the budget undoes the call (what is withheld never reaches it)
         call.span.budget.check_call(call.span.arg_chars + result.visible_chars())
     except BudgetExceededError as exc:
         raise _over_budget(call, exc) from None
     return result
+
+
+def _withhold(definition: ToolDefinition, result: CallResult) -> CallResult:
+    """The result without the fields the model must not see: its text is the JSON of the rest (a rendering could
+    show them, so it goes), the attached blocks stay; the fields go to `withheld`."""
+    if not definition.context_excluded or result.structured is None:
+        return result
+    visible = {k: v for k, v in result.structured.items() if k not in definition.context_excluded}
+    withheld = {k: v for k, v in result.structured.items() if k in definition.context_excluded}
+    text = json.dumps(visible, separators=(",", ":"), ensure_ascii=False)
+    kept = tuple(block for block in result.content if not isinstance(block, TextBlock))
+    content = (TextBlock(text=text), *kept) if kept else ()
+    return replace(result, text=text, structured=visible, content=content, withheld=withheld)
+
+
+def _digest(value: Any) -> dict[str, Any]:
+    body = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return {"sha256": hashlib.sha256(body.encode()).hexdigest(), "chars": len(body)}
+
+
+def _compacted(result: CallResult) -> CallResult:
+    """The compact text (tools/framework/compact.py) in place of the JSON text, for a result the tool did not render
+    itself. Built from the structured output once redacted and masked, so every secret already left it: the compact
+    form escapes `|` and line breaks, which a scrub of the raw values would no longer find."""
+    text = compact_text(result.structured) if result.structured is not None and not result.content else None
+    return result if text is None else replace(result, content=(TextBlock(text=text),))
 
 
 def _success(structured: dict[str, Any], content: tuple[Block, ...] = (), ctx: ToolContext | None = None) -> CallResult:

@@ -1,6 +1,6 @@
 """Base models for tool inputs and outputs: camelCase on the wire, snake_case in Python, no extra fields."""
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
@@ -28,6 +28,13 @@ class Arguments(WireModel):
 # The input of a tool that takes no arguments. No docstring: pydantic would publish it in every such schema.
 class NoArguments(Arguments):
     pass
+
+
+# A list-shaped tool's input: `format: "compact"` asks, for this call, for the compact text form that the server's
+# `--result-format` otherwise decides (tools/framework/compact.py). No docstring, as above; no description either:
+# the name and its one value say it, and the model-visible catalogue has no room to spare.
+class Formatted(Arguments):
+    format: Literal["compact"] | None = None
 
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -64,5 +71,5 @@ ExpectedContentHash = Annotated[
 ]
 RequireOutcomePass = Annotated[
     bool | None,
-    Field(description="Need a passing outcome (omitted: if one is defined)."),
+    Field(description="Need a passing outcome (default: if defined)."),
 ]

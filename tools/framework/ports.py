@@ -201,6 +201,19 @@ class NoChildModel:
         raise SamplingUnavailableError("No client model runs here.")
 
 
+class ToolReveal(Protocol):
+    """The search profile (`serve --tool-search`): add tools to the list this connection's client sees and tell
+    it the list changed. False where the client cannot hear that (2026-07-28, stateless HTTP): it calls them
+    through tools_call instead."""
+
+    async def reveal(self, names: list[str]) -> bool: ...
+
+
+class NoReveal:
+    async def reveal(self, names: list[str]) -> bool:
+        return False
+
+
 class HeadlessRun(Protocol):
     """Run a session with no client attached, through the operator's model provider: `message` is the turn it
     starts from, every tool call it makes goes through the executor in that session, and the final answer is

@@ -30,15 +30,18 @@ class Preset(BaseModel):
 
     toolsets: tuple[str, ...]
     tools: tuple[str, ...] = ()
+    tool_search: bool = False  # list a core and search the rest (`--tool-search`) unless told otherwise
 
 
 # Every preset serves the user's own toolsets: a person who configured an upstream server or a custom tool meant it.
 # docs/presets.md says why each holds what it holds.
 PRESETS: dict[str, Preset] = {
-    # For clients with their own file, edit and shell tools (Claude Code, Cursor, VS Code): what they lack.
+    # For clients with their own file, edit and shell tools (Claude Code, Cursor, VS Code): what they lack, and of
+    # that only a core listed at connect; the rest is one tools_search away (docs/tool-search.md).
     "coding": Preset(
         toolsets=("sessions", "outcomes", "memory", "recall", "planning", "skills", "permissions", *USER_TOOLSETS),
         tools=("agent_compare_setup",),
+        tool_search=True,
     ),
     # Versioned memory and the curated substrate; outcomes because a promotion is gated on a passing one.
     "memory": Preset(

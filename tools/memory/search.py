@@ -20,7 +20,7 @@ from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, NonEmptyStr, WireModel
+from managed_tools.tools.framework.models import Formatted, NextTool, NonEmptyStr, WireModel
 from managed_tools.tools.framework.retrieval import build_query, outcome_affinity, score_text, search_parts
 from managed_tools.tools.framework.scope import Lineage, in_lineage, relation
 from managed_tools.tools.outcomes.gate import Evaluation
@@ -53,7 +53,7 @@ class Hit(WireModel):
     trust: Trust | None = Field(default=None, description="A memory store's: untrusted if fed by an upstream result.")
 
 
-class SearchArgs(Arguments):
+class SearchArgs(Formatted):
     query: Annotated[NonEmptyStr, Field(max_length=1000, description='Words; "quoted phrases" exact.')]
     limit: Annotated[int, Field(ge=1, le=50)] = 8
     lineage: Lineage | None = Field(default=None, description="Relation to this session.")

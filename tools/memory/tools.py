@@ -565,7 +565,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_list_versions",
         title="List memory versions",
-        description="List the versions of a versioned memory store, newest first.",
+        description="List the versions of a memory store, newest first, to read or restore an older one.",
         input_model=VersionsArgs,
         output_model=VersionsOutput,
         handler=memory_list_versions,

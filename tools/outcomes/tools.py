@@ -175,8 +175,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_grade",
         title="Grade progress",
-        description="Grade the active outcome's success criteria against what this session recorded in memory "
-        "(session_state, working_buffer), with evidence and a next step.",
+        description="Grade the active outcome's criteria against what this session recorded in memory, with evidence "
+        "and a next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,

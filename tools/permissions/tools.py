@@ -366,8 +366,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="permissions_check",
         title="Check a tool's permissions",
-        description="Check one tool before calling it: policy, effects, whether these arguments are valid and "
-        "already approved, and the next step.",
+        description="Check a tool before calling it: policy, effects, whether these arguments are valid and approved, "
+        "and the next step.",
         input_model=CheckInput,
         output_model=CheckOutput,
         handler=permissions_check,

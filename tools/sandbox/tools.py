@@ -312,5 +312,6 @@ DEFINITIONS = (
         # open short transactions of their own rather than hold the write lock while a process runs.
         own_transactions=True,
         examples=(ToolExample(description="List the workspace", input={"name": "list_dir", "input": {}}),),
+        accepts_overrides=False,  # its words say how routing keeps each action's own policy: a contract
     ),
 )

@@ -176,8 +176,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_describe_context",
         title="Describe the context budget",
-        description="Estimate what a session's wake put into the conversation (catalogue, results, the largest)"
-        " and the pressure, with narrower tools.",
+        description="Estimate what a session's wake put into the conversation and the pressure, with narrower tools.",
         input_model=ContextInput,
         output_model=DescribeContextOutput,
         handler=session_describe_context,

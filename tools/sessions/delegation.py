@@ -404,8 +404,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_run_child",
         title="Run a child session",
-        description="Run a direct child through the configured model or the client's (sampling); else say how to "
-        "attach a client, and wait briefly.",
+        description="Run a direct child through the configured model or the client's; else say how to attach a "
+        "client, and wait briefly.",
         input_model=RunChildInput,
         output_model=RunChildOutput,
         handler=session_run_child,

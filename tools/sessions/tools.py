@@ -18,7 +18,7 @@ from managed_tools.tools.framework.budget import CallLimits, SessionLimits, sess
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.models import Arguments, Formatted, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
 from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
@@ -195,7 +195,7 @@ class SessionFilters(Arguments):
         return all(wanted is None or wanted == value for wanted, value in checks)
 
 
-class SessionListInput(SessionFilters):
+class SessionListInput(SessionFilters, Formatted):
     include_current: bool = Field(default=True, description="Include the current session.")
     lineage: Lineage | None = Field(default=None, description="Relation to this session.")
 
@@ -315,7 +315,7 @@ def _view(event: EventRecord) -> EventView:
     )
 
 
-class SessionEventsInput(Arguments):
+class SessionEventsInput(Formatted):
     session_id: SessionId | None = None
     after_event_id: NonEmptyStr | None = Field(default=None, description="Only events after this one.")
     before_event_id: NonEmptyStr | None = Field(default=None, description="Only events before this one.")

@@ -12,7 +12,7 @@ from managed_tools.stores import shell as store
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, SessionId, WireModel
+from managed_tools.tools.framework.models import Arguments, Formatted, NextTool, SessionId, WireModel
 from managed_tools.tools.framework.scope import scoped_session
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.jobs import HANDLE_AFTER_MS, CommandResult, command_result, follow, stored_result
@@ -29,7 +29,7 @@ async def shell_describe(ctx: ToolContext, args: ScopedInput) -> core.ShellPostu
     return await core.posture(ctx.runtime, ctx.tx, record.id)
 
 
-class HistoryInput(ScopedInput):
+class HistoryInput(ScopedInput, Formatted):
     limit: Annotated[int, Field(ge=1, le=50)] = 5
 
 

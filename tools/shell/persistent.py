@@ -103,7 +103,7 @@ def _after_exec(runtime: Runtime, shell: PersistentShell) -> After:
 
 
 class ExecInput(RunInput):
-    command: CommandText = Field(description="Shell command text, run in the session's persistent shell.")
+    command: CommandText = Field(description="Shell command text.")
     restart: bool = Field(default=False, description="Restart the persistent shell first.")
 
 
@@ -293,8 +293,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_exec",
         title="Run in the persistent shell",
-        description="Run a command in the session's persistent shell (cwd and env persist) once a person "
-        "approves it and its cwd; /workspace/... paths are mapped; long ones return a handle.",
+        description="Run a command in the session's persistent shell (cwd and env persist) once a person approves it; "
+        "/workspace/... paths are mapped; long ones return a handle.",
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,

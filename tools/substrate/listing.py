@@ -79,8 +79,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="resources_list",
         title="List resources",
-        description="List the mounted resources (workspace, the agent's substrate, vaults) and the substrate's "
-        "files with their latest version.",
+        description="List the mounts (workspace, the agent's substrate, vaults) and the substrate's files with their "
+        "latest version.",
         input_model=NoArguments,
         output_model=ListOutput,
         handler=resources_list,

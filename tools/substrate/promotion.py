@@ -119,7 +119,7 @@ class PromoteArgs(Arguments):
     target_path: SubstratePath | None = Field(
         default=None, description="Default: the file the draft was staged from, else the same path."
     )
-    overwrite: bool = Field(default=False, description="Replace an existing substrate file (history keeps it).")
+    overwrite: bool = Field(default=False, description="Replace an existing file (history keeps it).")
     require_outcome_pass: RequireOutcomePass = None
     expected_version_id: ExpectedVersionId = None
     expected_content_hash: ExpectedContentHash = None

@@ -1,0 +1,48 @@
+"""The HTTP protocol class every listener of ours uses (server/http_limits.py), on a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import anyio
+import pytest
+import uvicorn
+from uvicorn.server import ServerState
+
+from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
+
+pytestmark = pytest.mark.anyio
+LIMITS = ConnectionLimits(header_timeout_seconds=5.0, body_timeout_seconds=5.0, max_connections=4)
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    raise AssertionError("no request is sent")
+
+
+async def test_answers_are_sent_without_waiting_for_acknowledgements() -> None:
+    """The regression: a listening socket made as server/http.py `bind` makes it (proto 0) gives accepted sockets
+    asyncio leaves Nagle's algorithm on for, so an answer's body waited behind its headers for the client's delayed
+    acknowledgement: ~40 ms of every 2026-07-28 round trip."""
+    accepted: list[Any] = []
+
+    class Watched(limited_protocol(LIMITS)):  # type: ignore[misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            accepted.append(transport.get_extra_info("socket"))
+
+    config = uvicorn.Config(_app, http=Watched, log_config=None)
+    config.load()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        assert listening.proto == 0
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: Watched(config, ServerState(), {}), sock=listening
+        )
+        async with server, await anyio.connect_tcp("127.0.0.1", listening.getsockname()[1]):
+            with anyio.fail_after(5):
+                while not accepted:  # noqa: ASYNC110 (the protocol is made in the server's callback)
+                    await anyio.sleep(0.01)
+            assert accepted[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
