@@ -80,8 +80,7 @@ async def approval(db: Database, session_id: str, n: int) -> None:
 
 
 async def event_append(db: Database, session_id: str, n: int) -> None:
-    async with db.autocommit() as tx:
-        await events.append_event(tx, session_id, None, "span.started", {"tool": "bench", "n": n})
+    await db.record(lambda tx: events.append_event(tx, session_id, None, "span.started", {"tool": "bench", "n": n}))
 
 
 async def bare_commit(db: Database, session_id: str, n: int) -> None:

@@ -54,6 +54,7 @@ from managed_tools.server.served_urls import ServedUrl, is_loopback
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
 from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.stores.db import is_database_url
+from managed_tools.stores.retention import Retention
 from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.compact import ResultFormat
 from managed_tools.tools.framework.custom import CustomToolSpec
@@ -135,6 +136,21 @@ class SandboxConfig(BaseModel):
     network: NetworkConfig = Field(default_factory=NetworkConfig)  # the egress allowlist (sandbox/egress.py)
 
 
+class RetentionConfig(BaseModel):
+    """config.json `retention`: how long tool spans are kept before their wake is compacted into its trace summary
+    (stores/retention.py, docs/retention.md). Unset: kept for good."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    events_max_age_days: Annotated[int, Field(ge=1, le=100_000)] | None = Field(default=None, alias="eventsMaxAgeDays")
+    events_max_per_session: Annotated[int, Field(ge=10, le=100_000_000)] | None = Field(
+        default=None, alias="eventsMaxPerSession"
+    )
+
+    def policy(self) -> Retention:
+        return Retention(self.events_max_age_days, self.events_max_per_session)
+
+
 class Quota(BaseModel):
     """What one principal may use of an HTTP server at a time (None: no bound); past it, 429 and Retry-After."""
 
@@ -207,6 +223,7 @@ class UserConfig(BaseModel):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # shell_run and shell_exec run unasked when they run inside the full sandbox (tools/shell/jobs.py `contained`).
     auto_sandboxed: bool = Field(default=False, alias="autoSandboxed")
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # A new agent's substrate starts with AGENTS.md, SOUL.md, ... as first versions (tools/substrate/defaults.py).
     substrate_defaults: bool = Field(default=True, alias="substrateDefaults")
     # Tokens, time and calls per call and per session (tools/framework/budget.py); nothing limited by default.
@@ -316,6 +333,7 @@ class ServeConfig(BaseModel):
     request_state_keys: tuple[SecretBytes, ...] = ()  # the shared ring; () seals under a key of this process
     vault_key: SecretBytes | None = None  # the replicas' shared vault key; None: the data dir's own
     auto_sandboxed: bool = False  # `--auto-sandboxed`, config `autoSandboxed`
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # config `retention`
     substrate_defaults: bool = True  # config `substrateDefaults`
     budgets: Budgets = Field(default_factory=Budgets)  # config `budgets`
     tool_search: bool = False  # `--tool-search`, config `toolSearch`
@@ -401,6 +419,7 @@ class ServeConfig(BaseModel):
             vault_key=vault_key,
             sandbox=user.sandbox,
             auto_sandboxed=bool(auto_sandboxed or user.auto_sandboxed),
+            retention=user.retention,
             substrate_defaults=user.substrate_defaults,
             budgets=user.budgets,
             tool_search=_tool_search(tool_search, user, selection or Selecting()),

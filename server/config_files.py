@@ -29,7 +29,7 @@ KEYS = (
     "policy", "approvalWaitSeconds", "customTools", "latentTools", "promptTools", "vaults", "skills", "oauth",
     "approvals", "variables", "mcpServers", "preset", "toolsets", "tools", "excludeTools", "readOnly",
     "requestStateKeys", "vaultKey", "sandbox", "autoSandboxed", "substrateDefaults", "budgets", "quotas", "telemetry",
-    "models", "secretScanning", "toolSearch", "resultFormat", "overrides",
+    "models", "secretScanning", "toolSearch", "resultFormat", "overrides", "retention",
 )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from managed_tools.server.secrets import open_vault
 from managed_tools.server.upstream.fleet import LISTING_WAIT_SECONDS, running_upstreams, upstream_entries
 from managed_tools.server.upstream.remembered import upstream_cache
 from managed_tools.server.upstream.secrets import SecretLookup
-from managed_tools.stores import sessions, substrate
+from managed_tools.stores import retention, sessions, substrate
 from managed_tools.stores.attachments import directory
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
@@ -182,6 +182,13 @@ def with_model(runtime: Runtime, config: ServeConfig, secrets: SecretLookup | No
     return dataclasses.replace(with_provider, headless=ModelHeadless(with_provider))
 
 
+async def _tidy(db: Database, guard: PathGuard, config: ServeConfig) -> None:
+    """What a killed server left half done is swept first (it reads the unfinished calls' spans), then the spans
+    the retention policy no longer keeps are compacted."""
+    await leftovers.sweep(db, guard, config.data_dir)
+    await retention.apply(db, config.retention.policy())
+
+
 @asynccontextmanager
 async def open_runtime(
     config: ServeConfig,
@@ -221,7 +228,7 @@ async def open_runtime(
         )
         mounts = default_mounts(config.workspace, config.data_dir, config.agent, config.vaults)
         guard = path_guard(config, mounts)
-        await leftovers.sweep(db, guard, config.data_dir)
+        await _tidy(db, guard, config)
         try:
             confinement = open_confinement(
                 mounts,

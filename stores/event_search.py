@@ -1,4 +1,9 @@
-"""Full-text search over the event log (the `events_fts` index, kept current by an insert trigger).
+"""Full-text search over the event log (the `events_fts` index, filled in batches by the calls' records).
+
+SQLite: events are indexed INDEX_BATCH at a time by `index_pending`, in a call's record (its one round trip), not
+one by one as they are appended; `events_fts_mark` says how far. A search reads the events past the mark itself
+and matches them with the same words FTS5 sees (`stores.db.fulltext`), so it never misses one, and a killed
+process leaves nothing unsearchable: the mark moves only in the transaction that indexed up to it.
 
 The agent, session and event type are index columns holding hex tokens, so every filter (this agent only, not the
 current session, these sessions, these types) is applied inside FTS5 and never costs a place among the results.
@@ -37,9 +42,32 @@ class EventScope:
     types: Sequence[str] | None = None
 
 
+INDEX_BATCH = 64
+
+
+async def index_pending(tx: Tx, upto: int, *, at_least: int = INDEX_BATCH) -> None:
+    """SQLite, in a write transaction: index the events up to seq `upto` past the mark, if `at_least` of them wait."""
+    if tx.dialect.name != "sqlite":
+        return  # PostgreSQL: each event is indexed as it is appended (stores.events.index_event)
+    mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
+    if upto - mark < at_least:
+        return
+    await tx.execute(
+        "INSERT INTO events_fts(rowid, agent, session, type, body) "
+        "SELECT seq, agent, session, type, body FROM event_search_docs WHERE seq > ? AND seq <= ?",
+        (mark, upto),
+    )
+    await tx.execute("UPDATE events_fts_mark SET seq = ?", (upto,))
+
+
 def _token(value: str) -> str:
     """The index's spelling of an id: its UTF-8 bytes in hex (one token, never FTS syntax, case-folded)."""
     return value.encode().hex()
+
+
+def _agent(scope: EventScope) -> str:
+    """The index's `agent` column: the agent and the session's owner (the view of migration 11)."""
+    return scope.agent_id if scope.owner == LOCAL_OWNER else f"{scope.agent_id}\n{scope.owner}"
 
 
 def _any_of(column: str, values: Collection[str]) -> str:
@@ -47,9 +75,7 @@ def _any_of(column: str, values: Collection[str]) -> str:
 
 
 def _expression(scope: EventScope, query: Match) -> str:
-    # The index's `agent` column is the agent and the session's owner (the view of migration 11).
-    agent = scope.agent_id if scope.owner == LOCAL_OWNER else f"{scope.agent_id}\n{scope.owner}"
-    parts = [f"agent:{_token(agent)}", f"body:({query.fts5()})"]
+    parts = [f"agent:{_token(_agent(scope))}", f"body:({query.fts5()})"]
     if scope.sessions is not None:
         parts.append(_any_of("session", scope.sessions))
     if scope.types:
@@ -65,11 +91,32 @@ async def _newest(tx: Tx, scope: EventScope, query: Match, limit: int) -> list[i
     there, so a common word costs what `limit` costs (a rare phrase of common words still walks their doclists)."""
     if tx.dialect.name == "postgresql":
         return await _newest_postgresql(tx, scope, query, limit)
-    rows = await tx.fetchall(
-        "SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-        (_expression(scope, query), limit),
-    )
-    return [int(r[0]) for r in rows]
+    found = await _newest_unindexed(tx, scope, query, limit)
+    if len(found) < limit:
+        rows = await tx.fetchall(
+            "SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (_expression(scope, query), limit - len(found)),
+        )
+        found.extend(int(r[0]) for r in rows)
+    return found
+
+
+async def _newest_unindexed(tx: Tx, scope: EventScope, query: Match, limit: int) -> list[int]:
+    """SQLite: the newest `limit` events past the index's mark (fewer than a batch and a call's) matching `query`,
+    matched on the words FTS5 would index; every one of them is newer than every indexed event."""
+    sql = "SELECT seq, body FROM event_search_docs WHERE seq > (SELECT seq FROM events_fts_mark) AND agent = ?"
+    params: list[object] = [_token(_agent(scope)).upper()]  # SQLite's hex() spells it in capitals
+    if scope.sessions is not None:
+        sql += f" AND session IN ({','.join('?' * len(scope.sessions))})"
+        params.extend(_token(s).upper() for s in sorted(scope.sessions))
+    if scope.types:
+        sql += f" AND type IN ({','.join('?' * len(scope.types))})"
+        params.extend(_token(t).upper() for t in scope.types)
+    if scope.exclude_session is not None:
+        sql += " AND session != ?"
+        params.append(_token(scope.exclude_session).upper())
+    rows = await tx.fetchall(f"{sql} ORDER BY seq DESC", params)
+    return [int(r["seq"]) for r in rows if query.hits(fulltext.words(r["body"])) is not None][:limit]
 
 
 async def _newest_postgresql(tx: Tx, scope: EventScope, query: Match, limit: int) -> list[int]:

@@ -64,8 +64,13 @@ async def append_event(
     *,
     summary: str | None = None,
     processed: bool = True,
+    created_at: str | None = None,
+    touch: bool = True,
 ) -> EventRecord:
-    event_id, created_at = uuid7(), utc_now()
+    """Append one event. `touch` moves the session's activity clock to it: every event is activity, but a tool
+    call's two events touch the session once (at its completion), so the executor says `touch=False` for the
+    start. `created_at` is when it happened, for an event written after the fact (a read's span.started)."""
+    event_id, created_at = uuid7(), created_at or utc_now()
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     seq = int(
         await tx.scalar(
@@ -74,6 +79,11 @@ async def append_event(
             (event_id, session_id, wake_id, event_type, created_at, int(processed), summary, body),
         )
     )
+    if touch:
+        await tx.execute(
+            "UPDATE sessions SET last_activity_at = ?, updated_at = ? WHERE id = ?",
+            (created_at, created_at, session_id),
+        )
     if tx.dialect.name == "postgresql" and (text := event_text(event_type, summary, payload)) is not None:
         await index_event(tx, seq, session_id, event_type, text)
     return EventRecord(

@@ -15,13 +15,14 @@ run a few times a second), pruned to the newest rows. On PostgreSQL it is `Liste
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from managed_tools.stores.db import Database, Row
+from managed_tools.stores.db import Database, Row, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError
 
 Method = Literal[
@@ -63,18 +64,19 @@ class PolledNotices:
         rows = [(self._origin, n.method, n.uri) for n in notices if n.uri is None or len(n.uri) <= MAX_URI_CHARS]
         if not rows:
             return
-        try:
-            async with self._db.autocommit() as tx:
-                added = await tx.fetchall(
-                    "INSERT INTO notices (origin, method, uri) VALUES "
-                    + ", ".join(["(?, ?, ?)"] * len(rows))
-                    + " RETURNING seq",
-                    [value for row in rows for value in row],
-                )
-                last = max(int(row[0]) for row in added)
-                await tx.execute("DELETE FROM notices WHERE seq <= ?", (last - KEEP_ROWS,))
-        except DatabaseUnwritableError:
-            pass  # a hint lost: subscribers see the change on their next read
+
+        async def publishing(tx: Tx) -> None:
+            added = await tx.fetchall(
+                "INSERT INTO notices (origin, method, uri) VALUES "
+                + ", ".join(["(?, ?, ?)"] * len(rows))
+                + " RETURNING seq",
+                [value for row in rows for value in row],
+            )
+            last = max(int(row[0]) for row in added)
+            await tx.execute("DELETE FROM notices WHERE seq <= ?", (last - KEEP_ROWS,))
+
+        with contextlib.suppress(DatabaseUnwritableError):  # a hint lost: subscribers see it on their next read
+            await self._db.record(publishing)
 
     async def arrivals(self) -> AsyncIterator[list[Notice]]:
         async with self._db.read() as tx:

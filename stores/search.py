@@ -16,7 +16,7 @@ from managed_tools.stores.db.fulltext import Match, match_all, match_any
 from managed_tools.stores.ids import utc_now
 
 SNIPPET_CHARS = 180
-RANK_WINDOW = 1_000
+RANK_WINDOW = 256
 MAX_FETCH = 4096
 # The agent's knowledge (its memory scope, learnings) is every principal's; a session's texts (its memory, outcome,
 # evaluation, shell state) are its owner's alone, though a shared text also names the session that wrote it.
@@ -85,22 +85,17 @@ async def upsert(
 async def _ranked(tx: Tx, query: Match, limit: int) -> list[tuple[int, float]]:
     """Best-first (rowid, bm25) among the newest RANK_WINDOW matches, inside the index alone.
 
-    Walking matches in rowid order is cheap; scoring each with bm25 is not, so at most RANK_WINDOW are scored,
-    and documents are joined only for the best `limit`.
+    One walk of the matches in rowid order, newest first, with FTS5's `rank` (bm25) of each match it returns and
+    a LIMIT: a common word costs RANK_WINDOW scores, no more than a rare one, and a phrase of common words is
+    walked once. The window is sorted here; documents are joined only for the best `limit`.
     """
     if tx.dialect.name == "postgresql":
         return await _ranked_postgresql(tx, query, limit)
-    expression = query.fts5()
-    edge = await tx.scalar(
-        "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (expression, RANK_WINDOW - 1),
-    )
     rows = await tx.fetchall(
-        "SELECT rowid, bm25(search_fts) AS score FROM search_fts WHERE search_fts MATCH ? AND rowid >= ? "
-        "ORDER BY score, rowid LIMIT ?",
-        (expression, edge or 0, limit),
+        "SELECT rowid, rank FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+        (query.fts5(), RANK_WINDOW),
     )
-    return [(int(r[0]), float(r[1])) for r in rows]
+    return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda pair: (pair[1], pair[0]))[:limit]
 
 
 async def _ranked_postgresql(tx: Tx, query: Match, limit: int) -> list[tuple[int, float]]:

@@ -163,8 +163,7 @@ async def test_write_transactions_reach_the_disk_before_they_are_acknowledged(ru
     full, normal = 2, 1
     async with runtime.db.write() as tx:
         assert await tx.scalar("PRAGMA synchronous") == full
-    async with runtime.db.autocommit() as tx:
-        assert await tx.scalar("PRAGMA synchronous") == normal
+    assert await runtime.db.record(lambda tx: tx.scalar("PRAGMA synchronous")) == normal
 
 
 KILLS = 5

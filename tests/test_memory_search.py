@@ -1,5 +1,5 @@
-"""memory_search across sessions: promotion readiness on hits, only texts naming a query word, other sessions'
-shell history and checkpoints."""
+"""memory_search across sessions: promotion readiness on hits, only texts naming a query word, a hyphenated query as
+one phrase, other sessions' shell history and checkpoints."""
 
 from __future__ import annotations
 
@@ -32,6 +32,20 @@ async def test_memory_search_drops_texts_that_name_no_query_word(runtime: Runtim
         exact = data(await client.call_tool("memory_search", {"query": "café"}))
     assert folded["count"] == 0  # the index folds accents, but the text holds no "cafe"
     assert [h["source"] for h in exact["hits"]] == ["working_buffer"]
+
+
+@pytest.mark.both_backends
+async def test_a_hyphenated_query_matches_as_one_phrase(runtime: Runtime, connect: Connect) -> None:
+    """Issue 27: `out-of-the-blue-xyzzy` was split into words, so any text holding `out` matched it."""
+    async with connect(runtime) as client:
+        await client.call_tool("memory_write", {"target": "working_buffer", "content": "went out for a walk"})
+        await client.call_tool("memory_write", {"target": "session_state", "content": "the blue door"})
+        missing = data(await client.call_tool("memory_search", {"query": "out-of-the-blue-xyzzy"}))
+        await client.call_tool("memory_write", {"target": "session_state", "content": "said out-of-the-blue-xyzzy"})
+        found = data(await client.call_tool("memory_search", {"query": "out-of-the-blue-xyzzy"}))
+    assert missing["count"] == 0, missing["hits"]
+    assert [h["source"] for h in found["hits"]] == ["session_state"]
+    assert "identifier-match:1" in found["hits"][0]["reasons"]
 
 
 async def test_memory_search_finds_another_sessions_shell_commands_and_checkpoint(

@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
-from managed_tools.stores import events, sessions
+from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.db import sqlite as db_module
 from managed_tools.stores.db.migrations import MIGRATIONS
@@ -48,6 +48,7 @@ async def integrity(runtime: Runtime) -> None:
         assert bodies == {seq: text for seq, text in texts.items() if text is not None} and bodies
         return
     async with runtime.db.write() as tx:
+        await event_search.index_pending(tx, int(await tx.scalar("SELECT max(seq) FROM events")), at_least=1)
         indexed = [r[0] for r in await tx.fetchall("SELECT id FROM events_fts_docsize ORDER BY id")]
         searchable = [r[0] for r in await tx.fetchall("SELECT seq FROM event_search_docs ORDER BY seq")]
         assert indexed == searchable and indexed
@@ -340,8 +341,9 @@ async def test_an_append_after_another_connections_schema_change_is_indexed(runt
         record = await sessions.create_session(tx, "default")
     async with runtime.db.write() as tx:  # another connection changes the schema
         await tx.execute("CREATE TABLE unrelated (id INTEGER PRIMARY KEY)")
-    async with runtime.db.autocommit() as tx:
-        await events.append_event(tx, record.id, None, "user.note", {"text": f"after {MARKER}"})
+    await runtime.db.record(
+        lambda tx: events.append_event(tx, record.id, None, "user.note", {"text": f"after {MARKER}"})
+    )
     await integrity(runtime)
     async with runtime.db.read() as tx:
         assert await tx.scalar("SELECT count(*) FROM events_fts WHERE events_fts MATCH ?", (f'"{MARKER}"',)) == 1

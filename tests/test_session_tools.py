@@ -67,8 +67,7 @@ async def test_every_call_is_recorded_as_span_events(runtime: Runtime, connect: 
         ("span.completed", "tool", "no_such_tool"),
         ("span.started", "tool", "session_list"),
         ("span.completed", "tool", "session_list"),
-        ("span.started", "tool", "session_get_events"),  # its own completion is written after it reads
-    ]
+    ]  # session_get_events's own record (both events) is written after it read (one round trip per call)
     results = [e["payload"]["result"] for e in got["events"] if e["type"] == "span.completed"]
     assert results == ["success", "error", "error"]
 
@@ -82,7 +81,7 @@ async def test_session_get_snapshot_and_traces(runtime: Runtime, connect: Connec
         missing = await client.call_tool("session_get_trace", {"wakeId": "nope"})
     assert snap["status"] == "idle" and snap["isCurrent"] is True and snap["requiresAction"] is False
     assert snap["lastWakeId"] == wake
-    assert snap["eventCursor"]["eventCount"] >= 2
+    assert snap["eventCursor"]["eventCount"] >= 1  # the wake's start (a read's own record is written after it)
     assert snap["pendingActionKind"] is None
     assert traces["count"] == 1 and traces["traces"][0]["eventTypes"][:2] == ["span.started", "span.completed"]
     assert trace["wakeId"] == wake and {e["type"] for e in trace["events"]} == {"span.completed"}

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -38,6 +38,7 @@ LOCKED = "The state database is locked by another process; try again in a moment
 log = logging.getLogger("managed_tools.db")
 
 Undo = Callable[[], None]
+T = TypeVar("T")
 
 
 class Row(Protocol):
@@ -215,9 +216,10 @@ class Database(ABC):
         returns (durably), rolled back if it raises."""
 
     @abstractmethod
-    def autocommit(self) -> AbstractAsyncContextManager[Tx]:
-        """For single-statement writes (an event append): each statement commits on its own, atomically, and may
-        be lost with the last few commits if the machine loses power (docs/decisions/crash-safety.md)."""
+    async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """A short write that awaits nothing but its own statements (event appends): one transaction, run whole in
+        one round trip where the engine can. It may be lost with the last few commits if the machine loses power
+        (docs/decisions/crash-safety.md)."""
 
     @abstractmethod
     def read(self) -> AbstractAsyncContextManager[Tx]:

@@ -539,6 +539,28 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         ("ALTER TABLE approvals ADD COLUMN remember TEXT NOT NULL DEFAULT 'once'",),
     ),
     (
+        15,
+        "events no longer touch their session by trigger",
+        # The store moves the session's activity clock itself (stores.events.append_event), so a tool call's two
+        # events update `sessions` and its two indexes once, not twice.
+        (
+            Each("DROP TRIGGER events_touch_session", "DROP TRIGGER events_touch_session ON events"),
+            Each(None, "DROP FUNCTION events_touch_session()"),
+        ),
+    ),
+    (
+        16,
+        "the event index filled in batches, off the append path",
+        # SQLite: the insert trigger indexed each event in its appending statement, doubling the append. Now a
+        # call's record indexes the events past the mark once INDEX_BATCH of them wait (stores.event_search), and
+        # a search reads the unindexed tail itself, so it never misses one. Every event before this was indexed.
+        (
+            Each("DROP TRIGGER events_fts_ai", None),
+            Each("CREATE TABLE events_fts_mark (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)", None),
+            Each("INSERT INTO events_fts_mark (id, seq) SELECT 1, coalesce(max(seq), 0) FROM events", None),
+        ),
+    ),
+    (
         17,
         "how a child session was delegated: its name, whether it takes further messages, how it reports back",
         (

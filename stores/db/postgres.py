@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -290,10 +290,11 @@ class PostgresDatabase(Database):
     def write(self) -> AbstractAsyncContextManager[Tx]:
         return self._locked(durable=self._durable, writing=True)
 
-    def autocommit(self) -> AbstractAsyncContextManager[Tx]:
-        # One short transaction for the block (callers append one event), committed without waiting for the
-        # WAL flush: like SQLite's appender at NORMAL, a server crash may lose the last few, never corrupt.
-        return self._locked(durable=False, writing=False)
+    async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        # One short transaction, committed without waiting for the WAL flush: like SQLite's appender at NORMAL,
+        # a server crash may lose the last few, never corrupt.
+        async with self._locked(durable=False, writing=False) as tx:
+            return await work(tx)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:

@@ -14,13 +14,15 @@ import os
 import secrets
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
-import aiosqlite
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
 
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
@@ -41,14 +43,9 @@ GONE = (
     "lost at the next start). Ask the person running the server to restart it; `managed-tools where` shows the file."
 )
 
-# aiosqlite's DEBUG lines print every statement with its parameters (memory contents, event payloads, vault
-# ciphertexts): a person's data and, before redaction existed for them, secrets. `--log-level debug` is for our
-# own lines; aiosqlite says only what goes wrong (INFO and above).
-logging.getLogger("aiosqlite").setLevel(logging.INFO)
-
-
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
+BEGIN_SLICE_MS = 100
 FULL = (
     "The disk that holds the server's state is full, so nothing was written. Every call is recorded before it "
     "runs, so no call can run until space is freed there: ask the person running the server (`managed-tools where` "
@@ -107,58 +104,130 @@ def _refused_clearly(path: Path, locked: str = LOCKED) -> Iterator[None]:
 T = TypeVar("T")
 
 
-async def _again_if_stale(run: Callable[[], Awaitable[T]]) -> T:
+def _again_if_stale(run: Callable[[], T]) -> T:
     """SQLite 3.40 (Debian 12's) fails the first write into `events` after another connection changed the schema
-    (a migration in another process, a test's table) with "no such table: events": compiling the FTS trigger on
-    a stale schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
+    (a migration in another process, a test's table) with "no such table: events": compiling a trigger on a stale
+    schema. The statement did nothing; once more, on the reloaded schema, it succeeds."""
     try:
-        return await run()
+        return run()
     except sqlite3.OperationalError as exc:
         if not str(exc).startswith("no such table: "):
             raise
-        return await run()
+        return run()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _try_begin(conn: sqlite3.Connection, wait_ms: int = 0) -> bool:
+    """`BEGIN IMMEDIATE`, waiting at most `wait_ms` for another process's lock; False if it is still held."""
+    if wait_ms:
+        conn.execute(f"PRAGMA busy_timeout={wait_ms}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        return True
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+        return False
+    finally:
+        if wait_ms:
+            conn.execute("PRAGMA busy_timeout=0")
+
+
+def drive(work: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that awaits only statements of an `SqliteTx` (which never suspend) to its end, here, on
+    this thread: so a store's async code runs whole as one function on the database thread."""
+    try:
+        work.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    work.close()
+    raise RuntimeError("a unit of work on the database thread awaited something other than its own statements")
 
 
 class SqliteTx(Tx):
+    """Statements run at once, on the calling thread: SQLite answers a bounded query in microseconds, less than a
+    hop to another thread and back costs (docs/decisions/one-round-trip-per-call.md). Nothing here ever waits
+    for another process's lock: the writer's `BEGIN IMMEDIATE` and every commit are the database's to run."""
+
     dialect = SQLITE
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, *, writing: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection | None, path: Path, *, writing: bool = False) -> None:
         super().__init__(writing=writing)
         self._conn = conn
         self._path = path
 
+    def _connection(self) -> sqlite3.Connection:
+        assert self._conn is not None, "a transaction used after it ended"
+        return self._conn
+
     async def execute(self, sql: str, params: Params = ()) -> int:
+        conn = self._connection()
         with _refused_clearly(self._path):
-            cursor = await _again_if_stale(lambda: self._conn.execute(sql, params))
+            cursor = _again_if_stale(lambda: conn.execute(sql, params))
         count = cursor.rowcount
-        await cursor.close()
+        cursor.close()
         return count
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        conn = self._connection()
         with _refused_clearly(self._path):
-            await self._conn.executemany(sql, rows)
+            conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
-        # One hop to the database thread: every extra hop costs tens of microseconds per call.
+        conn = self._connection()
         with _refused_clearly(self._path):
-            return list(await _again_if_stale(lambda: self._conn.execute_fetchall(sql, params)))
+            return list(_again_if_stale(lambda: conn.execute(sql, params).fetchall()))
 
     async def _statement(self, sql: str) -> None:
         with _refused_clearly(self._path):
-            await self._conn.execute(sql)
+            self._connection().execute(sql)
+
+
+class _Snapshot(SqliteTx):
+    """A read transaction that takes a pooled connection and begins only at its first statement: a call that
+    reads nothing (a refusal, a tool with nothing to look up) never touches the database for it."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        super().__init__(None, db.path)
+        self._db = db
+        self._ended = False
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            assert not self._ended, "a read transaction used after it ended"
+            self._conn = self._db._take_reader()
+            self._conn.execute("BEGIN")
+        return self._conn
+
+    def end(self) -> None:
+        self._ended = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.rollback()
+            finally:
+                self._db._give_back(conn)
 
 
 class SqliteDatabase(Database):
-    """The state file (WAL): one writer connection, one appender, a small pool of readers."""
+    """The state file (WAL): one writer and one appender connection, and reader connections, each used on the
+    event loop's thread except for what may wait (another process's lock, a commit's fsync), which runs on the
+    database's one thread of its own."""
 
     dialect = SQLITE
 
     def __init__(
         self,
         path: Path,
-        writer: aiosqlite.Connection,
-        appender: aiosqlite.Connection,
-        readers: list[aiosqlite.Connection],
+        *,
+        writer: sqlite3.Connection,
+        appender: sqlite3.Connection,
+        readers: list[sqlite3.Connection],
+        busy_timeout_ms: int,
     ) -> None:
         self.path = path
         self.local_dir = path.parent
@@ -166,86 +235,131 @@ class SqliteDatabase(Database):
         self._identity = _identity(path)
         self._writer = writer
         self._appender = appender
+        self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = anyio.Lock()
+        self._thread = anyio.CapacityLimiter(1)  # one database thread: its steps run in order, never at once
         self._refused: str | None = None  # the kind of the refusals under way (disk full, read-only), once logged
-        self._readers = readers
-        self._reader_send, self._reader_recv = anyio.create_memory_object_stream[aiosqlite.Connection](len(readers))
-        for conn in readers:
-            self._reader_send.send_nowait(conn)
+        self._idle_readers = readers
+        self._keep_readers = len(readers)
+        self._closed = False
 
     @classmethod
     async def connect(
         cls, path: Path, *, busy_timeout_ms: int, readers: int, synchronous: Synchronous
     ) -> SqliteDatabase:
         """Raises DatabaseOpenError, naming the file and what to do, when it cannot be used; a failed open closes
-        every connection it made, so no database thread outlives it (they would keep the process alive)."""
-        opened: list[aiosqlite.Connection] = []
-        try:
+        every connection it made."""
+        opened: list[sqlite3.Connection] = []
+
+        def opening() -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             _refuse_unusable_file(path)
             wal = read_wal(path)  # before any connection recovers it
-            opened.append(await _connect(path, busy_timeout_ms, synchronous))
-            await report_recovery(opened[0], path, wal)
-            await _prepare(opened[0], busy_timeout_ms)
+            opened.append(_connect(path, busy_timeout_ms, synchronous))
+            report_recovery(opened[0], path, wal)
+            _prepare(opened[0], busy_timeout_ms)
             for _ in range(1 + max(1, readers)):  # the appender, then the readers
-                opened.append(await _connect(path, busy_timeout_ms, "NORMAL"))
+                opened.append(_connect(path, busy_timeout_ms, "NORMAL"))
+            # The writer begins on the loop's thread and must never wait there: a lock another process holds
+            # sends its `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
+            opened[0].execute("PRAGMA busy_timeout=0")
+
+        try:
+            await anyio.to_thread.run_sync(opening)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                for conn in opened:
-                    await conn.close()
+            for conn in opened:
+                conn.close()
             if isinstance(exc, sqlite3.Error | OSError):
                 raise DatabaseOpenError(_unusable(path, exc)) from exc
             raise
-        return cls(path, opened[0], opened[1], opened[2:])
+        return cls(path, writer=opened[0], appender=opened[1], readers=opened[2:], busy_timeout_ms=busy_timeout_ms)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            for conn in [self._writer, self._appender, *self._readers]:
-                await conn.close()
-            self._reader_send.close()
-            self._reader_recv.close()
+            async with self._write_lock:  # a commit under way on the database thread finishes first
+                self._closed = True
+                for conn in [self._writer, self._appender, *self._idle_readers]:
+                    conn.close()
+                self._idle_readers.clear()
+
+    async def _on_thread(self, step: Callable[[], T]) -> T:
+        """`step` on the database thread: one round trip. Not abandoned when cancelled (a commit runs whole)."""
+        return await anyio.to_thread.run_sync(step, limiter=self._thread)
+
+    def _take_reader(self) -> sqlite3.Connection:
+        if self._idle_readers:
+            return self._idle_readers.pop()
+        # More snapshots open at once than connections kept: one more for this one (closed when given back).
+        return _connect(self.path, self._busy_timeout_ms, "NORMAL")
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        if self._closed or len(self._idle_readers) >= self._keep_readers:
+            conn.close()
+        else:
+            self._idle_readers.append(conn)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Tx]:
-        """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises."""
+        """A write transaction (`BEGIN IMMEDIATE`), committed when the body returns, rolled back if it raises.
+
+        Its statements run on the loop's thread; the commit (an fsync at FULL) is one round trip to the database
+        thread, and so is the `BEGIN` when another process holds the lock."""
         async with self._write_lock, self._said_when_refused():
             self._refuse_if_gone()
             tx = SqliteTx(self._writer, self.path, writing=True)
             try:
-                # Inside the try: a cancel that lands while the database thread runs BEGIN leaves the transaction
-                # begun, and only this rollback ends it (else every later write fails "within a transaction").
+                # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
+                # transaction begun, and only this rollback ends it.
                 with _refused_clearly(self.path):
-                    await self._writer.execute("BEGIN IMMEDIATE")
+                    await self._begin(self._writer)
                 yield tx
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    tx._run_undo()
-                    await self._writer.rollback()
+                tx._run_undo()
+                self._writer.rollback()
                 raise
             else:
                 stayed_locked = "The state database stayed locked by another process; nothing was written."
                 with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
                     try:
-                        await self._writer.commit()
+                        await self._on_thread(self._writer.commit)
                     except sqlite3.OperationalError:
                         # A failed COMMIT keeps the transaction, and its lock, until this rollback.
                         tx._run_undo()
-                        await self._writer.rollback()
+                        self._writer.rollback()
                         raise
                 tx._committed()
 
-    @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[Tx]:
-        """The writer outside any transaction: each statement commits on its own, atomically.
+    async def _begin(self, conn: sqlite3.Connection) -> None:
+        """`BEGIN IMMEDIATE` here at once; while another process holds the lock, on the database thread, in
+        slices of BEGIN_SLICE_MS up to the busy timeout, so a cancel lands between slices with nothing begun."""
+        if _try_begin(conn):
+            return
+        deadline = anyio.current_time() + self._busy_timeout_ms / 1000
+        while not await self._on_thread(lambda: _try_begin(conn, BEGIN_SLICE_MS)):
+            if anyio.current_time() >= deadline:
+                raise DatabaseBusyError(LOCKED)
+            await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()  # cancelled while the last slice began: the caller rolls back
 
-        For single-statement writes (an event append), which then cost one hop instead of three. Its own
-        connection, at `synchronous=NORMAL`: an append survives a killed process but may be lost with the last
-        few commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md).
-        """
+    async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """`work` in one transaction on the appender (event appends), run whole on the database thread: one
+        round trip. At `synchronous=NORMAL`: it survives a killed process but may be lost with the last few
+        commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md)."""
         async with self._write_lock, self._said_when_refused():
             self._refuse_if_gone()
-            with _refused_clearly(self.path):
-                yield SqliteTx(self._appender, self.path)
+            return await self._on_thread(lambda: self._recorded(work))
+
+    def _recorded(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        conn = self._appender
+        with _refused_clearly(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = drive(work(SqliteTx(conn, self.path)))
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+        return done
 
     @asynccontextmanager
     async def _said_when_refused(self) -> AsyncIterator[None]:
@@ -279,17 +393,13 @@ class SqliteDatabase(Database):
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
-        """A read-only snapshot on a pooled connection, so reads never wait for this process's writer."""
-        conn = await self._reader_recv.receive()
+        """A read-only snapshot on its own connection, so reads never wait for this process's writer; taken at
+        its first statement."""
+        tx = _Snapshot(self)
         try:
-            try:
-                await conn.execute("BEGIN")  # inside the try, as in `write`: a cancelled BEGIN may still begin
-                yield SqliteTx(conn, self.path)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await conn.rollback()
+            yield tx
         finally:
-            self._reader_send.send_nowait(conn)
+            tx.end()
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -313,27 +423,19 @@ def _refuse_unusable_file(path: Path) -> None:
             )
 
 
-async def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> aiosqlite.Connection:
-    conn = aiosqlite.connect(str(path), isolation_level=None)
-    try:
-        await conn
-    except BaseException:
-        # aiosqlite stops its thread after a failed connect without waiting for it; wait here (it only closes
-        # nothing), or it may outlive the event loop and report the closed loop on stderr.
-        conn._thread.join(timeout=5)
-        raise
+def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
         # The WAL bounded: checkpointed each WAL_CHECKPOINT_PAGES (SQLite's default is about 4 MB, a mount's worth
         # on a small disk), and cut back to WAL_SIZE_LIMIT when it restarts, or it keeps its largest size for good.
-        await conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-        await conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
+        conn.close()
         raise
     return conn
 
@@ -371,47 +473,44 @@ def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
     return f"Cannot use the state database {path} ({exc}): check it and its directory, or choose another data dir."
 
 
-async def _prepare(conn: aiosqlite.Connection, busy_timeout_ms: int) -> None:
-    """Switch to WAL and migrate, retrying while other processes do the same.
+def _prepare(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL and migrate, retrying while other processes do the same (on the database thread).
 
     On a fresh file two processes can meet where SQLite answers "locked" at once instead of waiting (switching
     the journal mode, or two readers both upgrading to writers), so the busy timeout alone is not enough here.
     """
-    deadline = anyio.current_time() + max(busy_timeout_ms / 1000, 1.0) * 3
+    deadline = time.monotonic() + max(busy_timeout_ms / 1000, 1.0) * 3
     while True:
         try:
-            rows = await conn.execute_fetchall("PRAGMA journal_mode")
-            if str(next(iter(rows))[0]).lower() != "wal":
-                await conn.execute("PRAGMA journal_mode=WAL")
-            await _migrate(conn)
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            _migrate(conn)
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc).lower() or anyio.current_time() > deadline:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
                 raise
-            await anyio.sleep(0.02 + secrets.randbelow(80) / 1000)
+            time.sleep(0.02 + secrets.randbelow(80) / 1000)
 
 
-async def _migrate(conn: aiosqlite.Connection) -> None:
+def _migrate(conn: sqlite3.Connection) -> None:
     """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
 
     The version is read inside the transaction, so two processes starting at once never apply one twice.
     """
     for migration in MIGRATIONS:
         version, name = migration[0], migration[1]
-        await conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            await conn.execute(
+            conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                 "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
             )
-            cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
-            done = await cursor.fetchone()
-            await cursor.close()
+            done = conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone()
             if done is None:
                 for statement in statements(migration, "sqlite"):
-                    await conn.execute(statement)
-                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
         except BaseException:
-            await conn.rollback()
+            conn.rollback()
             raise
-        await conn.commit()
+        conn.commit()

@@ -15,12 +15,11 @@ not at the first call that reads the damaged page.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import aiosqlite
 
 log = logging.getLogger("managed_tools.db")
 
@@ -66,7 +65,7 @@ def read_wal(database: Path) -> WalFrames | None:
         return None
 
 
-async def report_recovery(conn: aiosqlite.Connection, database: Path, before: WalFrames | None) -> None:
+def report_recovery(conn: sqlite3.Connection, database: Path, before: WalFrames | None) -> None:
     """Log what SQLite recovered from the WAL found before the open (`before`), then a bounded quick check."""
     if before is None:
         return
@@ -77,11 +76,11 @@ async def report_recovery(conn: aiosqlite.Connection, database: Path, before: Wa
             database,
             before.size,
         )
-        await quick_check(conn, database)
+        quick_check(conn, database)
         return
     if before.frames == 0:
         return
-    rows = list(await conn.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)"))
+    rows = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
     accepted = max(0, int(rows[0][1])) if rows else 0
     after = read_wal(database)
     if after is None or after.salts != before.salts:
@@ -100,22 +99,22 @@ async def report_recovery(conn: aiosqlite.Connection, database: Path, before: Wa
         )
     else:
         log.info("recovered %d committed transaction(s) from the state database's write-ahead log, all of it", kept)
-    await quick_check(conn, database)
+    quick_check(conn, database)
 
 
-async def quick_check(conn: aiosqlite.Connection, database: Path, seconds: float = QUICK_CHECK_SECONDS) -> None:
+def quick_check(conn: sqlite3.Connection, database: Path, seconds: float = QUICK_CHECK_SECONDS) -> None:
     """`PRAGMA quick_check`, interrupted after `seconds` (a large file is checked in part, and the log says so)."""
     deadline = time.monotonic() + seconds
-    await conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     try:
-        rows = [str(row[0]) for row in await conn.execute_fetchall("PRAGMA quick_check")]
-    except aiosqlite.OperationalError as exc:
+        rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.OperationalError as exc:
         if "interrupt" not in str(exc).lower():
             raise
         log.warning("the state database %s was not fully checked: its quick check ran past %g s", database, seconds)
         return
     finally:
-        await conn.set_progress_handler(lambda: 0, 0)  # 0 steps: no handler
+        conn.set_progress_handler(None, 0)
     if rows != ["ok"]:
         log.error(
             "the state database %s failed its quick check (%s); move it aside and restart to begin afresh, or "

@@ -20,10 +20,10 @@ from typing import Any, Literal
 import anyio
 
 from managed_tools.sandbox import layers
-from managed_tools.stores import approvals, events, latent_calls, usage
+from managed_tools.stores import approvals, event_search, events, latent_calls, usage
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
-from managed_tools.stores.ids import uuid7
+from managed_tools.stores.ids import utc_now, uuid7
 from managed_tools.tools.framework import latent, redaction, secret_scan, telemetry, variables
 from managed_tools.tools.framework.arguments import (
     ArgumentError,
@@ -137,6 +137,14 @@ class _Span:
     summarize_result: bool = False
     arg_chars: int = 0  # the arguments as parsed, in compact JSON: part of what the call cost the model
     budget: BudgetTracker = field(default_factory=unlimited)
+    started_at: str = field(default_factory=utc_now)
+    # The span.started payload until it is written. A call that only reads writes both its events after it ran,
+    # in one round trip; every other call writes it first (`flush_started`), before it can have any effect.
+    unwritten: dict[str, Any] | None = None
+    argument_secrets: tuple[str, ...] = ()  # the kinds of credential the scan found in the arguments
+
+    def start(self, payload: dict[str, Any]) -> None:
+        self.unwritten = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
 
     def tokens(self, result: CallResult) -> int:
         return estimated_tokens(self.arg_chars + result.visible_chars()) + self.budget.model_tokens
@@ -162,18 +170,31 @@ class _Span:
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
         return payload, summary
 
-    async def write_started(self, tx: Tx, payload: dict[str, Any]) -> None:
-        body = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
-        await events.append_event(tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body)
+    async def write_started(self, tx: Tx) -> None:
+        """The span.started event, if not yet written; the completion touches the session (once per call)."""
+        if self.unwritten is None:
+            return
+        body, self.unwritten = self.unwritten, None
+        await events.append_event(
+            tx, self.attachment.session_id, self.attachment.wake_id, "span.started", body,
+            created_at=self.started_at, touch=False,
+        )  # fmt: skip
+        if self.argument_secrets:
+            await self.write_secrets(tx, "arguments", self.argument_secrets)
 
     async def write_completed(self, tx: Tx, result: CallResult) -> None:
+        """The completion (and the start, if it waited), then the event index's next batch if one is due."""
+        await self.write_started(tx)
         payload, summary = self.completed_payload(result)
         session_id = self.attachment.session_id
-        await events.append_event(tx, session_id, self.attachment.wake_id, "span.completed", payload, summary=summary)
+        record = await events.append_event(
+            tx, session_id, self.attachment.wake_id, "span.completed", payload, summary=summary
+        )
         if result.error_kind != "budget":  # a refusal for the budget's sake is not counted against it
             await usage.add(tx, session_id, tokens=payload["tokens"], duration_ms=payload["durationMs"])
         if result.secrets_found:
             await self.write_secrets(tx, "result", result.secrets_found)
+        await event_search.index_pending(tx, record.seq)
 
     async def write_secrets(self, tx: Tx, where: Literal["arguments", "result"], kinds: tuple[str, ...]) -> None:
         """The audit record of a secret-scan hit: where and what kind, never the value."""
@@ -182,6 +203,10 @@ class _Span:
         await events.append_event(
             tx, self.attachment.session_id, self.attachment.wake_id, SECRET_EVENT, payload, summary=summary
         )
+
+    async def flush_started(self) -> None:
+        """The call on record before it may change anything, run anything or wait for a person: one round trip."""
+        await self.runtime.db.record(self.write_started)
 
 
 async def execute(
@@ -253,22 +278,21 @@ async def _execute(
     span.arg_chars = len(json.dumps(canonical, separators=(",", ":"), ensure_ascii=False))
     found = _argument_secrets(runtime, definition, canonical)
 
-    try:
-        async with runtime.db.autocommit() as tx:
-            await span.write_started(
-                tx,
-                {
-                    "ownership": definition.ownership,
-                    "permissionPolicy": definition.permission_policy,
-                    "argsDigest": digest,
-                    "args": _preview(secret_scan.mask(without_hidden(definition, canonical), found)),
-                },
-            )
-            if found:
-                await span.write_secrets(tx, "arguments", tuple(secret_scan.kinds(found)))
-    except DatabaseUnwritableError as exc:
-        # Without an audit record the call must not run at all.
-        return CallResult("error", str(exc), error_kind=exc.kind)
+    span.start(
+        {
+            "ownership": definition.ownership,
+            "permissionPolicy": definition.permission_policy,
+            "argsDigest": digest,
+            "args": _preview(secret_scan.mask(without_hidden(definition, canonical), found)),
+        }
+    )
+    span.argument_secrets = tuple(secret_scan.kinds(found)) if found else ()
+    if not _only_reads(definition, args) or found:
+        try:
+            await span.flush_started()
+        except DatabaseUnwritableError as exc:
+            # Without an audit record the call must not run at all.
+            return CallResult("error", str(exc), error_kind=exc.kind)
 
     try:
         timeout = definition.timeout_seconds
@@ -290,9 +314,24 @@ async def _execute(
         # Cancelled by the client (or the process is going down): record it, shielded, then re-raise.
         if not span.completed:
             with anyio.CancelScope(shield=True):
-                await _write_completed(span, CallResult("cancelled", "The call was cancelled.", error_kind="internal"))
+                cancelled = CallResult("cancelled", "The call was cancelled.", error_kind="internal")
+                await _write_completed(span, cancelled)
         raise
     return result
+
+
+def _only_reads(definition: ToolDefinition, args: Arguments) -> bool:
+    """Does this call only read the state in its own snapshot (no effect, no person to wait for, no variable to
+    gather, no model to ask)? Then its record is written after it ran, both events in one round trip, and its
+    answer waits for that record (docs/decisions/one-round-trip-per-call.md)."""
+    return (
+        definition.read_only
+        and definition.handler is not None
+        and not definition.own_transactions
+        and not definition.variables
+        and not definition.asks(args)
+        and definition.asks_because is None
+    )
 
 
 @dataclass(frozen=True)
@@ -347,19 +386,18 @@ async def _run(call: _Call) -> CallResult:
                     "tool_error", f"{definition.name} has no implementation on this server and cannot be run here."
                 )
             result = _withhold(definition, call.redact(result))  # an answer may quote a secret it was given
-            await _write_completed(span, result)
-            return result
+            return await _write_completed(span, result)
         await _check_precondition(call)
         approved = await _confirm(call)
         shield = definition.interrupt_behavior == "block"
         with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
             if definition.own_transactions:
                 result = await _call_handler(call, NoTransaction(), approved)
-                await _write_completed(span, result)
+                result = await _write_completed(span, result)
             elif definition.read_only:
                 async with runtime.db.read() as tx:
                     result = await _call_handler(call, tx, approved)
-                await _write_completed(span, result)
+                result = await _write_completed(span, result)
             else:
                 async with runtime.db.write() as tx:
                     result = await _call_handler(call, tx, approved)
@@ -388,9 +426,7 @@ async def _run(call: _Call) -> CallResult:
             "The server log has the details.",
             error_kind="internal",
         )
-    result = call.redact(result)
-    await _write_completed(span, result)
-    return result
+    return await _write_completed(span, call.redact(result))
 
 
 def _may_start(call: _Call) -> None:
@@ -718,24 +754,25 @@ def _custom_output(call: _Call, value: dict[str, Any] | None) -> dict[str, Any]:
         ) from None
 
 
-async def _write_completed(span: _Span, result: CallResult) -> None:
+async def _write_completed(span: _Span, result: CallResult) -> CallResult:
+    """The call's completion on record (with its start, if that waited: one round trip either way), then its
+    result. A call of which nothing could be recorded answers with why instead: it changed nothing."""
+    unrecorded = span.unwritten is not None
     try:
-        async with span.runtime.db.autocommit() as tx:
-            await span.write_completed(tx, result)
+        await span.runtime.db.record(lambda tx: span.write_completed(tx, result))
         span.completed = True
     except DatabaseUnwritableError as exc:
         log.error("could not record the completion of %s: %s", span.tool_name, exc)
+        if unrecorded:
+            return CallResult("error", str(exc), error_kind=exc.kind)
+    return result
 
 
 async def _record_refusal(span: _Span, result: CallResult, arguments: Any) -> CallResult:
-    """A call refused before parsing succeeded: both span events in one transaction, without argument values."""
-    keys = sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []
-    try:
-        async with span.runtime.db.write() as tx:
-            await span.write_started(tx, {"argKeys": keys})
-            await span.write_completed(tx, result)
-    except DatabaseUnwritableError as exc:
-        log.error("could not record the refused call of %s: %s", span.tool_name, exc)
+    """A call refused before parsing succeeded: both span events in one round trip, without argument values. The
+    refusal is the answer even when the record cannot be written (nothing ran)."""
+    span.start({"argKeys": sorted(str(k) for k in arguments)[:32] if isinstance(arguments, dict) else []})
+    await _write_completed(span, result)
     return result
 
 

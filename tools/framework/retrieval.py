@@ -65,7 +65,10 @@ def build_query(text: str) -> Query:
         if t not in path_terms
         and ("_" in t or "-" in t.strip("-") or (any(c.isdigit() for c in t) and any(c.isalpha() for c in t)))
     ]
-    terms = [w for w in _WORD.findall(rest) if len(w) > 1 and w not in STOPWORDS]
+    # A hyphenated token (`out-of-the-blue-xyzzy`) is one thing, found as a phrase: its words are no terms of
+    # their own, or any text holding `out` would match it.
+    plain = _STRUCTURED.sub(lambda m: " " if _hyphenated(m.group()) else m.group(), rest)
+    terms = [w for w in _WORD.findall(plain) if len(w) > 1 and w not in STOPWORDS]
     return Query(
         normalized=normalized,
         terms=list(dict.fromkeys(terms))[:MAX_TERMS],
@@ -73,6 +76,10 @@ def build_query(text: str) -> Query:
         path_terms=list(dict.fromkeys(path_terms))[:MAX_TERMS],
         identifiers=list(dict.fromkeys(identifiers))[:MAX_TERMS],
     )
+
+
+def _hyphenated(token: str) -> bool:
+    return "-" in token.strip("-./:#")
 
 
 def score_text(text: str, query: Query) -> tuple[int, list[str]]:
@@ -110,9 +117,11 @@ def outcome_affinity(current: Outcome | None, other: Outcome | None) -> int:
 
 
 def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
-    """(terms, phrases, fallback words) for the index. A path or identifier must match as one phrase; its
-    pieces only count in the any-word fallback (so `body:canary` still finds "canary")."""
+    """(terms, phrases, fallback words) for the index. A path or identifier must match as one phrase; the pieces
+    of one without a hyphen count in the any-word fallback (so `body:canary` still finds "canary"), those of a
+    hyphenated one never (`out-of-the-blue-xyzzy` is no query for `out`)."""
     structured = [*query.identifiers, *query.path_terms]
     pieces = {w for token in structured for w in re.findall(r"\w+", token.lower())}
+    loose = {w for token in structured if not _hyphenated(token) for w in re.findall(r"\w+", token.lower())}
     words = [t for t in query.terms if t not in pieces]
-    return [*words, *structured], query.phrases, sorted(pieces)
+    return [*words, *structured], query.phrases, sorted(loose)

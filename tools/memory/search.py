@@ -128,7 +128,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     setup = setup_fingerprint(ctx.runtime)
     outcome_of = await outcomes.active_many(ctx.tx, session_ids)
     evaluations = await outcomes.latest_evaluations(ctx.tx, session_ids)
-    ranked: list[tuple[tuple[Any, ...], Hit]] = []
+    ranked: list[tuple[tuple[float, bool, bool], str, str, Hit]] = []
     for row in rows:
         lexical, reasons = score_text(f"{row.title}\n{row.body}", query)
         if not lexical:
@@ -177,18 +177,16 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
             and known[row.session_id][0].status == "requires_action",
             expansion=_expansion(row, same_setup),
         )
-        ranked.append(((-score, not same_setup, rel is None, _desc(row.created_at), row.key), hit))
-    ranked.sort(key=lambda pair: pair[0])
+        ranked.append(((-score, not same_setup, rel is None), row.created_at, row.key, hit))
+    # Best score, same setup, related, then newest, then key: stable sorts from the last key to the first.
+    ranked.sort(key=lambda entry: entry[2])
+    ranked.sort(key=lambda entry: entry[1], reverse=True)
+    ranked.sort(key=lambda entry: entry[0])
     hits = []
-    for order, hit in ranked[: args.limit]:
-        sources = await memory.search_key_provenance(ctx.tx, order[-1])  # the row's key
+    for _, _, key, hit in ranked[: args.limit]:
+        sources = await memory.search_key_provenance(ctx.tx, key)
         hits.append(hit if sources is None else hit.model_copy(update={"trust": sources.trust}))
     return SearchOutput(agent_id=ctx.agent_id, query=args.query, count=len(hits), hits=hits)
-
-
-def _desc(timestamp: str) -> str:
-    """Sort key that puts later ISO timestamps first."""
-    return "".join(chr(0x10FFFF - ord(c)) for c in timestamp)
 
 
 DEFINITIONS = (

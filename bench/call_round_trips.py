@@ -1,0 +1,136 @@
+"""What one tool call costs in database round trips and time, in process, against the bare SDK server.
+
+Every series runs through `mcp.Client` over the in-memory transport, so no process or pipe adds noise: the
+`bare` baseline is bench/bare_echo_server.py's low-level `Server` answering `echo`; the managed series are a
+read (`memory_read`, `session_get_events`), a refusal (an unknown tool) and a write (`memory_write`) on a fresh
+state file. Rounds interleave the series. A round trip is one step handed to a database thread: our own
+(`SqliteDatabase._on_thread`) or, on a tree still built on aiosqlite, one `aiosqlite` request; both are counted.
+
+Run it on another checkout's code (the before figures) with PYTHONPATH=<that checkout>. It is a benchmark, not a
+test: it prints median and p95 per series, the ratio to bare, and the process's CPU time per call (all threads,
+the in-process client's included: steadier than wall time on a loaded machine), and exits 0 whatever they are.
+
+    python bench/call_round_trips.py [--calls 300] [--rounds 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import anyio.lowlevel
+import bare_echo_server
+
+from managed_tools.server.app import build_server
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.runtime import open_runtime
+
+SERIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "bare echo": ("echo", {"text": "hi"}),
+    "memory_read": ("memory_read", {"target": "session_state"}),
+    "session_get_events": ("session_get_events", {"limit": 5}),
+    "refusal": ("no_such_tool", {}),
+    "memory_write": ("memory_write", {"target": "session_state", "content": "a line of notes"}),
+}
+
+
+class Hops:
+    """Counts the steps handed to the database thread, whichever engine the imported tree has."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        try:
+            import aiosqlite.core
+
+            self._wrap(aiosqlite.core.Connection, "_execute")
+        except ImportError:
+            pass
+        from managed_tools.stores.db import sqlite
+
+        if hasattr(sqlite.SqliteDatabase, "_on_thread"):
+            self._wrap(sqlite.SqliteDatabase, "_on_thread")
+
+    def _wrap(self, owner: type, name: str) -> None:
+        original: Callable[..., Any] = getattr(owner, name)
+        hops = self
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            hops.count += 1
+            return await original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+
+
+async def run(calls: int, rounds: int) -> dict[str, dict[str, float]]:
+    hops = Hops()
+    timings: dict[str, list[float]] = {name: [] for name in SERIES}
+    trips: dict[str, list[int]] = {name: [] for name in SERIES}
+    cpu: dict[str, list[float]] = {name: [] for name in SERIES}
+    with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        config = ServeConfig.build(workspace=workspace, data_dir=Path(tmp) / "state", database=None)
+        async with (
+            open_runtime(config) as runtime,
+            Client(build_server(runtime, transport="memory")) as managed,
+            Client(bare_echo_server.server) as bare,
+        ):
+            for _ in range(rounds):
+                for name, (tool, arguments) in SERIES.items():
+                    client = bare if name == "bare echo" else managed
+                    for n in range(calls + 20):
+                        await anyio.lowlevel.checkpoint()  # let what a call left behind (a change notice) go first
+                        before, started, used = hops.count, time.perf_counter(), time.process_time()
+                        await client.call_tool(tool, arguments)
+                        if n >= 20:  # warm-up
+                            timings[name].append((time.perf_counter() - started) * 1000)
+                            cpu[name].append((time.process_time() - used) * 1000)
+                            trips[name].append(hops.count - before)
+    base = statistics.median(timings["bare echo"])
+    figures: dict[str, dict[str, float]] = {}
+    for name, values in timings.items():
+        ordered = sorted(values)
+        p50 = statistics.median(ordered)
+        figures[name] = {
+            "p50_ms": round(p50, 3),
+            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
+            "ratio_p50": round(p50 / base, 2),
+            "cpu_mean_ms": round(statistics.fmean(cpu[name]), 3),
+            "round_trips": statistics.median(trips[name]),
+        }
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=300, help="timed calls per series and round (default: 300)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    args = parser.parse_args(argv)
+    figures = anyio.run(run, args.calls, args.rounds)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"in-process calls, {args.calls} x {args.rounds} per series (ratio: p50 / bare echo p50)")
+    print(f"{'series':<20} {'p50 ms':>8} {'p95 ms':>8} {'ratio':>6} {'CPU ms':>7} {'round trips':>12}")
+    for name, row in figures.items():
+        print(
+            f"{name:<20} {row['p50_ms']:>8.3f} {row['p95_ms']:>8.3f} {row['ratio_p50']:>6.2f} "
+            f"{row['cpu_mean_ms']:>7.3f} {row['round_trips']:>12g}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
