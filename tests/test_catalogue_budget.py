@@ -88,8 +88,10 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
 
 # The whole tools/list answer as sent (compact JSON, every tool of the full catalogue with all its parts): 169,553
 # bytes before output schemas, annotations and _meta were made lean, 142,264 after (docs/decisions/lean-catalogue.md).
-# Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why.
-MAX_TOOLS_LIST_BYTES = 145_000
+# Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why (an SDK client
+# checks each output schema alone, so no `$defs` can be shared across tools). Raised by 1,000 for the trust level
+# that retrieval_search's memory hits now carry (provenance, docs/trust.md): the model must see it wherever it reads.
+MAX_TOOLS_LIST_BYTES = 146_000
 
 
 def tools_list_bytes() -> int:

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from managed_tools.stores import outcomes, sessions
+from managed_tools.stores.provenance import Trust
 from managed_tools.stores.sessions import SessionRecord
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import ToolContext
@@ -40,6 +41,7 @@ class RecallHit(WireModel):
     promotion_ready: bool | None
     outcome_trend: str | None
     expansion: NextTool
+    trust: Trust | None = None  # a memory hit's (stores/provenance.py): untrusted content says so here too
 
 
 @dataclass(frozen=True)
