@@ -37,10 +37,15 @@ class PathError(StoreError):
     """A path the file tools refuse; the message names the mount and the rule."""
 
 
-def _escape(message: str) -> PathError:
+class PathEscape(PathError):
+    """A path that tried to leave its mount (a link out, `..`, another mount, the server's own data): the sandbox's
+    refusal, which the executor reports with its own kind (`sandbox_refused`) so a person can see it."""
+
+
+def _escape(message: str) -> PathEscape:
     """A path that tried to leave its mount: refused, and counted (sandbox/refusal_count.py)."""
     refusal_count.counted("path")
-    return PathError(message)
+    return PathEscape(message)
 
 
 @dataclass(frozen=True)

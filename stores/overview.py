@@ -25,9 +25,10 @@ MAX_DIFF_LINES = 400
 VersionStore = Literal["memory", "substrate"]
 # A grade's height on the trend chart: how close the session's outcome is to done.
 GRADE_LEVELS = {"missing_outcome": 0, "blocked": 0, "in_progress": 1, "done_candidate": 2}
-# Shell output carries what the egress proxy refused (tools/shell/runner.py); error kinds that are a refusal.
+# A completion event carries what the egress proxy refused (`networkBlocked`; older ones only in the shell's output,
+# tools/shell/runner.py); the error kinds that are a refusal (the sandbox's, a person's).
 NETWORK_BLOCKED = "network blocked: "
-REFUSING_KINDS = ("permission", "requires_action")
+REFUSING_KINDS = ("sandbox_refused", "permission", "requires_action")
 
 
 class WakeView(BaseModel):
@@ -235,16 +236,17 @@ async def grades(tx: Tx) -> list[GradeView]:
 
 
 async def refusals(tx: Tx) -> list[RefusalView]:
-    """What was refused, newest first: destinations the egress proxy refused a command (from its recorded
-    output), calls a person denied, and calls that ended refused (no permission, waiting for one)."""
+    """What was refused, newest first: paths the sandbox refused (a way out of a mount), destinations the egress
+    proxy refused a command, calls a person denied, and calls that ended refused (no permission, waiting for one)."""
+    kinds = " OR ".join("payload LIKE ?" for _ in REFUSING_KINDS)
     rows = await tx.fetchall(
         "SELECT seq, session_id, created_at, type, payload FROM events WHERE "
-        "(type = 'span.completed' AND (payload LIKE ? OR payload LIKE ? OR payload LIKE ?)) "
+        f"(type = 'span.completed' AND (payload LIKE ? OR payload LIKE ? OR {kinds})) "
         "OR (type = 'permission.decided' AND payload LIKE ?) ORDER BY seq DESC LIMIT ?",
         (
+            '%"networkBlocked":[%',
             f"%{NETWORK_BLOCKED}%",
-            f'%"errorKind":"{REFUSING_KINDS[0]}"%',
-            f'%"errorKind":"{REFUSING_KINDS[1]}"%',
+            *(f'%"errorKind":"{kind}"%' for kind in REFUSING_KINDS),
             '%"allowed":false%',
             MAX_REFUSALS,
         ),
@@ -260,7 +262,9 @@ def _refusal(row: Any) -> RefusalView:
     else:
         text = " ".join(str(payload.get(key, "")) for key in ("error", "resultSummary"))
         at = text.find(NETWORK_BLOCKED)
-        if at >= 0:
+        if isinstance(payload.get("networkBlocked"), list) and payload["networkBlocked"]:
+            kind, detail = "network", "; ".join(str(b) for b in payload["networkBlocked"])[:300]
+        elif at >= 0:
             kind, detail = "network", text[at + len(NETWORK_BLOCKED) :].split("\n")[0][:300]
         else:
             kind, detail = str(payload.get("errorKind")), str(payload.get("error", ""))[:300]

@@ -43,6 +43,7 @@ from managed_tools.sandbox.egress import (
 from managed_tools.server.config import ConfigError, SandboxConfig, ServeConfig, load_user_config
 from managed_tools.server.config_files import read_config_files
 from managed_tools.server.runtime import open_runtime
+from managed_tools.stores import overview
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -328,6 +329,9 @@ async def test_shell_run_reaches_allowed_domains_and_names_the_blocked(rt: Runti
                                         f"also.evil.test:8443 ({NOT_LISTED})"]  # fmt: skip
     assert result["stderr"].count("refused") == 3
     assert "[managed-tools] network blocked: evil.test:80 (not in sandbox.network.allowedDomains)" in result["text"]
+    async with rt.db.read() as tx:  # the completion keeps them whole, for the dashboard's refusals
+        shown = [r for r in await overview.refusals(tx) if r.kind == "network"]
+    assert shown and shown[0].detail.startswith(f"evil.test:80 ({NOT_LISTED}); evil.test:443")
     assert [h.split("\r\n")[0] for h in web.heads] == ["GET /plain HTTP/1.1", "GET /tunnelled HTTP/1.1"]
 
 

@@ -3,7 +3,10 @@ order with their levels, a version's diff against the one before it, and the eve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from conftest import Connect, data
 
 from managed_tools.stores import events, memory, overview, sessions
 from managed_tools.stores.ids import uuid7
@@ -67,3 +70,20 @@ async def test_refusals_grades_diffs_and_the_event_window(runtime: Runtime) -> N
     assert missing is None
     assert [e.type for e in window] == ["span.completed", "permission.decided", "permission.decided"]
     assert window[0].tool == "shell_run" and window[0].seq > first.seq
+
+
+async def test_the_sandboxs_own_refusals_are_shown(runtime: Runtime, connect: Connect, workspace: Path) -> None:
+    """A path out of its mount is refused with kind `sandbox_refused`, and a command's refused destinations are
+    kept whole in its completion (not only in its output, which a summary may cut): both are refusals here."""
+    async with connect(runtime) as client:
+        escaped = await client.call_tool("read", {"path": "../outside.txt"})
+        session = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+    assert escaped.is_error and escaped.meta is not None
+    assert escaped.meta["managed-tools/error"]["kind"] == "sandbox_refused"
+    async with runtime.db.write() as tx:
+        completed = {"toolName": "shell_run", "result": "success", "networkBlocked": ["evil.example:443 (not listed)"]}
+        await events.append_event(tx, session, None, "span.completed", {**completed, "resultSummary": "x" * 300})
+    async with runtime.db.read() as tx:
+        refused = await overview.refusals(tx)
+    assert [(r.kind, r.tool) for r in refused[:2]] == [("network", "shell_run"), ("sandbox_refused", "read")]
+    assert refused[0].detail == "evil.example:443 (not listed)" and "outside" in refused[1].detail

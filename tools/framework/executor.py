@@ -20,6 +20,7 @@ from typing import Any, Literal
 import anyio
 
 from managed_tools.sandbox import layers
+from managed_tools.sandbox.paths import PathEscape
 from managed_tools.stores import approvals, event_search, events, latent_calls, usage
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
@@ -73,6 +74,7 @@ ErrorKind = Literal[
     "disk_full",
     "state_read_only",
     "quota_exceeded",
+    "sandbox_refused",
     "internal",
 ]
 SECRET_EVENT = "secret.detected"
@@ -80,6 +82,7 @@ PREVIEW_CHARS = 200
 RESULT_SUMMARY_CHARS = 300
 CONSENT_PREVIEW_CHARS = 4000
 MAX_NAME_CHARS = 64
+MAX_BLOCKED = 20  # refused destinations kept in a completion event
 UNKNOWN_TOOL = "(unknown)"
 
 
@@ -165,6 +168,9 @@ class _Span:
             payload["error"] = clip(result.text, 400)
         elif self.summarize_result:
             payload["resultSummary"] = clip(result.text, RESULT_SUMMARY_CHARS)
+        blocked = result.structured.get("networkBlocked") if result.structured else None
+        if blocked:  # what the egress proxy refused a command: the sandbox's refusals, shown to a person
+            payload["networkBlocked"] = blocked[:MAX_BLOCKED]
         if result.withheld:  # what was kept from the model, by digest: events are readable by the model
             payload["withheld"] = {name: _digest(value) for name, value in result.withheld.items()}
         summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
@@ -411,6 +417,8 @@ async def _run(call: _Call) -> CallResult:
         result = CallResult("error", str(exc), error_kind="refused" if isinstance(exc, Refused) else "tool_error")
     except DatabaseUnwritableError as exc:
         result = CallResult("error", f"{exc} {definition.name} made no changes.", error_kind=exc.kind)
+    except PathEscape as exc:
+        result = CallResult("error", str(exc), error_kind="sandbox_refused")
     except (StoreError, SamplingUnavailableError) as exc:
         # A lost compare-and-swap (another writer won; nothing changed) is a conflict, not failed work.
         conflict = isinstance(exc, PreconditionError)
