@@ -16,6 +16,7 @@ the in-process client's included: steadier than wall time on a loaded machine), 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -50,10 +51,9 @@ class Hops:
 
     def __init__(self) -> None:
         self.count = 0
-        try:
-            import aiosqlite.core
-
-            self._wrap(aiosqlite.core.Connection, "_execute")
+        try:  # an older tree (the "before" of a comparison) ran on aiosqlite, no longer a dependency
+            older = importlib.import_module("aiosqlite.core")
+            self._wrap(older.Connection, "_execute")
         except ImportError:
             pass
         from managed_tools.stores.db import sqlite
