@@ -20,7 +20,7 @@ from managed_tools.server.human import HumanError, age, state_database
 from managed_tools.server.state_place import StatePlace
 from managed_tools.server.terminal import Column, Screen, more, table
 from managed_tools.stores import outcomes
-from managed_tools.stores.db import Database, Tx, as_dict
+from managed_tools.stores.db import Database, Row, Tx, as_dict
 
 FOLLOW_POLL_SECONDS = 0.5
 
@@ -62,17 +62,29 @@ def _show(screen: Screen, lines: Sequence[str | None]) -> None:
 
 async def one_session(tx: Tx, given: str) -> str:
     """A session's full id from its id or a unique prefix of it (as the tables print them)."""
-    rows = await tx.fetchall("SELECT id FROM sessions WHERE id LIKE ? ORDER BY id LIMIT 6", (_prefix(given),))
-    ids = [row["id"] for row in rows]
-    if given in ids or len(ids) == 1:
-        return given if given in ids else str(ids[0])
-    if not ids:
+    rows = await tx.fetchall(f"SELECT id FROM sessions WHERE {_ID_STARTS} ORDER BY id LIMIT 6", (_like_prefix(given),))
+    found = _named(rows, given)
+    if found is not None:
+        return str(found["id"])
+    if not rows:
         raise HumanError(f"No session {given!r}; `managed-tools sessions` lists them.")
-    raise HumanError(f"{given!r} names more than one session ({', '.join(ids[:5])}); give more of its id.")
+    ids = ", ".join(row["id"] for row in rows[:5])
+    raise HumanError(f"{given!r} names more than one session ({ids}); give more of its id.")
 
 
-def _prefix(given: str) -> str:
-    return given.replace("\\", "").replace("%", "").replace("_", "\\_") + "%"
+# An id that starts with the given text, taken literally: `%`, `_` and `\` in it are no wildcards.
+_ID_STARTS = "id LIKE ? ESCAPE '\\'"
+
+
+def _like_prefix(given: str) -> str:
+    """The LIKE pattern (with _ID_STARTS' escape) for what starts with `given`."""
+    return given.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _named(rows: Sequence[Row], given: str) -> Row | None:
+    """The row `given` names among those whose id starts with it: its exact id, else the only one."""
+    exact = [row for row in rows if row["id"] == given]
+    return exact[0] if exact else rows[0] if len(rows) == 1 else None
 
 
 def _short(session_id: str | None) -> str:
@@ -336,15 +348,14 @@ async def _diff(tx: Tx, scope: str, args: argparse.Namespace, screen: Screen) ->
 
 async def _version_text(tx: Tx, scope: str, target: str, given: str) -> tuple[str, str]:
     rows = await tx.fetchall(
-        "SELECT id, content FROM memory_versions WHERE scope = ? AND target = ? AND id LIKE ? ORDER BY id LIMIT 3",
-        (scope, target, _prefix(given)),
+        f"SELECT id, content FROM memory_versions WHERE scope = ? AND target = ? AND {_ID_STARTS} ORDER BY id LIMIT 3",
+        (scope, target, _like_prefix(given)),
     )
-    exact = [row for row in rows if row["id"] == given]
-    if exact or len(rows) == 1:
-        row = (exact or rows)[0]
-        return str(row["id"]), str(row["content"])
+    found = _named(rows, given)
+    if found is not None:
+        return str(found["id"]), str(found["content"])
     what = "no version" if not rows else "more than one version"
-    raise HumanError(f"{given!r} names {what} of {target}; `managed-tools memory {target} --versions` lists them.")
+    raise HumanError(f"{given!r} names {what} of {target}; `managed-tools memory show {target} --versions` lists them.")
 
 
 # outcomes ------------------------------------------------------------------------------------------------------

@@ -91,6 +91,9 @@ async def test_events_filter_by_session_prefix_and_type_and_keep_the_latest(tmp_
     ambiguous = view(tmp_path, acted, "events", "--session", "0")
     assert ambiguous.returncode == 1 and "more than one session" in ambiguous.stderr
     assert ambiguous.stderr.count("\n") == 1 and "Traceback" not in ambiguous.stderr
+    for wildcard in ("%", "_", "0%"):  # taken literally, never as LIKE's wildcards
+        literal = view(tmp_path, acted, "events", "--session", wildcard)
+        assert literal.returncode == 1 and f"No session {wildcard!r}" in literal.stderr, literal.stderr
 
 
 def follow(tmp_path: Path, acted: Acted) -> subprocess.Popen[str]:
@@ -134,6 +137,8 @@ async def test_memory_lists_shows_versions_and_diffs(tmp_path: Path, acted: Acte
     assert "+then fix the bug" in diff.stdout and f"session_state@{oldest}" in diff.stdout
     unknown = view(tmp_path, acted, "memory", "show", "nothing_here", *one)
     assert unknown.returncode == 1 and "No memory 'nothing_here'" in unknown.stderr
+    unknown_version = view(tmp_path, acted, "memory", "show", "session_state", "--diff", "zz", middle, *one)
+    assert unknown_version.returncode == 1 and "memory show session_state --versions" in unknown_version.stderr
     wrong = view(tmp_path, acted, "memory", "--versions")
     assert wrong.returncode == 1 and "memory show TARGET --versions" in wrong.stderr
 
