@@ -19,7 +19,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,6 +34,7 @@ WINDOW_SECONDS = 60.0
 PENDING_FRESH_SECONDS = 1.0
 PENDING_RETRY_SECONDS = 10
 MAX_PRINCIPALS = 10_000  # principals remembered at once; the least recently seen are forgotten first
+V = TypeVar("V")
 
 
 class QuotaGate:
@@ -128,9 +129,7 @@ class QuotaGate:
         window = self._window.pop(owner, None) or deque()
         while window and window[0] <= now - WINDOW_SECONDS:
             window.popleft()
-        self._window[owner] = window  # re-inserted: the dict's order is the order principals were last seen
-        if len(self._window) > MAX_PRINCIPALS:
-            del self._window[next(iter(self._window))]
+        _remember(self._window, owner, window)
         return window
 
     async def _waiting(self, owner: str, now: float) -> int:
@@ -145,11 +144,17 @@ class QuotaGate:
                     (owner,),
                 )
             )
-        self._pending.pop(owner, None)
-        self._pending[owner] = (now, waiting)
-        if len(self._pending) > MAX_PRINCIPALS:
-            del self._pending[next(iter(self._pending))]
+        _remember(self._pending, owner, (now, waiting))
         return waiting
+
+
+def _remember(kept: dict[str, V], owner: str, value: V) -> None:
+    """Keep `value` as `owner`'s, newest last: the dict's order is the order principals were last seen, so past
+    MAX_PRINCIPALS the one seen longest ago is forgotten."""
+    kept.pop(owner, None)
+    kept[owner] = value
+    if len(kept) > MAX_PRINCIPALS:
+        del kept[next(iter(kept))]
 
 
 async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:

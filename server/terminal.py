@@ -90,8 +90,8 @@ def _fit(value: str, width: int) -> str:
     return value if len(value) <= width else value[: max(width - 1, 0)] + "…"
 
 
-def more(shown: int, total: int, flag: str = "--limit") -> str | None:
+def more(shown: int, total: int) -> str | None:
     """The line that says rows were left out, and how to see them."""
     if total <= shown:
         return None
-    return f"… {total - shown} more ({flag} N shows more)"
+    return f"… {total - shown} more (--limit N shows more)"
