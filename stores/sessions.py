@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Row, Tx, as_dict
+from managed_tools.stores.db import Row, Tx, as_dict, insert
 from managed_tools.stores.errors import AccessDeniedError, NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
@@ -59,11 +59,7 @@ async def create_session(
         updated_at=now,
         last_activity_at=now,
     )
-    await tx.execute(
-        "INSERT INTO sessions (id, agent_id, owner, parent_id, title, status, stop_reason, created_at, updated_at, "
-        "last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        list(record.model_dump().values()),
-    )
+    await insert(tx, "sessions", record)
     return record
 
 
@@ -120,11 +116,7 @@ async def open_wake(tx: Tx, session_id: str, *, transport: str, setup_fingerprin
         pid=os.getpid(),
         setup_fingerprint=setup_fingerprint,
     )
-    await tx.execute(
-        "INSERT INTO wakes (id, session_id, started_at, ended_at, transport, pid, setup_fingerprint) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        list(record.model_dump().values()),
-    )
+    await insert(tx, "wakes", record)
     return record
 
 

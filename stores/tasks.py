@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Row, Tx, as_dict
+from managed_tools.stores.db import Row, Tx, as_dict, insert
 from managed_tools.stores.errors import AccessDeniedError
 from managed_tools.stores.ids import utc_now
 
@@ -67,11 +67,7 @@ async def create(tx: Tx, session_id: str, *, tool_name: str, status_message: str
         created_at=now,
         updated_at=now,
     )
-    await tx.execute(
-        "INSERT INTO tasks (id, session_id, tool_name, status, status_message, reply, error, ttl_ms, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (record.id, session_id, tool_name, "working", status_message, None, None, ttl_ms, now, now),
-    )
+    await insert(tx, "tasks", record)  # reply and error are None until it ends
     return record
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from managed_tools.stores.db import Row, Tx, as_dict
+from managed_tools.stores.db import Row, Tx, as_dict, insert
 from managed_tools.stores.errors import AccessDeniedError
 from managed_tools.stores.ids import utc_now, uuid7
 
@@ -59,11 +59,7 @@ async def schedule(
         created_at=now,
         updated_at=now,
     )
-    await tx.execute(
-        "INSERT INTO wake_requests (id, session_id, reason, priority, due_at, status, requested_in, offered_to, "
-        "result, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        list(record.model_dump().values()),
-    )
+    await insert(tx, "wake_requests", record)
     return record
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+from pydantic import BaseModel
 
 from managed_tools.stores.db.dialect import Dialect
 from managed_tools.stores.errors import DatabaseOpenError
@@ -51,6 +52,13 @@ class Row(Protocol):
 
 def as_dict(row: Row) -> dict[str, Any]:
     return {key: row[key] for key in row.keys()}  # noqa: SIM118 (iterating a sqlite3.Row yields its values)
+
+
+async def insert(tx: Tx, table: str, record: BaseModel) -> None:
+    """`record` as a new row of `table`: a store's record model names its columns, so neither list is kept twice."""
+    values = record.model_dump()
+    marks = ", ".join("?" * len(values))
+    await tx.execute(f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks})", list(values.values()))
 
 
 class Tx(ABC):
