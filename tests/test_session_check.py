@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
+from conftest import Connect, data
 
 from managed_tools.server.ports import NoConsent
 from managed_tools.stores import sessions
@@ -17,7 +18,6 @@ from managed_tools.stores.errors import AccessDeniedError
 from managed_tools.tools.framework.context import Attachment, Ports, Runtime, ToolContext
 from managed_tools.tools.framework.ports import Quiet
 from managed_tools.tools.framework.scope import scoped_session_id
-from tests.conftest import Connect, data
 
 pytestmark = pytest.mark.anyio
 
