@@ -68,31 +68,23 @@ class Allowlist:
         self._origin_verdicts: dict[str, bool] = {}
 
     def admits_host(self, value: str | None) -> bool:
-        if value is None:
-            return False
-        verdict = self._host_verdicts.get(value)
-        if verdict is None:
-            parsed = _parse(HOST, value)
-            verdict = parsed is not None and any(entry.admits(parsed) for entry in self._hosts)
-            _memo(self._host_verdicts, value, verdict)
-        return verdict
+        return value is not None and _verdict(self._host_verdicts, HOST, self._hosts, value)
 
     def admits_origin(self, value: str | None) -> bool:
         """An absent Origin passes (clients that are not browsers send none); a present one must be listed."""
-        if value is None:
-            return True
-        verdict = self._origin_verdicts.get(value)
-        if verdict is None:
-            parsed = _parse(ORIGIN, value)
-            verdict = parsed is not None and any(entry.admits(parsed) for entry in self._origins)
-            _memo(self._origin_verdicts, value, verdict)
-        return verdict
+        return value is None or _verdict(self._origin_verdicts, ORIGIN, self._origins, value)
 
 
-def _memo(verdicts: dict[str, bool], value: str, verdict: bool) -> None:
-    if len(verdicts) >= MEMO_CAP:
-        verdicts.clear()
-    verdicts[value] = verdict
+def _verdict(verdicts: dict[str, bool], pattern: re.Pattern[str], entries: list[Address], value: str) -> bool:
+    """Whether an entry admits `value`, parsed with `pattern`; remembered in `verdicts` (bounded)."""
+    verdict = verdicts.get(value)
+    if verdict is None:
+        parsed = _parse(pattern, value)
+        verdict = parsed is not None and any(entry.admits(parsed) for entry in entries)
+        if len(verdicts) >= MEMO_CAP:
+            verdicts.clear()
+        verdicts[value] = verdict
+    return verdict
 
 
 def _required(entry: Address | None, value: str) -> Address:
