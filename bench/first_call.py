@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from startup import HANDSHAKE, REPO_ROOT, p95
+from startup import HANDSHAKE, REPO_ROOT, answer, p95, spawned
 
 FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "environment": ("environment_describe", {}),
@@ -40,50 +39,27 @@ def calls(server: str, cwd: Path, workspace: Path, tool: tuple[str, dict[str, An
     """The call's round trips in ms: the first in a fresh server, then `warm` more."""
     name, arguments = tool
     serve = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
-    process = subprocess.Popen(
-        [*serve, "--data-dir", f"{workspace}.{server}"],
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdin is not None and process.stdout is not None
-
-    def ask(message: dict[str, Any]) -> dict[str, Any]:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps(message).encode() + b"\n")
+    with spawned([*serve, "--data-dir", f"{workspace}.{server}"], cwd) as process:
+        assert process.stdin is not None
+        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in HANDSHAKE))
         process.stdin.flush()
-        while True:
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{server} closed its output")
-            answer: dict[str, Any] = json.loads(line)
-            if answer.get("id") == message.get("id"):
-                return answer
-
-    try:
-        for message in HANDSHAKE:
-            if "id" in message:
-                ask(message)
-            else:
-                assert process.stdin is not None
-                process.stdin.write(json.dumps(message).encode() + b"\n")
+        answer(process, 2, server)  # tools/list
         timings = []
         for n in range(1 + warm):
-            call = {"name": name, "arguments": arguments}
+            call = {
+                "jsonrpc": "2.0",
+                "id": 100 + n,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
             started = time.perf_counter()
-            answer = ask({"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call", "params": call})
+            process.stdin.write(json.dumps(call).encode() + b"\n")
+            process.stdin.flush()
+            reply, _ = answer(process, 100 + n, server)
             timings.append((time.perf_counter() - started) * 1000)
-            if answer.get("result", {}).get("isError") or "error" in answer:
-                raise RuntimeError(f"{server}: {name} failed: {json.dumps(answer)[:300]}")
+            if reply.get("result", {}).get("isError") or "error" in reply:
+                raise RuntimeError(f"{server}: {name} failed: {json.dumps(reply)[:300]}")
         return timings
-    finally:
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

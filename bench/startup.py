@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -89,28 +91,15 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def one(server: str, command: list[str], idle_seconds: float, cwd: Path = REPO_ROOT) -> Sample:
-    started = time.perf_counter()
+@contextmanager
+def spawned(command: list[str], cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A stdio server, its stdin closed (how it is told to stop) and its exit awaited on the way out."""
     process = subprocess.Popen(
         command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert process.stdin is not None and process.stdout is not None
     try:
-        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in HANDSHAKE))
-        process.stdin.flush()
-        while True:
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{server} closed its output before answering tools/list")
-            message: dict[str, Any] = json.loads(line)
-            if message.get("id") == 2:
-                break
-        startup_ms = (time.perf_counter() - started) * 1000
-        used = cpu_ms(process.pid)
-        if "result" not in message:
-            raise RuntimeError(f"{server}: tools/list failed: {message.get('error')}")
-        time.sleep(idle_seconds)
-        memory = rss_kb(process.pid)
+        yield process
     finally:
         process.stdin.close()
         try:
@@ -118,6 +107,33 @@ def one(server: str, command: list[str], idle_seconds: float, cwd: Path = REPO_R
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def answer(process: subprocess.Popen[bytes], request_id: object, server: str) -> tuple[dict[str, Any], bytes]:
+    """The server's answer to the request with this id, and its line as sent."""
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{server} closed its output before answering request {request_id}")
+        message: dict[str, Any] = json.loads(line)
+        if message.get("id") == request_id:
+            return message, line
+
+
+def one(server: str, command: list[str], idle_seconds: float, cwd: Path = REPO_ROOT) -> Sample:
+    started = time.perf_counter()
+    with spawned(command, cwd) as process:
+        assert process.stdin is not None
+        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in HANDSHAKE))
+        process.stdin.flush()
+        message, line = answer(process, 2, server)
+        startup_ms = (time.perf_counter() - started) * 1000
+        used = cpu_ms(process.pid)
+        if "result" not in message:
+            raise RuntimeError(f"{server}: tools/list failed: {message.get('error')}")
+        time.sleep(idle_seconds)
+        memory = rss_kb(process.pid)
     tools = len(message["result"]["tools"])
     return Sample(server, round(startup_ms, 1), round(used), len(line.rstrip(b"\n")), tools, memory)
 
