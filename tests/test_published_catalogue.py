@@ -31,12 +31,14 @@ REPO = Path(__file__).resolve().parent.parent
 UPDATE = "PYTHONPATH=. python -m tests.snapshot_tools --update"
 
 
-@pytest.fixture
-def stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The published file as if a model had changed since it was generated: its digest no longer matches."""
+@pytest.fixture(params=["another digest", "no schemas"])
+def stale(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The published file as if a model had changed since it was generated (its digest no longer matches), or
+    damaged (its digest right, its schemas gone)."""
     content = json.loads(published.PUBLISHED.read_text(encoding="utf-8"))
     forged = tmp_path / "published.json"
-    forged.write_text(json.dumps({**content, "digest": "0" * 64}), encoding="utf-8")
+    damage: dict[str, Any] = {"digest": "0" * 64} if request.param == "another digest" else {"schemas": {"input": []}}
+    forged.write_text(json.dumps({**content, **damage}), encoding="utf-8")
     monkeypatch.setattr(published, "PUBLISHED", forged)
     published._schemas.cache_clear()
     yield

@@ -62,7 +62,9 @@ def _schemas() -> dict[str, dict[str, Any]] | None:
         return None
     if not isinstance(published, dict) or published.get("digest") != sources_digest():
         return None
-    schemas: dict[str, dict[str, Any]] = published["schemas"]
+    schemas = published.get("schemas")
+    if not isinstance(schemas, dict) or not all(isinstance(schemas.get(kind), dict) for kind in ("input", "output")):
+        return None
     return schemas
 
 
