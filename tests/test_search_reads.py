@@ -7,7 +7,7 @@ import pytest
 from managed_tools.stores import events, sessions
 from managed_tools.tools.framework.context import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 async def test_recent_summaries_are_those_of_the_latest_sessions_that_have_one(runtime: Runtime) -> None:

@@ -19,7 +19,7 @@ from managed_tools.tools.framework.context import Attachment, Ports, Runtime, To
 from managed_tools.tools.framework.ports import Quiet
 from managed_tools.tools.framework.scope import scoped_session_id
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 class NoSampler:
