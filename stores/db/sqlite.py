@@ -44,6 +44,9 @@ GONE = (
 )
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
+# A call's record writes about a dozen WAL pages (its events, their indexes, the session's and its usage's rows;
+# fewer each when records share a commit): a checkpoint after this many keeps the WAL near WAL_CHECKPOINT_PAGES.
+RECORDS_PER_CHECKPOINT = 16
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
 BEGIN_SLICE_MS = 100
 FULL = (
@@ -235,8 +238,9 @@ class SqliteDatabase(Database):
         self._identity = _identity(path)
         self._writer = writer
         self._appender = appender
+        self._records = 0  # records appended since the last checkpoint
         self._busy_timeout_ms = busy_timeout_ms
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)  # taken at once when free: no trip round the loop
         self._thread = anyio.CapacityLimiter(1)  # one database thread: its steps run in order, never at once
         self._refused: str | None = None  # the kind of the refusals under way (disk full, read-only), once logged
         self._idle_readers = readers
@@ -258,11 +262,14 @@ class SqliteDatabase(Database):
             opened.append(_connect(path, busy_timeout_ms, synchronous))
             report_recovery(opened[0], path, wal)
             _prepare(opened[0], busy_timeout_ms)
-            for _ in range(1 + max(1, readers)):  # the appender, then the readers
+            # The appender commits on the loop's thread, so it never checkpoints on a commit (`_checkpoint`).
+            opened.append(_connect(path, busy_timeout_ms, "NORMAL", checkpoint_pages=0))
+            for _ in range(max(1, readers)):
                 opened.append(_connect(path, busy_timeout_ms, "NORMAL"))
-            # The writer begins on the loop's thread and must never wait there: a lock another process holds
-            # sends its `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
-            opened[0].execute("PRAGMA busy_timeout=0")
+            # The writer and the appender begin on the loop's thread and must never wait there: a lock another
+            # process holds sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
+            for conn in opened[:2]:
+                conn.execute("PRAGMA busy_timeout=0")
 
         try:
             await anyio.to_thread.run_sync(opening)
@@ -272,7 +279,13 @@ class SqliteDatabase(Database):
             if isinstance(exc, sqlite3.Error | OSError):
                 raise DatabaseOpenError(_unusable(path, exc)) from exc
             raise
-        return cls(path, writer=opened[0], appender=opened[1], readers=opened[2:], busy_timeout_ms=busy_timeout_ms)
+        return cls(
+            path,
+            writer=opened[0],
+            appender=opened[1],
+            readers=opened[2:],
+            busy_timeout_ms=busy_timeout_ms,
+        )
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -304,30 +317,31 @@ class SqliteDatabase(Database):
 
         Its statements run on the loop's thread; the commit (an fsync at FULL) is one round trip to the database
         thread, and so is the `BEGIN` when another process holds the lock."""
-        async with self._write_lock, self._said_when_refused():
-            self._refuse_if_gone()
-            tx = SqliteTx(self._writer, self.path, writing=True)
-            try:
-                # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
-                # transaction begun, and only this rollback ends it.
-                with _refused_clearly(self.path):
-                    await self._begin(self._writer)
-                yield tx
-            except BaseException:
-                tx._run_undo()
-                self._writer.rollback()
-                raise
-            else:
-                stayed_locked = "The state database stayed locked by another process; nothing was written."
-                with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
-                    try:
-                        await self._on_thread(self._writer.commit)
-                    except sqlite3.OperationalError:
-                        # A failed COMMIT keeps the transaction, and its lock, until this rollback.
-                        tx._run_undo()
-                        self._writer.rollback()
-                        raise
-                tx._committed()
+        async with self._write_lock:
+            with self._said_when_refused():
+                self._refuse_if_gone()
+                tx = SqliteTx(self._writer, self.path, writing=True)
+                try:
+                    # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
+                    # transaction begun, and only this rollback ends it.
+                    with _refused_clearly(self.path):
+                        await self._begin(self._writer)
+                    yield tx
+                except BaseException:
+                    tx._run_undo()
+                    self._writer.rollback()
+                    raise
+                else:
+                    stayed_locked = "The state database stayed locked by another process; nothing was written."
+                    with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
+                        try:
+                            await self._on_thread(self._writer.commit)
+                        except sqlite3.OperationalError:
+                            # A failed COMMIT keeps the transaction, and its lock, until this rollback.
+                            tx._run_undo()
+                            self._writer.rollback()
+                            raise
+                    tx._committed()
 
     async def _begin(self, conn: sqlite3.Connection) -> None:
         """`BEGIN IMMEDIATE` here at once; while another process holds the lock, on the database thread, in
@@ -342,27 +356,57 @@ class SqliteDatabase(Database):
         await anyio.lowlevel.checkpoint()  # cancelled while the last slice began: the caller rolls back
 
     async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-        """`work` in one transaction on the appender (event appends), run whole on the database thread: one
-        round trip. At `synchronous=NORMAL`: it survives a killed process but may be lost with the last few
-        commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md)."""
-        async with self._write_lock, self._said_when_refused():
-            self._refuse_if_gone()
-            return await self._on_thread(lambda: self._recorded(work))
+        """`work` in one transaction on the appender (event appends), run whole on the loop's thread when the lock
+        is free at once; while another process holds it, `BEGIN` waits on the database thread (one round trip).
+        At `synchronous=NORMAL` a commit that does not checkpoint writes the WAL and never waits for the disk: it
+        survives a killed process but may be lost with the last few commits if the machine loses power, while
+        `write()` commits at FULL (docs/decisions/crash-safety.md)."""
+        async with self._write_lock:
+            with self._said_when_refused():
+                self._refuse_if_gone()
+                conn = self._appender
+                with anyio.CancelScope(shield=True):  # begun, it runs whole: a record is never half-written
+                    with _refused_clearly(self.path):
+                        await self._begin(conn)
+                    try:
+                        with _refused_clearly(self.path):
+                            done = drive(work(SqliteTx(conn, self.path)))
+                            conn.commit()
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    await self._appended(1)
+                return done
 
-    def _recorded(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-        conn = self._appender
-        with _refused_clearly(self.path):
-            conn.execute("BEGIN IMMEDIATE")
+    async def _appended(self, records: int) -> None:
+        """Every RECORDS_PER_CHECKPOINT records, a checkpoint on the database thread (`_checkpoint`), with the
+        write lock still held: this process appends nothing meanwhile, so it copies the whole WAL."""
+        self._records += records
+        if self._records >= RECORDS_PER_CHECKPOINT:
+            self._records = 0
             try:
-                done = drive(work(SqliteTx(conn, self.path)))
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-        return done
+                await self._on_thread(self._checkpoint)
+            except sqlite3.Error as exc:  # the next one tries again; meanwhile the WAL grows a little
+                log.warning("could not checkpoint the state database's WAL: %s", exc)
 
-    @asynccontextmanager
-    async def _said_when_refused(self) -> AsyncIterator[None]:
+    def _checkpoint(self) -> None:
+        """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole
+        WAL was copied, a write that starts it over: the first commit into a fresh WAL syncs its header, and this
+        one is here, on the database thread, instead of the appender's next commit on the loop's thread."""
+        conn = self._appender
+        _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if pages <= 0 or copied < pages or not _try_begin(conn):
+            return  # a reader of another process still needs the WAL, or a writer is at work
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            conn.execute(f"PRAGMA user_version={version}")  # page 1 written unchanged: one frame
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
+    @contextmanager
+    def _said_when_refused(self) -> Iterator[None]:
         """A full or read-only disk in the log once when writes start failing, and once when they succeed again
         (not once per call: every call is refused meanwhile)."""
         try:
@@ -423,7 +467,9 @@ def _refuse_unusable_file(path: Path) -> None:
             )
 
 
-def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqlite3.Connection:
+def _connect(
+    path: Path, busy_timeout_ms: int, synchronous: Synchronous, *, checkpoint_pages: int = WAL_CHECKPOINT_PAGES
+) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
@@ -432,7 +478,7 @@ def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqli
         conn.execute(f"PRAGMA synchronous={synchronous}")
         # The WAL bounded: checkpointed each WAL_CHECKPOINT_PAGES (SQLite's default is about 4 MB, a mount's worth
         # on a small disk), and cut back to WAL_SIZE_LIMIT when it restarts, or it keeps its largest size for good.
-        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={checkpoint_pages}")
         conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except BaseException:
         conn.close()

@@ -1,0 +1,119 @@
+"""A call's record (`Database.record`) on a real SQLite file: written on the loop's thread when the lock is free, on
+the database thread while another connection holds it, and never checkpointed on the loop's thread (the WAL stays
+bounded by checkpoints on a thread of their own)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import pytest
+from conftest import Connect, data
+
+from managed_tools.stores.db.sqlite import WAL_SIZE_LIMIT, SqliteDatabase
+from managed_tools.tools.framework.context import Runtime
+
+pytestmark = pytest.mark.anyio
+T = TypeVar("T")
+
+
+def sqlite_of(runtime: Runtime) -> SqliteDatabase:
+    db = runtime.db
+    assert isinstance(db, SqliteDatabase)
+    return db
+
+
+def count_hops(db: SqliteDatabase) -> list[object]:
+    hops: list[object] = []
+    on_thread = db._on_thread
+
+    async def counted(step: Callable[[], T]) -> T:
+        hops.append(step)
+        return await on_thread(step)
+
+    db._on_thread = counted  # type: ignore[method-assign]
+    return hops
+
+
+async def completions(runtime: Runtime, tool: str) -> list[str]:
+    async with runtime.db.read() as tx:
+        rows = await tx.fetchall(
+            "SELECT json_extract(payload, '$.result') AS result FROM events WHERE type = 'span.completed' "
+            "AND json_extract(payload, '$.toolName') = ? ORDER BY seq",
+            (tool,),
+        )
+    return [str(row["result"]) for row in rows]
+
+
+async def test_a_record_waits_for_another_connections_lock_on_the_database_thread(
+    runtime: Runtime, connect: Connect
+) -> None:
+    """Another connection (to SQLite, another process) holds the write lock: the record's BEGIN goes to the database
+    thread and waits there, the loop stays free meanwhile, and the call is answered once its record is written."""
+    db = sqlite_of(runtime)
+    async with connect(runtime) as client:
+        data(await client.call_tool("memory_read", {"target": "session_state"}))
+        hops = count_hops(db)
+        data(await client.call_tool("memory_read", {"target": "session_state"}))
+        assert hops == []  # the lock was free: written on the loop's thread
+        other = sqlite3.connect(db.path, timeout=0, check_same_thread=False)
+        results = []
+        ticks = 0
+        answered = anyio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not answered.is_set():
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        async def calling() -> None:
+            results.append(await client.call_tool("memory_read", {"target": "session_state"}))
+            answered.set()
+
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                tg.start_soon(calling)
+                await anyio.sleep(0.3)
+                assert not answered.is_set()  # its record waits, so its answer does too
+                other.rollback()
+                with anyio.fail_after(10):
+                    await answered.wait()
+        finally:
+            other.close()
+    data(results[0])
+    assert hops and ticks >= 10  # the wait ran on the database thread: the loop ticked meanwhile
+    assert await completions(runtime, "memory_read") == ["success"] * 3
+
+
+async def test_checkpoints_run_off_the_loop_thread_and_keep_the_wal_bounded(
+    runtime: Runtime, connect: Connect
+) -> None:
+    """Read-only calls write only through the appender: its commits never checkpoint (a checkpoint syncs the
+    disk), the database thread does it every few records and starts the WAL over, so it stays small."""
+    db = sqlite_of(runtime)
+    assert db._appender.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    checkpointed_on: set[int] = set()
+    written_on: set[int] = set()
+
+    def traced(statement: str) -> None:
+        if "wal_checkpoint" in statement:
+            checkpointed_on.add(threading.get_ident())
+        elif statement.startswith("INSERT INTO events"):
+            written_on.add(threading.get_ident())
+
+    db._appender.set_trace_callback(traced)
+    wal = db.path.with_name(db.path.name + "-wal")
+    largest = 0
+    async with connect(runtime) as client:
+        for _ in range(400):  # about 5 MB of WAL unless checkpointed
+            data(await client.call_tool("memory_read", {"target": "session_state"}))
+            largest = max(largest, wal.stat().st_size)
+    loop = threading.get_ident()
+    assert written_on == {loop} and checkpointed_on and loop not in checkpointed_on
+    assert largest <= WAL_SIZE_LIMIT, largest
