@@ -43,13 +43,19 @@ class EventScope:
 
 
 INDEX_BATCH = 64
+MARK_HINT = "events_fts_mark"
 
 
 async def index_pending(tx: Tx, upto: int, *, at_least: int = INDEX_BATCH) -> None:
     """SQLite, in a write transaction: index the events up to seq `upto` past the mark, if `at_least` of them wait."""
     if tx.dialect.name != "sqlite":
         return  # PostgreSQL: each event is indexed as it is appended (stores.events.index_event)
+    # The mark only grows: while the one last read here is less than a batch behind, no batch is due, and the
+    # mark is not read again (it is read once or twice a batch, not once a call).
+    if upto - tx.hints.get(MARK_HINT, 0) < at_least:
+        return
     mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
+    tx.hints[MARK_HINT] = mark  # committed (by this process or another): still a lower bound if this rolls back
     if upto - mark < at_least:
         return
     await tx.execute(

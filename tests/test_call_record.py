@@ -91,9 +91,7 @@ async def test_a_record_waits_for_another_connections_lock_on_the_database_threa
     assert await completions(runtime, "memory_read") == ["success"] * 3
 
 
-async def test_checkpoints_run_off_the_loop_thread_and_keep_the_wal_bounded(
-    runtime: Runtime, connect: Connect
-) -> None:
+async def test_checkpoints_run_off_the_loop_thread_and_keep_the_wal_bounded(runtime: Runtime, connect: Connect) -> None:
     """Read-only calls write only through the appender: its commits never checkpoint (a checkpoint syncs the
     disk), the database thread does it every few records and starts the WAL over, so it stays small."""
     db = sqlite_of(runtime)

@@ -158,8 +158,10 @@ class SqliteTx(Tx):
 
     dialect = SQLITE
 
-    def __init__(self, conn: sqlite3.Connection | None, path: Path, *, writing: bool = False) -> None:
-        super().__init__(writing=writing)
+    def __init__(
+        self, conn: sqlite3.Connection | None, path: Path, *, writing: bool = False, hints: dict[str, int] | None = None
+    ) -> None:
+        super().__init__(writing=writing, hints=hints)
         self._conn = conn
         self._path = path
 
@@ -239,6 +241,7 @@ class SqliteDatabase(Database):
         self._writer = writer
         self._appender = appender
         self._records = 0  # records appended since the last checkpoint
+        self._hints: dict[str, int] = {}  # shared by the write transactions (Tx.hints)
         self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = anyio.Lock(fast_acquire=True)  # taken at once when free: no trip round the loop
         self._thread = anyio.CapacityLimiter(1)  # one database thread: its steps run in order, never at once
@@ -320,7 +323,7 @@ class SqliteDatabase(Database):
         async with self._write_lock:
             with self._said_when_refused():
                 self._refuse_if_gone()
-                tx = SqliteTx(self._writer, self.path, writing=True)
+                tx = SqliteTx(self._writer, self.path, writing=True, hints=self._hints)
                 try:
                     # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
                     # transaction begun, and only this rollback ends it.
@@ -370,7 +373,7 @@ class SqliteDatabase(Database):
                         await self._begin(conn)
                     try:
                         with _refused_clearly(self.path):
-                            done = drive(work(SqliteTx(conn, self.path)))
+                            done = drive(work(SqliteTx(conn, self.path, hints=self._hints)))
                             conn.commit()
                     except BaseException:
                         conn.rollback()
