@@ -7,12 +7,16 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import anyio
 import pytest
 from conftest import Connect, data
+from mcp import Client
 
+from managed_tools.stores import events
+from managed_tools.stores.db import Tx
 from managed_tools.stores.db.sqlite import WAL_SIZE_LIMIT, SqliteDatabase
 from managed_tools.tools.framework.context import Runtime
 
@@ -115,3 +119,68 @@ async def test_checkpoints_run_off_the_loop_thread_and_keep_the_wal_bounded(runt
     loop = threading.get_ident()
     assert written_on == {loop} and checkpointed_on and loop not in checkpointed_on
     assert largest <= WAL_SIZE_LIMIT, largest
+
+
+async def test_records_ready_together_share_one_transaction_and_one_failing_fails_alone(
+    runtime: Runtime, connect: Connect
+) -> None:
+    """Group commit: records ready in the same turn of the loop are written in one transaction, each in a
+    savepoint of its own. Real tool calls from several clients at once, plus one record whose work fails (an
+    event for a session that does not exist): every call succeeds and is recorded, the failing record raises its
+    own error and leaves nothing behind."""
+    db = sqlite_of(runtime)
+    db._records = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
+    transactions: list[str] = []
+    db._appender.set_trace_callback(lambda sql: transactions.append(sql) if sql == "BEGIN IMMEDIATE" else None)
+
+    async def orphan(tx: Tx) -> None:
+        await events.append_event(tx, "no-such-session", None, "user.note", {"text": "orphan"})
+
+    failures: list[BaseException] = []
+
+    async def failing() -> None:
+        try:
+            await db.record(orphan)
+        except sqlite3.IntegrityError as exc:
+            failures.append(exc)
+
+    answers: list[dict[str, object]] = []
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(connect(runtime)) for _ in range(8)]
+        await anyio.sleep(0.1)
+        transactions.clear()
+
+        async def calls(client: Client) -> None:
+            for _ in range(4):
+                answers.append(data(await client.call_tool("memory_read", {"target": "session_state"})))
+
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(calls, client)
+            tg.start_soon(failing)
+    assert len(answers) == 32 and len(failures) == 1
+    assert "FOREIGN KEY" in str(failures[0])
+    assert len(transactions) < 33, len(transactions)  # 33 records, fewer transactions
+    assert await completions(runtime, "memory_read") == ["success"] * 32
+    async with db.read() as tx:
+        assert await tx.scalar("SELECT count(*) FROM events WHERE session_id = 'no-such-session'") == 0
+
+
+async def test_records_started_in_one_turn_are_one_transaction(runtime: Runtime, connect: Connect) -> None:
+    db = sqlite_of(runtime)
+    async with connect(runtime) as client:
+        session = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+    await anyio.sleep(0.1)  # the wake's end, recorded as the client left
+    db._records = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
+    transactions: list[str] = []
+    db._appender.set_trace_callback(lambda sql: transactions.append(sql) if sql == "BEGIN IMMEDIATE" else None)
+    written: list[int] = []
+
+    async def note(n: int) -> None:
+        record = await db.record(lambda tx: events.append_event(tx, session, None, "user.note", {"n": n}))
+        written.append(record.seq)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(16):
+            tg.start_soon(note, n)
+    assert len(transactions) == 1 and len(set(written)) == 16

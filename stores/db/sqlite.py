@@ -8,6 +8,7 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import os
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -218,6 +220,31 @@ class _Snapshot(SqliteTx):
                 self._db._give_back(conn)
 
 
+@dataclass(eq=False)
+class _Queued:
+    """One `record()` waiting for its transaction: its work, then what came of it."""
+
+    work: Callable[[Tx], Coroutine[Any, Any, Any]]
+    taken: bool = False  # in a transaction under way: it runs whole
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    _woken: anyio.Event | None = None
+
+    async def wait(self) -> None:
+        """Until it is written, or its caller is to lead the next transaction."""
+        self._woken = anyio.Event()
+        await self._woken.wait()
+
+    def wake(self) -> None:
+        if self._woken is not None:
+            self._woken.set()
+
+    def finish(self) -> None:
+        self.done = True
+        self.wake()
+
+
 class SqliteDatabase(Database):
     """The state file (WAL): one writer and one appender connection, and reader connections, each used on the
     event loop's thread except for what may wait (another process's lock, a commit's fsync), which runs on the
@@ -241,6 +268,8 @@ class SqliteDatabase(Database):
         self._writer = writer
         self._appender = appender
         self._records = 0  # records appended since the last checkpoint
+        self._queue: list[_Queued] = []  # records waiting for their transaction (`record`)
+        self._leading = False  # a record is gathering the queue into its transaction
         self._hints: dict[str, int] = {}  # shared by the write transactions (Tx.hints)
         self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = anyio.Lock(fast_acquire=True)  # taken at once when free: no trip round the loop
@@ -359,27 +388,92 @@ class SqliteDatabase(Database):
         await anyio.lowlevel.checkpoint()  # cancelled while the last slice began: the caller rolls back
 
     async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-        """`work` in one transaction on the appender (event appends), run whole on the loop's thread when the lock
-        is free at once; while another process holds it, `BEGIN` waits on the database thread (one round trip).
-        At `synchronous=NORMAL` a commit that does not checkpoint writes the WAL and never waits for the disk: it
-        survives a killed process but may be lost with the last few commits if the machine loses power, while
-        `write()` commits at FULL (docs/decisions/crash-safety.md)."""
-        async with self._write_lock:
+        """`work` in a transaction on the appender (event appends), with the works of every other record ready at
+        the same time (group commit: `_lead`), each in a savepoint of its own, so one that fails fails alone.
+
+        The transaction runs whole on the loop's thread when the lock is free at once; while another process holds
+        it, `BEGIN` waits on the database thread (one round trip). At `synchronous=NORMAL` a commit that does not
+        checkpoint writes the WAL and never waits for the disk: it survives a killed process but may be lost with
+        the last few commits if the machine loses power, while `write()` commits at FULL
+        (docs/decisions/crash-safety.md). Once its transaction has begun, a record is not abandoned when its
+        caller is cancelled."""
+        queued = _Queued(work)
+        self._queue.append(queued)
+        try:
+            while not queued.done:
+                if self._leading:  # another record gathers this one into its transaction, or hands on to it
+                    await queued.wait()
+                else:
+                    await self._lead()
+        except BaseException:
+            if not queued.taken:
+                self._queue.remove(queued)
+                raise
+            with anyio.CancelScope(shield=True):
+                while not queued.done:
+                    await queued.wait()
+            raise
+        finally:
+            if not self._leading and self._queue:  # a leader cancelled before it began: the next one leads
+                self._queue[0].wake()
+        if queued.error is not None:
+            raise queued.error
+        return cast(T, queued.value)
+
+    async def _lead(self) -> None:
+        """Wait one turn of the event loop, so that the records of other calls ready now join; then write every
+        record waiting, in one transaction."""
+        self._leading = True
+        try:
+            await anyio.lowlevel.checkpoint()
+            async with self._write_lock:
+                batch, self._queue = self._queue, []
+                for queued in batch:
+                    queued.taken = True
+                with anyio.CancelScope(shield=True):
+                    await self._append(batch)
+        finally:
+            self._leading = False
+
+    async def _append(self, batch: list[_Queued]) -> None:
+        conn = self._appender
+        try:
             with self._said_when_refused():
                 self._refuse_if_gone()
-                conn = self._appender
-                with anyio.CancelScope(shield=True):  # begun, it runs whole: a record is never half-written
+                with _refused_clearly(self.path):
+                    await self._begin(conn)
+                try:
                     with _refused_clearly(self.path):
-                        await self._begin(conn)
-                    try:
-                        with _refused_clearly(self.path):
-                            done = drive(work(SqliteTx(conn, self.path, hints=self._hints)))
-                            conn.commit()
-                    except BaseException:
-                        conn.rollback()
-                        raise
-                    await self._appended(1)
-                return done
+                        self._run(conn, batch)
+                        conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
+        except Exception as exc:  # nothing was written: each record fails, with its own error if it had one
+            for queued in batch:
+                queued.error = queued.error or copy.copy(exc)
+            committed = False
+        else:
+            committed = True
+        finally:
+            for queued in batch:
+                queued.finish()
+        if committed:
+            await self._appended(len(batch))
+
+    def _run(self, conn: sqlite3.Connection, batch: list[_Queued]) -> None:
+        """Each record's work; with several, each in a savepoint, so that one failing is rolled back alone."""
+        if len(batch) == 1:
+            batch[0].value = drive(batch[0].work(SqliteTx(conn, self.path, hints=self._hints)))
+            return
+        for queued in batch:
+            conn.execute("SAVEPOINT record")
+            try:
+                queued.value = drive(queued.work(SqliteTx(conn, self.path, hints=self._hints)))
+            except Exception as exc:
+                conn.execute("ROLLBACK TO record")
+                queued.error = exc
+            conn.execute("RELEASE record")
 
     async def _appended(self, records: int) -> None:
         """Every RECORDS_PER_CHECKPOINT records, a checkpoint on the database thread (`_checkpoint`), with the
