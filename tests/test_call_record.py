@@ -129,7 +129,7 @@ async def test_records_ready_together_share_one_transaction_and_one_failing_fail
     event for a session that does not exist): every call succeeds and is recorded, the failing record raises its
     own error and leaves nothing behind."""
     db = sqlite_of(runtime)
-    db._records = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
+    db._pages = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
     transactions: list[str] = []
     db._appender.set_trace_callback(lambda sql: transactions.append(sql) if sql == "BEGIN IMMEDIATE" else None)
 
@@ -171,7 +171,7 @@ async def test_records_started_in_one_turn_are_one_transaction(runtime: Runtime,
     async with connect(runtime) as client:
         session = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
     await anyio.sleep(0.1)  # the wake's end, recorded as the client left
-    db._records = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
+    db._pages = -1_000_000  # no checkpoint (its own short transaction) falls due meanwhile
     transactions: list[str] = []
     db._appender.set_trace_callback(lambda sql: transactions.append(sql) if sql == "BEGIN IMMEDIATE" else None)
     written: list[int] = []

@@ -38,7 +38,7 @@ async def test_a_read_or_a_refusal_is_no_round_trip_and_a_write_one(runtime: Run
         ("memory_read", {"target": "nowhere"}, 0),  # bad arguments
         ("memory_write", {"target": "session_state", "content": "second"}, 1),
     ]
-    db._records = -1_000_000  # no checkpoint falls due meanwhile
+    db._pages = -1_000_000  # no checkpoint falls due meanwhile
     async with connect(runtime) as client:
         for name, arguments, expected in calls:
             await anyio.sleep(0.05)  # change notices go out off the call's path; let them go first

@@ -46,9 +46,11 @@ GONE = (
 )
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
-# A call's record writes about a dozen WAL pages (its events, their indexes, the session's and its usage's rows;
-# fewer each when records share a commit): a checkpoint after this many keeps the WAL near WAL_CHECKPOINT_PAGES.
-RECORDS_PER_CHECKPOINT = 16
+# What a commit adds to the WAL, about, counted towards the next checkpoint (`_wrote`): a call's record (its events,
+# their indexes, the session's and its usage's rows; fewer each when records share a commit), a write transaction
+# (a memory version and its search index, the call's completion: more, and it varies).
+RECORD_PAGES = 12
+WRITE_PAGES = 24
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
 BEGIN_SLICE_MS = 100
 FULL = (
@@ -267,7 +269,7 @@ class SqliteDatabase(Database):
         self._identity = _identity(path)
         self._writer = writer
         self._appender = appender
-        self._records = 0  # records appended since the last checkpoint
+        self._pages = 0  # WAL pages written since the last checkpoint, about (`_wrote`)
         self._queue: list[_Queued] = []  # records waiting for their transaction (`record`)
         self._leading = False  # a record is gathering the queue into its transaction
         self._hints: dict[str, int] = {}  # shared by the write transactions (Tx.hints)
@@ -294,9 +296,7 @@ class SqliteDatabase(Database):
             opened.append(_connect(path, busy_timeout_ms, synchronous))
             report_recovery(opened[0], path, wal)
             _prepare(opened[0], busy_timeout_ms)
-            # The appender commits on the loop's thread, so it never checkpoints on a commit (`_checkpoint`).
-            opened.append(_connect(path, busy_timeout_ms, "NORMAL", checkpoint_pages=0))
-            for _ in range(max(1, readers)):
+            for _ in range(1 + max(1, readers)):  # the appender, then the readers
                 opened.append(_connect(path, busy_timeout_ms, "NORMAL"))
             # The writer and the appender begin on the loop's thread and must never wait there: a lock another
             # process holds sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
@@ -373,6 +373,7 @@ class SqliteDatabase(Database):
                             tx._run_undo()
                             self._writer.rollback()
                             raise
+                        await self._wrote(WRITE_PAGES)
                     tx._committed()
 
     async def _begin(self, conn: sqlite3.Connection) -> None:
@@ -459,7 +460,7 @@ class SqliteDatabase(Database):
             for queued in batch:
                 queued.finish()
         if committed:
-            await self._appended(len(batch))
+            await self._wrote(RECORD_PAGES * len(batch))
 
     def _run(self, conn: sqlite3.Connection, batch: list[_Queued]) -> None:
         """Each record's work; with several, each in a savepoint, so that one failing is rolled back alone."""
@@ -475,32 +476,16 @@ class SqliteDatabase(Database):
                 queued.error = exc
             conn.execute("RELEASE record")
 
-    async def _appended(self, records: int) -> None:
-        """Every RECORDS_PER_CHECKPOINT records, a checkpoint on the database thread (`_checkpoint`), with the
-        write lock still held: this process appends nothing meanwhile, so it copies the whole WAL."""
-        self._records += records
-        if self._records >= RECORDS_PER_CHECKPOINT:
-            self._records = 0
+    async def _wrote(self, pages: int) -> None:
+        """Every WAL_CHECKPOINT_PAGES or so, a checkpoint on the database thread (`_checkpoint`). Called with the
+        write lock held: this process appends nothing meanwhile, so the checkpoint can copy the whole WAL."""
+        self._pages += pages
+        if self._pages >= WAL_CHECKPOINT_PAGES:
+            self._pages = 0
             try:
-                await self._on_thread(self._checkpoint)
+                await self._on_thread(lambda: _checkpoint(self._appender))
             except sqlite3.Error as exc:  # the next one tries again; meanwhile the WAL grows a little
                 log.warning("could not checkpoint the state database's WAL: %s", exc)
-
-    def _checkpoint(self) -> None:
-        """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole
-        WAL was copied, a write that starts it over: the first commit into a fresh WAL syncs its header, and this
-        one is here, on the database thread, instead of the appender's next commit on the loop's thread."""
-        conn = self._appender
-        _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        if pages <= 0 or copied < pages or not _try_begin(conn):
-            return  # a reader of another process still needs the WAL, or a writer is at work
-        try:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            conn.execute(f"PRAGMA user_version={version}")  # page 1 written unchanged: one frame
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
 
     @contextmanager
     def _said_when_refused(self) -> Iterator[None]:
@@ -543,6 +528,23 @@ class SqliteDatabase(Database):
             tx.end()
 
 
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole WAL was
+    copied, a write that starts it over: the first commit into a fresh WAL syncs its header, even at NORMAL, and
+    this one runs where the checkpoint does (the database thread), not in the appender's next commit on the loop's
+    thread."""
+    _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if pages <= 0 or copied < pages or not _try_begin(conn):
+        return  # a reader of another process still needs the WAL, or a writer is at work
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.execute(f"PRAGMA user_version={version}")  # page 1 written unchanged: one frame
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         info = path.stat()
@@ -564,18 +566,18 @@ def _refuse_unusable_file(path: Path) -> None:
             )
 
 
-def _connect(
-    path: Path, busy_timeout_ms: int, synchronous: Synchronous, *, checkpoint_pages: int = WAL_CHECKPOINT_PAGES
-) -> sqlite3.Connection:
+def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        # The WAL bounded: checkpointed each WAL_CHECKPOINT_PAGES (SQLite's default is about 4 MB, a mount's worth
-        # on a small disk), and cut back to WAL_SIZE_LIMIT when it restarts, or it keeps its largest size for good.
-        conn.execute(f"PRAGMA wal_autocheckpoint={checkpoint_pages}")
+        # No checkpoint on a commit: a checkpoint syncs the disk, and the appender commits on the loop's thread;
+        # the database thread checkpoints each WAL_CHECKPOINT_PAGES instead (SQLite's default is about 4 MB, a
+        # mount's worth on a small disk). The WAL is cut back to WAL_SIZE_LIMIT when it starts over, or it would
+        # keep its largest size for good.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except BaseException:
         conn.close()
