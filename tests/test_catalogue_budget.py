@@ -5,6 +5,7 @@ part once, and the instructions stay under 2 KB."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -17,7 +18,7 @@ from managed_tools.tools.catalogue import PURPOSES, build_registry
 from managed_tools.tools.discovery.tools import DEFINITIONS as SEARCH_TOOLS
 from managed_tools.tools.framework.budget import estimated_tokens
 from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definition import hoist_repeats, lean_output, repeated_parts
+from managed_tools.tools.framework.definition import hoist_repeats, inline_single_use, lean_output, repeated_parts
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
@@ -73,6 +74,37 @@ def test_a_repeat_inside_a_repeat_gets_a_name_of_its_own() -> None:
     assert "Seconds" in defs and all(f'"#/$defs/{name}"' not in json.dumps(body) for name, body in defs.items())
 
 
+def test_a_definition_used_once_is_written_in_place() -> None:
+    """The regression: pydantic gives every nested model a `$defs` entry, so a model used once cost a `$ref` (bytes,
+    and a resolver step in every client's check of every result). Shared and recursive definitions stay."""
+    node = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    loop = {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/Loop"}, {"type": "null"}]}}}
+    schema = {
+        "type": "object",
+        "properties": {"once": {"$ref": "#/$defs/Once"}, "a": {"$ref": "#/$defs/Twice"},
+                       "b": {"items": {"$ref": "#/$defs/Twice"}, "type": "array"}, "loop": {"$ref": "#/$defs/Loop"}},
+        "$defs": {"Once": node, "Twice": node, "Loop": loop},
+    }  # fmt: skip
+    placed = inline_single_use(schema)
+    assert placed["properties"]["once"] == node and set(placed["$defs"]) == {"Twice", "Loop"}
+    for instance, valid in (
+        ({"once": {"n": 1}, "loop": {"next": {"next": None}}}, True),
+        ({"once": {"n": "1"}}, False),
+    ):
+        assert (
+            Draft202012Validator(placed).is_valid(instance) is valid is Draft202012Validator(schema).is_valid(instance)
+        )
+    published = [d.output_schema() for d in full_catalogue()]
+    assert all(count > 1 for s in published for count in _uses(s).values())
+
+
+def _uses(schema: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for match in re.findall(r'"\$ref": "#/\$defs/([^"]+)"', json.dumps(schema)):
+        counts[match] = counts.get(match, 0) + 1
+    return counts
+
+
 def test_instructions_name_the_toolsets_and_stay_small() -> None:
     """At the largest: every family, and a tool in each of the user's toolsets."""
     spec = {"name": "ask_a_person", "description": "A person answers.", "outputSchema": {"type": "object"}}
@@ -89,9 +121,9 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
 # The whole tools/list answer as sent (compact JSON, every tool of the full catalogue with all its parts): 169,553
 # bytes before output schemas, annotations and _meta were made lean, 142,264 after (docs/decisions/lean-catalogue.md).
 # Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why (an SDK client
-# checks each output schema alone, so no `$defs` can be shared across tools). Raised by 1,000 for the trust level
-# that retrieval_search's memory hits now carry (provenance, docs/trust.md): the model must see it wherever it reads.
-MAX_TOOLS_LIST_BYTES = 146_000
+# checks each output schema alone, so no `$defs` can be shared across tools). 138,667 once every definition used
+# only once was written in place (`inline_single_use`).
+MAX_TOOLS_LIST_BYTES = 140_000
 
 
 def tools_list_bytes() -> int:

@@ -158,7 +158,7 @@ def _input_schema(model: type[Arguments]) -> dict[str, Any]:
 @functools.cache
 def _output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
-    return schema if _verbatim(model) else hoist_repeats(lean_output(schema))
+    return schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
@@ -302,6 +302,53 @@ def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = replace({key: value for key, value in schema.items() if key != "$defs"}, "", top=True)
     kept = {name: replace(sub, name, top=True) for name, sub in defs.items()}
     return body | {"$defs": kept | added}
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the local definitions a (sub)schema refers to, once per reference."""
+    if isinstance(node, list):
+        return [name for item in node for name in _refs(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["$ref"].removeprefix("#/$defs/")] if isinstance(node.get("$ref"), str) else []
+    return own + [name for key, value in node.items() if key not in ("enum", "const", "default", "examples")
+                  for name in _refs(value)]  # fmt: skip
+
+
+def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each definition referred to once written where it is used: pydantic puts every nested model in `$defs`,
+    and a `$ref` used once costs a client more bytes and about twice the time to check a result against (its
+    resolver) than the subschema written in place. Definitions used more than once, or reaching themselves (a
+    recursive model), stay."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    body = {key: value for key, value in schema.items() if key != "$defs"}
+    uses: dict[str, int] = {}
+    for name in _refs([body, *defs.values()]):
+        uses[name] = uses.get(name, 0) + 1
+
+    def reaches(name: str, target: str, seen: set[str]) -> bool:
+        return any(
+            ref == target or (ref not in seen and ref in defs and reaches(ref, target, seen | {ref}))
+            for ref in _refs(defs[name])
+        )
+
+    once = {name for name in defs if uses.get(name) == 1 and not reaches(name, name, {name})}
+    if not once:
+        return schema
+
+    def place(node: Any) -> Any:
+        if isinstance(node, list):
+            return [place(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if set(node) == {"$ref"} and node["$ref"].removeprefix("#/$defs/") in once:
+            return place(defs[node["$ref"].removeprefix("#/$defs/")])
+        return {key: value if key in ("enum", "const", "default", "examples") else place(value)
+                for key, value in node.items()}  # fmt: skip
+
+    kept = {name: place(sub) for name, sub in defs.items() if name not in once}
+    placed: dict[str, Any] = place(body)
+    return placed | ({"$defs": kept} if kept else {})
 
 
 def model_visible_chars(definition: ToolDefinition) -> int:
