@@ -55,7 +55,9 @@ async def index_pending(tx: Tx, upto: int, *, at_least: int = INDEX_BATCH) -> No
     if upto - tx.hints.get(MARK_HINT, 0) < at_least:
         return
     mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
-    tx.hints[MARK_HINT] = mark  # committed (by this process or another): still a lower bound if this rolls back
+    # A lower bound, unless a record earlier in this transaction moved the mark and the transaction then fails: a
+    # batch ahead at most, which only delays the next batch (the mark itself is always read before indexing).
+    tx.hints[MARK_HINT] = mark
     if upto - mark < at_least:
         return
     await tx.execute(

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import anyio
 import pytest
-from conftest import Connect, data
+from conftest import Connect, count_hops, data
 from mcp import Client
 
 from managed_tools.stores import events
@@ -28,18 +27,6 @@ def sqlite_of(runtime: Runtime) -> SqliteDatabase:
     db = runtime.db
     assert isinstance(db, SqliteDatabase)
     return db
-
-
-def count_hops(db: SqliteDatabase) -> list[object]:
-    hops: list[object] = []
-    on_thread = db._on_thread
-
-    async def counted(step: Callable[[], T]) -> T:
-        hops.append(step)
-        return await on_thread(step)
-
-    db._on_thread = counted  # type: ignore[method-assign]
-    return hops
 
 
 async def completions(runtime: Runtime, tool: str) -> list[str]:
@@ -60,7 +47,7 @@ async def test_a_record_waits_for_another_connections_lock_on_the_database_threa
     db = sqlite_of(runtime)
     async with connect(runtime) as client:
         data(await client.call_tool("memory_read", {"target": "session_state"}))
-        hops = count_hops(db)
+        hops = count_hops(runtime)
         data(await client.call_tool("memory_read", {"target": "session_state"}))
         assert hops == []  # the lock was free: written on the loop's thread
         other = sqlite3.connect(db.path, timeout=0, check_same_thread=False)

@@ -5,12 +5,11 @@ connections, and the session is touched once. (A checkpoint every few records ad
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
 import pytest
-from conftest import Connect
+from conftest import Connect, count_hops
 
 from managed_tools.stores.db.sqlite import SqliteDatabase
 from managed_tools.tools.framework.context import Runtime
@@ -22,14 +21,7 @@ T = TypeVar("T")
 async def test_a_read_or_a_refusal_is_no_round_trip_and_a_write_one(runtime: Runtime, connect: Connect) -> None:
     db = runtime.db
     assert isinstance(db, SqliteDatabase)
-    hops: list[object] = []
-    on_thread = db._on_thread
-
-    async def counted(step: Callable[[], T]) -> T:
-        hops.append(step)
-        return await on_thread(step)
-
-    db._on_thread = counted  # type: ignore[method-assign]
+    hops = count_hops(runtime)
     calls: list[tuple[str, dict[str, Any], int]] = [
         ("memory_write", {"target": "session_state", "content": "first"}, 1),
         ("memory_read", {"target": "session_state"}, 0),
