@@ -171,3 +171,30 @@ async def test_records_started_in_one_turn_are_one_transaction(runtime: Runtime,
         for n in range(16):
             tg.start_soon(note, n)
     assert len(transactions) == 1 and len(set(written)) == 16
+
+
+async def test_a_record_cancelled_while_it_waits_is_not_written_and_the_next_one_leads(
+    runtime: Runtime, connect: Connect
+) -> None:
+    """Two records wait while a write transaction holds the lock: the first (which would have led their
+    transaction) is cancelled and leaves nothing; the second is written once the lock is free."""
+    db = sqlite_of(runtime)
+    async with connect(runtime) as client:
+        session = str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+
+    async def note(text: str) -> None:
+        await db.record(lambda tx: events.append_event(tx, session, None, "user.note", {"text": text}))
+
+    async def cancelled() -> None:
+        with anyio.move_on_after(0.1):
+            await note("cancelled")
+
+    with anyio.fail_after(10):  # a follower left waiting with no one to lead would hang here
+        async with anyio.create_task_group() as tg, db.write():
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.01)
+            tg.start_soon(note, "kept")
+            await anyio.sleep(0.3)
+    async with db.read() as tx:
+        rows = await tx.fetchall("SELECT payload FROM events WHERE type = 'user.note' ORDER BY seq")
+    assert [row["payload"] for row in rows] == ['{"text":"kept"}']

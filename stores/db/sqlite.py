@@ -450,9 +450,11 @@ class SqliteDatabase(Database):
                 except BaseException:
                     conn.rollback()
                     raise
-        except Exception as exc:  # nothing was written: each record fails, with its own error if it had one
-            for queued in batch:
-                queued.error = queued.error or copy.copy(exc)
+        except BaseException as exc:  # nothing was written: each record fails, with its own error if it had one
+            for queued in batch:  # and its own copy of this one, not an exception raised in several tasks at once
+                queued.error = queued.error or (copy.copy(exc) if len(batch) > 1 else exc)
+            if not isinstance(exc, Exception):
+                raise
             committed = False
         else:
             committed = True
@@ -472,6 +474,8 @@ class SqliteDatabase(Database):
             try:
                 queued.value = drive(queued.work(SqliteTx(conn, self.path, hints=self._hints)))
             except Exception as exc:
+                if not conn.in_transaction:  # SQLite ended the whole transaction (a full disk, an I/O error)
+                    raise
                 conn.execute("ROLLBACK TO record")
                 queued.error = exc
             conn.execute("RELEASE record")
