@@ -31,7 +31,7 @@ from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError, StoreError
 from managed_tools.stores.skills import SkillDir, SkillFilter, SkillSet
 from managed_tools.stores.vault_key import VaultKeyError
-from managed_tools.tools.catalogue import build_registry
+from managed_tools.tools.catalogue import build_registry, checked
 from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.framework import variables
 from managed_tools.tools.framework.context import Environment, Runtime
@@ -95,7 +95,7 @@ def configured_registry(
         )
         if config.tool_search:  # served whatever the selection: they reach only what it serves
             for definition in discovery.DEFINITIONS:
-                registry.add(definition, toolset="search")
+                registry.add(definition, toolset="search", checked=checked(definition))
     except RegistryError as exc:
         raise StartupError(str(exc)) from exc
     secrets = [name for name, kind in registry.variable_types().items() if kind == "secret"]

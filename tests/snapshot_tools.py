@@ -1,8 +1,10 @@
 """The model-visible tools/list, kept in tests/snapshots/tools_list.json so that every change to a name, title,
 description, schema or annotation is deliberate (tests/test_catalogue_budget.py diffs it); and each preset's
-served tool count and tools/list size, in docs/presets.md's table (checked by the same test).
+served tool count and tools/list size, in docs/presets.md's table (checked by the same test). `--update` also
+regenerates the built-in tools' published schemas (tools/framework/published.py; tests/test_published_catalogue.py
+checks them).
 
-Regenerate both after a deliberate change, and commit the files with it:
+Regenerate all three after a deliberate change, and commit the files with it:
 
     PYTHONPATH=. python -m tests.snapshot_tools --update
 """
@@ -19,8 +21,9 @@ import mcp_types as types
 
 from managed_tools.server.publish import to_mcp_tool
 from managed_tools.server.tool_search import choose_core
-from managed_tools.tools.catalogue import FAMILIES, build_registry
+from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, build_registry
 from managed_tools.tools.discovery import tools as discovery
+from managed_tools.tools.framework import published
 from managed_tools.tools.framework.definition import ToolDefinition, model_visible_chars
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
@@ -109,13 +112,16 @@ def page_with_current_table() -> tuple[str, str]:
 
 def main(argv: list[str]) -> int:
     if argv == ["--update"]:
+        published.PUBLISHED.write_text(published.render(list(BUILT_IN)), encoding="utf-8")
         SNAPSHOT.write_text(current(), encoding="utf-8")
         PRESETS_PAGE.write_text(page_with_current_table()[1], encoding="utf-8")
-        print(f"wrote {SNAPSHOT} and the figures in {PRESETS_PAGE}")
+        print(f"wrote {published.PUBLISHED}, {SNAPSHOT} and the figures in {PRESETS_PAGE}")
         return 0
     found = difference()
     page, updated = page_with_current_table()
     stale = "" if page == updated else f"\ndocs/presets.md's figures are stale: run `{UPDATE}`."
+    if not published.current():
+        stale += f"\n{published.PUBLISHED.name} is not built from these sources: run `{UPDATE}`."
     print((found + stale).strip() or "tools/list matches the snapshot and docs/presets.md's figures.")
     return 1 if found or stale else 0
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.environment import tools as environment
 from managed_tools.tools.files import tools as file_tools
+from managed_tools.tools.framework import published
 from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.errors import RegistryError
 from managed_tools.tools.framework.overrides import ToolOverride, overridden
@@ -57,9 +59,23 @@ PURPOSES: dict[str, str] = {
     "extensions": "--tools-module tools",
     "mcp": "upstream MCP servers' tools",
 }
+# Every tool the package defines, as tools/framework/published.py publishes their schemas: the families, the way
+# back for latent calls, and tool search's own.
+BUILT_IN: tuple[ToolDefinition, ...] = (
+    *(d for family in FAMILIES.values() for d in family),
+    *latent_calls.DEFINITIONS,
+    *discovery.DEFINITIONS,
+)
+_BUILT_IN_IDS = frozenset(id(d) for d in BUILT_IN)
 assert PURPOSES.keys() == {*FAMILIES, *USER_TOOLSETS}
 assert all({*p.toolsets} <= {*PURPOSES, ALL} and {*p.tools} <= {d.name for f in FAMILIES.values() for d in f}
            for p in PRESETS.values())  # fmt: skip
+
+
+def checked(definition: ToolDefinition) -> bool:
+    """Was this definition checked against the registry rules when its schemas were published? Only a built-in
+    one as defined (not amended by the user's policy or overrides) while the published file is current."""
+    return id(definition) in _BUILT_IN_IDS and published.current()
 
 
 def toolsets(
@@ -119,7 +135,7 @@ def build_registry(
     ours = {d.name for d in latent_calls.DEFINITIONS}
     for name, group in groups.items():
         for d in group:
-            registry.add(d, user=name in USER_TOOLSETS and d.name not in ours, toolset=name)
+            registry.add(d, user=name in USER_TOOLSETS and d.name not in ours, toolset=name, checked=checked(d))
     if selection is None:
         return registry
     return registry.only((d.name for d in select(groups, selection, upstreams=upstreams)), selection)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from managed_tools.tools.framework import published
 from managed_tools.tools.framework.content import Block
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.models import Arguments, WireModel
@@ -148,15 +149,24 @@ class ToolDefinition(BaseModel):
 
 
 # A schema depends on its model alone and takes pydantic milliseconds to build: built once per model (publishing
-# the catalogue, the setup contract and argument errors all ask), handed out as copies.
+# the catalogue, the setup contract and argument errors all ask), handed out as copies. A built-in model's is read
+# from the published file (tools/framework/published.py), so that start-up builds no tool model.
 @functools.cache
 def _input_schema(model: type[Arguments]) -> dict[str, Any]:
-    schema = model.model_json_schema(by_alias=True)
-    return schema if _verbatim(model) else _without_refusals(_drop_null_options(_clean_schema(schema)))
+    return published.schema("input", model) or built_input_schema(model)
 
 
 @functools.cache
 def _output_schema(model: type[WireModel]) -> dict[str, Any]:
+    return published.schema("output", model) or built_output_schema(model)
+
+
+def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True)
+    return schema if _verbatim(model) else _without_refusals(_drop_null_options(_clean_schema(schema)))
+
+
+def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
     return schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
 

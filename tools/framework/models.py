@@ -15,6 +15,7 @@ class WireModel(BaseModel):
         validate_by_name=True,
         serialize_by_alias=True,
         extra="forbid",
+        defer_build=True,
     )
 
 
