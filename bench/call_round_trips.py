@@ -24,8 +24,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +76,21 @@ class Hops:
         setattr(owner, name, counted)
 
 
+@contextmanager
+def fresh_state() -> Iterator[ServeConfig]:
+    """A server's configuration on an empty workspace and a fresh state file, both removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        yield ServeConfig.build(workspace=workspace, data_dir=Path(tmp) / "state", database=None)
+
+
 async def run(calls: int, rounds: int) -> dict[str, dict[str, float]]:
     hops = Hops()
     timings: dict[str, list[float]] = {name: [] for name in SERIES}
     trips: dict[str, list[int]] = {name: [] for name in SERIES}
     cpu: dict[str, list[float]] = {name: [] for name in SERIES}
-    with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
-        workspace = Path(tmp) / "ws"
-        workspace.mkdir()
-        config = ServeConfig.build(workspace=workspace, data_dir=Path(tmp) / "state", database=None)
+    with fresh_state() as config:
         async with (
             open_runtime(config) as runtime,
             Client(build_server(runtime, transport="memory")) as managed,
@@ -125,10 +131,7 @@ async def run_concurrent(clients: int, calls: int, rounds: int) -> dict[str, dic
     """Each series from `clients` clients at once, `calls` calls in all; rounds interleave the series."""
     rates: dict[str, list[float]] = {name: [] for name in CONCURRENT}
     cpu: dict[str, list[float]] = {name: [] for name in CONCURRENT}
-    with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
-        workspace = Path(tmp) / "ws"
-        workspace.mkdir()
-        config = ServeConfig.build(workspace=workspace, data_dir=Path(tmp) / "state", database=None)
+    with fresh_state() as config:
         async with open_runtime(config) as runtime, AsyncExitStack() as stack:
             managed = [await stack.enter_async_context(Client(build_server(runtime, transport="memory"))) for _ in
                        range(clients)]  # fmt: skip
