@@ -247,17 +247,20 @@ def put_back(resolved: Resolved, previous: bytes | None, created: list[str]) -> 
         _remove_empty(resolved.root, created)
 
 
-def remove_stale_temps(resolved: Resolved) -> int:
+def remove_stale_temps(resolved: Resolved, *, writers_excluded: bool = False) -> int:
     """Remove the temporary files that our writes, killed before their rename, left in `resolved`'s directory
     (every target's there, so one listing serves a directory); how many. A file is ours if its name's mac
-    verifies, and stale if no writer holds its lock."""
+    verifies, and stale if no writer holds its lock. Unlocked files under FRESH_SECONDS old are spared (a live
+    write may be between its create and its lock), unless the caller holds what every writer of that directory
+    holds throughout its write (`writers_excluded`: the substrate's, under the database's write lock): then no
+    live write is there, and a file killed an instant ago goes too."""
     parent = posixpath.dirname(resolved.real)
     removed = 0
     with refusing(resolved):
         try:
             with opened(open_beneath(resolved.root, parent, LIST_FLAGS)) as fd:
                 for entry in os.listdir(fd):
-                    if _ours(entry) is not None and _unlocked(fd, entry):
+                    if _ours(entry) is not None and _unlocked(fd, entry, writers_excluded):
                         with suppress(FileNotFoundError):
                             os.unlink(entry, dir_fd=fd)
                             removed += 1
@@ -266,7 +269,7 @@ def remove_stale_temps(resolved: Resolved) -> int:
     return removed
 
 
-def _unlocked(dir_fd: int, entry: str) -> bool:
+def _unlocked(dir_fd: int, entry: str, writers_excluded: bool) -> bool:
     """No live writer holds this temporary file (its lock went with the process that died)."""
     try:
         fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -275,7 +278,7 @@ def _unlocked(dir_fd: int, entry: str) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # Between its exclusive create and its lock a write's file is unlocked for an instant: spare the fresh.
-        return time.time() - os.fstat(fd).st_mtime > FRESH_SECONDS
+        return writers_excluded or time.time() - os.fstat(fd).st_mtime > FRESH_SECONDS
     except BlockingIOError:
         return False
     finally:

@@ -109,6 +109,46 @@ async def test_killed_before_the_rename_the_file_is_untouched_and_its_temporary_
     assert look_alike.exists()
 
 
+async def test_killed_inside_the_write_its_temporary_goes_at_once(config: ServeConfig, workspace: Path) -> None:
+    """The crash suite's "temporary files left in the substrate": a kill between the temporary file's write and its
+    rename, and a start-up sooner after it than the sweep's FRESH_SECONDS. Healing holds the write lock every
+    substrate write holds, so the dead write's file goes however young it is."""
+    soul = substrate_dir(config.data_dir, config.agent) / "SOUL.md"
+    soul.parent.mkdir(parents=True)
+    soul.write_text(SOUL)
+    await die_during_promotion(workspace, "in_write", "SOUL.md")
+    (left,) = soul.parent.glob(".SOUL.md.*.tmp")
+    assert left.read_text() == EDITED and soul.read_text() == SOUL and len(pending(config)) == 1
+    future = time.time() + 60  # as young at the sweep as after a fast start, however slowly this machine starts
+    os.utime(left, (future, future))
+    assert await history(workspace, "SOUL.md") == []
+    assert soul.read_text() == SOUL and not left.exists() and pending(config) == []
+
+
+async def test_healing_removes_a_dead_writes_temporary_written_an_instant_ago(runtime: Runtime) -> None:
+    """In one process, so the sweep surely comes within FRESH_SECONDS of the file: the crash flake, made exact."""
+    target = runtime.guard.resolve("/workspace/agent/SOUL.md")
+    with suppress(RuntimeError):
+        async with runtime.db.write() as tx:
+            dead = await store.record_version(
+                tx,
+                agent_id=runtime.environment.agent_id,
+                session_id=None,
+                wake_id=None,
+                source_path="/workspace/draft.md",
+                target_path=target.virtual,
+                content=EDITED,
+                provenance=Provenance(),
+            )
+            store.note_pending(runtime.db, dead, target, None)
+            raise RuntimeError("rolled back, as a killed process's transaction is")
+    before = target.host.read_bytes()
+    left = target.host.with_name(temp_name("SOUL.md"))  # written, unlocked (its writer is gone), not renamed
+    left.write_text(EDITED)
+    assert await store.heal_interrupted(runtime.db) == []
+    assert not left.exists() and target.host.read_bytes() == before
+
+
 async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runtime: Runtime) -> None:
     """Killed after the commit but before the note was removed: start-up only drops the note."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
