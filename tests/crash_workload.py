@@ -235,7 +235,7 @@ class Crashes:
             problems.append(f"{TARGET} on disk ({on_disk}) is not the head of its history ({head})")
         if self.pending.is_dir() and any(self.pending.iterdir()):
             problems.append("a pending substrate write was left after start-up")
-        if strays := [p.name for p in self.substrate.glob(".*.tmp")]:
+        if strays := [f"{p.name} ({_age(p)})" for p in sorted(self.substrate.rglob(".*.tmp"))]:
             problems.append(f"temporary files left in the substrate: {strays}")
         return problems
 
@@ -249,6 +249,14 @@ class Crashes:
             return [tuple(row.values()) for row in await connection.fetch(query)]
         finally:
             await connection.close()
+
+
+def _age(path: Path) -> str:
+    """How long ago the file was last written (a stray's age tells a kill just before start-up from an old one)."""
+    try:
+        return f"{time.time() - path.stat().st_mtime:.1f} s old"
+    except FileNotFoundError:
+        return "gone since"
 
 
 def _integrity(path: Path) -> str:
