@@ -39,9 +39,10 @@ from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.stores.sessions import LOCAL_OWNER
+from managed_tools.tools.framework.call_result import CallResult
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.executor import CallResult, execute
+from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.resources import affected
 
