@@ -36,7 +36,7 @@ from managed_tools.tools.framework.uris import (
     parse_file,
     view_uri,
 )
-from managed_tools.tools.memory.tools import STORES, render
+from managed_tools.tools.memory.targets import STORES, render
 from managed_tools.tools.outcomes.gate import posture
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}
