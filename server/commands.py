@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
             from managed_tools.server.adopt import adopt
 
             return adopt(args.workspace, args.data_dir, yes=args.yes)
+        if args.command == "serve":
+            from managed_tools.sandbox import confine
+
+            confine.probe_early()  # before the import below, which takes far longer than the probe
         from managed_tools.server import serving
 
         return serving.run(args)
