@@ -87,7 +87,10 @@ async def main() -> None:
 
 
 async def main_http() -> None:
-    """The SDK's own Streamable HTTP app (stateful, its defaults) on uvicorn."""
+    """The SDK's own Streamable HTTP app (stateful, its defaults) on uvicorn, with the uvicorn settings managed-tools
+    serves with (server/http.py `http_server`), so that the ratio compares the same HTTP server: the httptools
+    parser (ours is its subclass with deadlines and a connection bound), no WebSocket support, no access log, the
+    asyncio event loop of `anyio.run`, a loopback socket bound before serving, uvicorn's default backlog."""
     import uvicorn
 
     # IPPROTO_TCP, as the socket `uvicorn.run(host=..., port=...)` makes: asyncio turns Nagle's algorithm off only
@@ -95,7 +98,9 @@ async def main_http() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     print(f"bare-echo: serving http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(server.streamable_http_app(), log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        server.streamable_http_app(), http="httptools", ws="none", log_level="warning", access_log=False
+    )
     await uvicorn.Server(config).serve(sockets=[sock])
 
 

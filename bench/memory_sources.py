@@ -90,7 +90,7 @@ async def _bench(args: argparse.Namespace) -> None:
         for _ in range(args.reads):
 
             async def rows(tx: Tx) -> None:
-                await checkpoint_rows(cast(ToolContext, SimpleNamespace(tx=tx, agent_id="default")), ["ok"])
+                await checkpoint_rows(cast(ToolContext, SimpleNamespace(tx=tx, agent_id="default", owner="")))
 
             async def listed(tx: Tx) -> None:
                 await sessions.list_agent_sessions(tx, "default", owner=sessions.LOCAL_OWNER, limit=50)

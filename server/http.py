@@ -32,7 +32,6 @@ from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -45,6 +44,7 @@ from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, Serv
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.fair_share import share_of
 from managed_tools.server.http_allowlist import Allowlist
+from managed_tools.server.http_headers import header, headers
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_quotas import QuotaGate
 from managed_tools.server.http_replica import ReplicaRoute
@@ -65,6 +65,8 @@ MCP_PATH = "/mcp"
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+SESSION_HEADER_NAME = SESSION_HEADER.encode()
+GUARDED_HEADERS = frozenset({b"host", b"origin", b"authorization"})
 KNOWN_SESSIONS_CAP = 4096
 LISTEN_BACKLOG = 2048  # uvicorn's own default, which it sets again when it starts serving
 ANSWERS_WITHIN_SECONDS = 1.0  # at a stop, for the answers of ended calls to reach their clients
@@ -218,13 +220,14 @@ class Guard:
 
     async def _refusal(self, scope: Scope) -> Response | None:
         # Only headers are read here: a refused request is answered before any of its body is received.
-        headers = Headers(scope=scope)
-        if not self._allowlist.admits_host(headers.get("host")):
+        found = headers(scope, GUARDED_HEADERS)
+        if not self._allowlist.admits_host(found.get(b"host")):
             return json_rpc_error(421, "This server does not answer to that Host header (see --allowed-host).")
-        if not self._allowlist.admits_origin(headers.get("origin")):
+        if not self._allowlist.admits_origin(found.get(b"origin")):
             return json_rpc_error(403, "Requests from that Origin are not allowed (see --allowed-origin).")
-        if self._token is not None and not self._authorized(headers.get("authorization")):
-            presented = headers.get("authorization") is not None
+        authorization = found.get(b"authorization")
+        if self._token is not None and not self._authorized(authorization):
+            presented = authorization is not None
             challenge = 'Bearer realm="managed-tools"' + (', error="invalid_token"' if presented else "")
             why = "The bearer token is not valid." if presented else "This server requires a bearer token."
             return json_rpc_error(401, f"{why} Send Authorization: Bearer <token>.", {"WWW-Authenticate": challenge})
@@ -246,7 +249,7 @@ class SessionHeader:
         self._known: set[tuple[str, str]] = set()  # (owner, session) pairs already checked
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        named = Headers(scope=scope).get(SESSION_HEADER) if scope["type"] == "http" else None
+        named = header(scope, SESSION_HEADER_NAME) if scope["type"] == "http" else None
         refusal = None if named is None else await self._refusal(named, current_principal().owner)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -300,7 +303,7 @@ class SseEndpoint:
         if self._open[owner] >= share:
             await beyond_share("SSE streams", share)(scope, receive, send)
             return
-        named = Headers(scope=scope).get(SESSION_HEADER)
+        named = header(scope, SESSION_HEADER_NAME)
         self._open[owner] += 1
         try:
             async with (

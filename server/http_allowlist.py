@@ -18,6 +18,7 @@ ORIGIN = re.compile(r"(?P<scheme>https?)://" + HOST.pattern)
 HOST_ENTRY = re.compile(_NAME + r"(?::(?P<port>\d{1,5}|\*))?")
 ORIGIN_ENTRY = re.compile(r"(?P<scheme>https?)://" + HOST_ENTRY.pattern)
 ANY_PORT = "*"
+MEMO_CAP = 1024  # header values remembered with their verdict; a client can send any, so the memo is bounded
 
 
 @dataclass(frozen=True)
@@ -56,22 +57,34 @@ def origin_entry(value: str) -> Address | None:
 
 
 class Allowlist:
-    """The Host and Origin values a server answers to."""
+    """The Host and Origin values a server answers to. Every request sends the same few values, so each verdict
+    is remembered by the exact header value (the verdict depends on nothing else): a request is then one dict
+    look-up, not a parse."""
 
     def __init__(self, hosts: tuple[str, ...], origins: tuple[str, ...]) -> None:
         self._hosts = [_required(host_entry(value), value) for value in hosts]
         self._origins = [_required(origin_entry(value), value) for value in origins]
+        self._host_verdicts: dict[str, bool] = {}
+        self._origin_verdicts: dict[str, bool] = {}
 
     def admits_host(self, value: str | None) -> bool:
-        parsed = _parse(HOST, value) if value is not None else None
-        return parsed is not None and any(entry.admits(parsed) for entry in self._hosts)
+        return value is not None and _verdict(self._host_verdicts, HOST, self._hosts, value)
 
     def admits_origin(self, value: str | None) -> bool:
         """An absent Origin passes (clients that are not browsers send none); a present one must be listed."""
-        if value is None:
-            return True
-        parsed = _parse(ORIGIN, value)
-        return parsed is not None and any(entry.admits(parsed) for entry in self._origins)
+        return value is None or _verdict(self._origin_verdicts, ORIGIN, self._origins, value)
+
+
+def _verdict(verdicts: dict[str, bool], pattern: re.Pattern[str], entries: list[Address], value: str) -> bool:
+    """Whether an entry admits `value`, parsed with `pattern`; remembered in `verdicts` (bounded)."""
+    verdict = verdicts.get(value)
+    if verdict is None:
+        parsed = _parse(pattern, value)
+        verdict = parsed is not None and any(entry.admits(parsed) for entry in entries)
+        if len(verdicts) >= MEMO_CAP:
+            verdicts.clear()
+        verdicts[value] = verdict
+    return verdict
 
 
 def _required(entry: Address | None, value: str) -> Address:

@@ -1,14 +1,19 @@
-"""Connection limits uvicorn does not have: request header and body deadlines, and a bound on open connections.
+"""The HTTP/1.1 protocol every listener of ours gives uvicorn: its httptools parser, plus the connection limits
+uvicorn does not have (request header and body deadlines, a bound on open connections) and TCP_NODELAY.
 
-uvicorn's h11 protocol arms no timer until a first response is complete (its keep-alive timeout), so a client
-that sends half a request line, or headers a byte at a time, or a body slower than it announced, holds its
-connection for ever. This subclass arms one deadline per request phase, counted from the start of the phase
-(not reset by each byte, so trickling does not help): the headers must be complete within the header timeout
-of the connection opening (or of the previous response ending), and the body within the body timeout of the
-headers. A missed deadline gets `408` and the connection closes (a connection idle between requests just
-closes); the application, if it was reading the body, sees a disconnect. A connection beyond `max_connections`
-gets `503` and is closed before anything is read. A response sent before the request body has arrived (a
-refusal: 401, 413, 421...) ends the connection: the rest of the body is never read.
+uvicorn arms no timer until a first response is complete (its keep-alive timeout), so a client that sends half a
+request line, or headers a byte at a time, or a body slower than it announced, holds its connection for ever.
+This subclass arms one deadline per request phase, counted from the start of the phase (not reset by each byte,
+so trickling does not help): the headers must be complete within the header timeout of the connection opening (or
+of the previous response ending), and the body within the body timeout of the headers. A missed deadline gets
+`408` and the connection closes (a connection idle between requests just closes); the application, if it was
+reading the body, sees a disconnect. A connection beyond `max_connections` gets `503` and is closed before
+anything is read. A response sent before the request body has arrived (a refusal: 401, 413, 421...) ends the
+connection: the rest of the body is never read.
+
+The parser is httptools (llhttp, Node.js's parser, in C), not h11: h11's parsing and framing in Python took about
+0.4-0.5 ms of server CPU per Streamable HTTP call (docs/decisions/http-httptools.md). The request's phase is
+followed through the parser's callbacks.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import h11
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 Phase = Literal["headers", "body"]
+# Where the request being read is: waiting for one, in its headers, in its body, or read whole (being answered).
+Reading = Literal["idle", "headers", "body", "read"]
+PHASE_OF: dict[Reading, Phase | None] = {"idle": "headers", "headers": "headers", "body": "body", "read": None}
 
 
 def _response(status: str, message: str) -> bytes:
@@ -43,20 +50,21 @@ class ConnectionLimits:
     max_connections: int
 
 
-def limited_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+def limited_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
     """The protocol class to give uvicorn (`Config(http=...)`), bound to these limits."""
 
-    class Limited(LimitedH11Protocol):
+    class Limited(LimitedProtocol):
         LIMITS = limits
 
     return Limited
 
 
-class LimitedH11Protocol(H11Protocol):
+class LimitedProtocol(HttpToolsProtocol):
     LIMITS: ConnectionLimits
 
     def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(config, server_state, app_state, **kwargs)
+        self._reading: Reading = "idle"
         self._phase: Phase | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._heard = False  # some of the current phase has arrived
@@ -86,24 +94,43 @@ class LimitedH11Protocol(H11Protocol):
         super().data_received(data)
         self._watch()
 
+    # The parser's callbacks, run inside data_received: they only note where the request is.
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading = "headers"
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._reading = "body"
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading = "read"
+
     def on_response_complete(self) -> None:
+        # A request read while this one was answered (pipelined) starts now, and the parser's note is its own.
+        pipelined = bool(self.pipeline)
         super().on_response_complete()
-        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+        if self.transport.is_closing() or pipelined:
+            return
+        if self._reading == "body":
             # Answered without the body: send end-of-stream after the response and ignore what still comes
             # (closing outright could reset the connection before the client has read the answer).
             self._finished = True
+            self._arm(None)
             self._unset_keepalive_if_required()
             if self.transport.can_write_eof():
                 self.transport.write_eof()
             else:
                 self.transport.close()
             return
+        if self._reading == "read":
+            self._reading = "idle"
         self._watch()
 
     def _watch(self) -> None:
         """Arm the deadline of the phase the request is in (if it changed)."""
-        state = self.conn.their_state
-        self._arm("headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None)
+        self._arm(PHASE_OF[self._reading])
 
     def _arm(self, phase: Phase | None) -> None:
         if phase == self._phase:

@@ -56,9 +56,10 @@ class QuotaGate:
         self._window: dict[str, deque[float]] = {}
         self._admitted: dict[str, int] = {}  # Streamable HTTP calls admitted and not yet answered
         self._pending: dict[str, tuple[float, int]] = {}  # owner -> (when counted, waiting requests)
+        self._bounded = quotas.token.bounded or quotas.oauth.bounded  # else every request passes untouched
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if not self._bounded or scope["type"] != "http" or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
         streamed = scope["path"] == self._streamable  # its answer ends this request (on SSE, it goes on the stream)

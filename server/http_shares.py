@@ -13,14 +13,16 @@ from collections import Counter
 
 import mcp_types as types
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from managed_tools.server.fair_share import share_of
+from managed_tools.server.http_headers import header
 from managed_tools.server.principal import current_principal
 
 MCP_SESSION_ID = "mcp-session-id"
+SESSION_ID_NAME = MCP_SESSION_ID.encode()
 
 
 def json_rpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -48,12 +50,17 @@ class SessionShares:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self._manager.max_sessions
-        opens = scope["method"] == "POST" and MCP_SESSION_ID not in Headers(scope=scope)
-        owner = current_principal().owner
-        if self._manager.stateless or limit is None or not opens or share_of(owner, limit) >= limit:
+        # Cheapest first: most requests carry an MCP session (or there are none), and only OAuth principals
+        # have a share smaller than the whole.
+        opens = scope["method"] == "POST" and header(scope, SESSION_ID_NAME) is None
+        if self._manager.stateless or limit is None or not opens:
             await self._app(scope, receive, send)
             return
+        owner = current_principal().owner
         share = share_of(owner, limit)
+        if share >= limit:
+            await self._app(scope, receive, send)
+            return
         if self._holding(owner) + self._opening[owner] >= share:
             await beyond_share("MCP sessions", share)(scope, receive, send)
             return

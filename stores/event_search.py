@@ -43,13 +43,21 @@ class EventScope:
 
 
 INDEX_BATCH = 64
+MARK_HINT = "events_fts_mark"
 
 
 async def index_pending(tx: Tx, upto: int, *, at_least: int = INDEX_BATCH) -> None:
     """SQLite, in a write transaction: index the events up to seq `upto` past the mark, if `at_least` of them wait."""
     if tx.dialect.name != "sqlite":
         return  # PostgreSQL: each event is indexed as it is appended (stores.events.index_event)
+    # The mark only grows: while the one last read here is less than a batch behind, no batch is due, and the
+    # mark is not read again (it is read once or twice a batch, not once a call).
+    if upto - tx.hints.get(MARK_HINT, 0) < at_least:
+        return
     mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
+    # A lower bound, unless a record earlier in this transaction moved the mark and the transaction then fails: a
+    # batch ahead at most, which only delays the next batch (the mark itself is always read before indexing).
+    tx.hints[MARK_HINT] = mark
     if upto - mark < at_least:
         return
     await tx.execute(

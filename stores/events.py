@@ -266,19 +266,6 @@ async def count_tool_calls(tx: Tx, session_id: str) -> int:
     )
 
 
-async def latest_summaries(tx: Tx, session_ids: list[str]) -> dict[str, str]:
-    """The newest event summary of each session (what its checkpoint calls lastSummary)."""
-    if not session_ids:
-        return {}
-    marks = ",".join("?" * len(session_ids))
-    rows = await tx.fetchall(
-        f"SELECT s.id AS session_id, (SELECT e.summary FROM events e WHERE e.session_id = s.id AND e.summary IS NOT "
-        f"NULL ORDER BY e.seq DESC LIMIT 1) AS summary FROM sessions s WHERE s.id IN ({marks})",
-        session_ids,
-    )
-    return {r["session_id"]: r["summary"] for r in rows if r["summary"] is not None}
-
-
 async def mark_processed(tx: Tx, session_id: str) -> list[str]:
     """Mark the session's pending events seen (a run of the session took them up); returns their ids."""
     rows = await tx.fetchall("SELECT id FROM events WHERE session_id = ? AND processed = 0 ORDER BY seq", (session_id,))

@@ -8,8 +8,7 @@ and phrases only, so user text is never FTS syntax.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from pydantic import BaseModel
+from dataclasses import dataclass
 
 from managed_tools.stores.db import Tx, fulltext
 from managed_tools.stores.db.fulltext import Match, match_all, match_any
@@ -24,14 +23,17 @@ MAX_FETCH = 4096
 SHARED = "(session_id IS NULL OR substr(key, 1, 9) = 'learning:' OR substr(key, 1, 13) = 'memory:agent:')"
 
 
-class SearchRow(BaseModel):
+@dataclass(frozen=True)
+class SearchRow:
+    """A text found, with its bm25 (0 for a text read rather than indexed). A plain record: a search builds dozens
+    from the store's own rows and shows a few (their snippets are cut for those alone, with `make_snippet`)."""
+
     key: str
     source: str
     session_id: str | None
     title: str
     created_at: str
     body: str
-    snippet: str
     bm25: float
 
 
@@ -140,9 +142,7 @@ async def _rows_with(tx: Tx, phrase: list[str]) -> int:
     return sum(1 for row in rows if fulltext.occurrences(fulltext.words(row["body"]), phrase))
 
 
-async def _documents(
-    tx: Tx, agent_id: str, owner: str, ranked: list[tuple[int, float]], needles: list[str]
-) -> list[SearchRow]:
+async def _documents(tx: Tx, agent_id: str, owner: str, ranked: list[tuple[int, float]]) -> list[SearchRow]:
     if not ranked:
         return []
     score = dict(ranked)
@@ -155,7 +155,7 @@ async def _documents(
     found = [
         SearchRow(
             key=r["key"], source=r["source"], session_id=r["session_id"], title=r["title"],
-            created_at=r["created_at"], body=r["body"], snippet=make_snippet(r["body"], needles), bm25=score[r["id"]],
+            created_at=r["created_at"], body=r["body"], bm25=score[r["id"]],
         )
         for r in rows
     ]  # fmt: skip
@@ -178,8 +178,7 @@ async def search(
     rest. Each pass ranks at most the newest RANK_WINDOW matching texts, which bounds its cost on a large index
     (memory is mostly about recent work; an older text still turns up when the words are specific enough).
     """
-    needles = [*phrases, *terms]
-    if not needles:
+    if not phrases and not terms:
         return []
     found: list[SearchRow] = []
     seen: set[str] = set()
@@ -190,7 +189,7 @@ async def search(
         fetch = wanted * 2
         while True:  # another agent's texts may take places: widen until enough are ours or none are left
             ranked = await _ranked(tx, query, fetch)
-            rows = [r for r in await _documents(tx, agent_id, owner, ranked, needles) if r.key not in seen]
+            rows = [r for r in await _documents(tx, agent_id, owner, ranked) if r.key not in seen]
             if len(rows) >= wanted or len(ranked) < fetch or fetch >= MAX_FETCH:
                 break
             fetch *= 4

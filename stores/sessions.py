@@ -97,6 +97,22 @@ async def list_agent_sessions(
     return [_session(row) for row in rows]
 
 
+async def recent_summaries(
+    tx: Tx, agent_id: str, *, owner: str, limit: int
+) -> list[tuple[str, SessionStatus, str, str]]:
+    """(id, status, last activity, newest event summary) of the `limit` most recently active sessions of the agent's
+    `owner` that have a summary, most recent first (as list_agent_sessions orders them): what memory_search reads
+    of each checkpoint, in one statement and without building the sessions' records."""
+    rows = await tx.fetchall(
+        "SELECT s.id, s.status, s.last_activity_at, (SELECT e.summary FROM events e WHERE e.session_id = s.id AND "
+        "e.summary IS NOT NULL ORDER BY e.seq DESC LIMIT 1) AS summary FROM (SELECT id, status, last_activity_at "
+        "FROM sessions WHERE agent_id = ? AND owner = ? ORDER BY last_activity_at DESC, id DESC LIMIT ?) s "
+        "ORDER BY s.last_activity_at DESC, s.id DESC",
+        (agent_id, owner, limit),
+    )
+    return [(r["id"], r["status"], r["last_activity_at"], r["summary"]) for r in rows if r["summary"] is not None]
+
+
 async def child_counts(tx: Tx, agent_id: str, *, owner: str) -> dict[str, int]:
     rows = await tx.fetchall(
         "SELECT parent_id, COUNT(*) AS n FROM sessions WHERE agent_id = ? AND owner = ? AND parent_id IS NOT NULL "

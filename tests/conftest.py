@@ -12,7 +12,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -25,6 +25,7 @@ from managed_tools.server.app import build_server
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import state_root
 from managed_tools.server.runtime import open_runtime
+from managed_tools.stores.db.sqlite import SqliteDatabase
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
 
@@ -443,3 +444,21 @@ def listener() -> Iterator[int]:
         server.bind(("127.0.0.1", 0))
         server.listen()
         yield server.getsockname()[1]
+
+
+T = TypeVar("T")
+
+
+def count_hops(runtime: Runtime) -> list[object]:
+    """The steps the runtime's SQLite database hands to its database thread from now on (its round trips)."""
+    db = runtime.db
+    assert isinstance(db, SqliteDatabase)
+    hops: list[object] = []
+    on_thread = db._on_thread
+
+    async def counted(step: Callable[[], T]) -> T:
+        hops.append(step)
+        return await on_thread(step)
+
+    db._on_thread = counted  # type: ignore[method-assign]
+    return hops

@@ -12,13 +12,16 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import Connect, data, error_text
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.publish import ERROR_META_KEY
 from managed_tools.server.runtime import open_runtime
+from managed_tools.stores.db import Database
 from managed_tools.stores.db.sqlite import WAL_SIZE_LIMIT
+from managed_tools.stores.errors import DiskFullError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 MOUNT_SIZE = "4m"
@@ -175,3 +178,31 @@ async def test_a_data_dir_turned_read_only_is_one_clear_error(
         assert "turned read-only" in error_text(result) and "restart" in error_text(result)
     assert "turned read-only: every call is refused" in caplog.text
     assert "Traceback" not in caplog.text
+
+
+async def test_records_sharing_a_commit_on_a_full_disk_each_fail_clearly(small_disk: Path) -> None:
+    """Group commit: records written together fail together when the disk refuses their transaction, each with the
+    clear error (not a traceback, not one caller's error raised in another), and succeed once space is freed."""
+    db = await Database.open(small_disk / "data" / "state.db", local_dir=small_disk / "data")
+    try:
+        async with db.write() as tx:
+            await tx.execute("CREATE TABLE notes (body TEXT)")
+        filler = fill(small_disk)
+        outcomes: list[BaseException | None] = []
+
+        async def note() -> None:
+            try:
+                await db.record(lambda tx: tx.execute("INSERT INTO notes VALUES (?)", (os.urandom(50_000).hex(),)))
+                outcomes.append(None)
+            except DiskFullError as exc:
+                outcomes.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(note)
+        assert len(outcomes) == 8 and all(isinstance(o, DiskFullError) for o in outcomes), outcomes
+        assert len({id(o) for o in outcomes}) == 8 and "disk that holds the server's state is full" in str(outcomes[0])
+        filler.unlink()
+        await db.record(lambda tx: tx.execute("INSERT INTO notes VALUES ('after')"))
+    finally:
+        await db.close()

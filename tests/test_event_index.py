@@ -77,3 +77,34 @@ async def test_an_event_a_killed_process_appended_is_found(workspace: Path, tmp_
         async with runtime.db.read() as tx:
             found = await tx.scalar("SELECT count(*) FROM events_fts WHERE events_fts MATCH '\"platypus-eclipse-42\"'")
         assert found == 1
+
+
+async def test_the_mark_is_read_once_a_batch_and_another_process_moving_it_is_seen(
+    runtime: Runtime, connect: Connect
+) -> None:
+    """Each record used to read the index's mark; now a record reads it only when the mark it last read is a
+    batch behind. Another connection (another process) that indexes meanwhile moves the mark on: the next read
+    sees it, and nothing is indexed twice."""
+    reads: list[str] = []
+    runtime.db._appender.set_trace_callback(  # type: ignore[attr-defined]
+        lambda sql: reads.append(sql) if sql.startswith("SELECT seq FROM events_fts_mark") else None
+    )
+    async with connect(runtime) as client:
+        for _ in range(INDEX_BATCH):  # two batches of events
+            await client.call_tool("memory_read", {"target": "session_state"})
+        assert 1 <= len(reads) <= 4, len(reads)
+        async with runtime.db.write() as tx:  # another indexer, up to the last event
+            last = int(await tx.scalar("SELECT max(seq) FROM events"))
+            mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
+            await tx.execute(
+                "INSERT INTO events_fts(rowid, agent, session, type, body) "
+                "SELECT seq, agent, session, type, body FROM event_search_docs WHERE seq > ? AND seq <= ?",
+                (mark, last),
+            )
+            await tx.execute("UPDATE events_fts_mark SET seq = ?", (last,))
+        for _ in range(INDEX_BATCH):
+            data(await client.call_tool("memory_read", {"target": "session_state"}))
+    async with runtime.db.read() as tx:
+        indexed = int(await tx.scalar("SELECT count(*) FROM events_fts"))
+        mark = int(await tx.scalar("SELECT seq FROM events_fts_mark"))
+        assert indexed == int(await tx.scalar("SELECT count(*) FROM event_search_docs WHERE seq <= ?", (mark,)))

@@ -16,6 +16,7 @@ from mcp import Client
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
+from managed_tools.tools.files.tools import READ_HERE_BYTES
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -85,6 +86,23 @@ async def test_read_shows_the_text_itself_once(rt: Runtime, connect: Connect, mo
     assert text == "/workspace/src/app.py: showing lines 10-11 of 100\nline 10\nline 11\n"
     assert result.structured_content is not None and result.structured_content["content"] == "line 10\nline 11\n"
     assert '"content"' not in text  # not the JSON again
+
+
+async def test_read_answers_alike_on_either_side_of_the_inline_size(
+    rt: Runtime, connect: Connect, workspace: Path
+) -> None:
+    """A file up to READ_HERE_BYTES is read on the event loop's thread, a larger one on a worker thread: the same
+    answer either way (the windows, the counts, the cap)."""
+    line = "x" * 99 + "\n"
+    for name, lines in (("small.txt", READ_HERE_BYTES // 100), ("large.txt", READ_HERE_BYTES // 100 + 50)):
+        (workspace / name).write_text(line * lines)
+    async with connect(rt) as client:
+        for name in ("small.txt", "large.txt"):
+            total = (workspace / name).stat().st_size // 100
+            tail = data(await call(client, "read", {"path": name, "tailLines": 1}))
+            whole = data(await call(client, "read", {"path": name, "maxChars": 250}))
+            assert tail["content"] == line and tail["showing"] == f"showing lines {total}-{total} of {total}"
+            assert whole["totalLineCount"] == total and whole["truncated"] is True and len(whole["content"]) == 250
 
 
 async def test_odd_files(rt: Runtime, connect: Connect) -> None:

@@ -46,3 +46,38 @@ async def test_answers_are_sent_without_waiting_for_acknowledgements() -> None:
                 while not accepted:  # noqa: ASYNC110 (the protocol is made in the server's callback)
                     await anyio.sleep(0.01)
             assert accepted[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+async def test_a_slow_answer_and_a_pipelined_request_are_not_cut_off_by_the_header_deadline() -> None:
+    """The deadlines follow the parser's callbacks: while a request is being answered there is none, even when the
+    client has already sent the next request (pipelined, read at once by httptools) and the answers take longer
+    than the header deadline; the header deadline starts again only once the last answer is out."""
+    limits = ConnectionLimits(header_timeout_seconds=0.3, body_timeout_seconds=0.3, max_connections=4)
+
+    async def slow(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await anyio.sleep(0.5)
+        body = scope["path"].encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    protocol = limited_protocol(limits)
+    config = uvicorn.Config(slow, http=protocol, log_config=None)
+    config.load()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: protocol(config, ServerState(), {}), sock=listening
+        )
+        async with server, await anyio.connect_tcp("127.0.0.1", listening.getsockname()[1]) as stream:
+            request = b"GET /%s HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+            await stream.send(request % b"first" + request % b"second")
+            received = b""
+            with anyio.fail_after(5):
+                while received.count(b"HTTP/1.1 200 ") < 2 or not received.endswith(b"/second"):
+                    received += await stream.receive()
+            assert received.index(b"/first") < received.index(b"/second")
+            with anyio.fail_after(2):  # then idle: the header deadline closes the connection without a 408
+                with pytest.raises(anyio.EndOfStream):
+                    await stream.receive()

@@ -6,6 +6,7 @@ import pytest
 from conftest import ERAS, Connect, data, error_text
 
 from managed_tools.stores import sessions
+from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
@@ -48,6 +49,24 @@ async def test_environment_describe(runtime: Runtime, connect: Connect, mode: st
     assert len(env["fingerprint"]) == 64 and len(env["agentSetupFingerprint"]) == 64
     # Host paths stay private: the model works with virtual paths only.
     assert str(runtime.environment.workspace) not in str(env)
+
+
+async def test_environment_describe_follows_the_live_setup(runtime: Runtime, connect: Connect) -> None:
+    """Its answer is built once per setup contract: a skill coming changes it, a part asked for leaves it whole."""
+    async with connect(runtime) as client:
+        before = data(await client.call_tool("environment_describe", {}))
+        part = data(await client.call_tool("environment_describe", {"sections": ["confinement"]}))
+        again = data(await client.call_tool("environment_describe", {}))
+        skill = runtime.environment.workspace / ".agents/skills/new/SKILL.md"
+        skill.parent.mkdir(parents=True)
+        skill.write_text('---\nname: new\ndescription: "A new skill."\n---\n# New\n', encoding="utf-8")
+        assert runtime.skills.reload()
+        after = data(await client.call_tool("environment_describe", {}))
+    assert again == before and set(part) == {"id", "agentId", "fingerprint", "confinement"}
+    assert before["agentSetupFingerprint"] != after["agentSetupFingerprint"] == setup_fingerprint(runtime)
+    assert {k: v for k, v in after.items() if k != "agentSetupFingerprint"} == {
+        k: v for k, v in before.items() if k != "agentSetupFingerprint"
+    }
 
 
 @pytest.mark.parametrize("mode", ERAS)

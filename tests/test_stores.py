@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,7 @@ from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores.db import Database
 from managed_tools.stores.db.migrations import MIGRATIONS
 from managed_tools.stores.db.postgres import WRITE_LOCK
-from managed_tools.stores.ids import canonical_json, uuid7
+from managed_tools.stores.ids import canonical_json, utc_now, uuid7
 
 pytestmark = pytest.mark.anyio
 
@@ -37,6 +38,15 @@ def test_uuid7_is_version_7_and_time_ordered() -> None:
     assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", i) for i in ids)
     assert [i[:13] for i in ids] == sorted(i[:13] for i in ids)  # the millisecond prefix never goes back
     assert len(set(ids)) == 50
+    assert all(str(uuid.UUID(i)) == i for i in ids)  # spelled out by hand, the UUID's own canonical form
+
+
+def test_utc_now_is_iso_8601_with_milliseconds_and_z() -> None:
+    before = datetime.now(UTC) - timedelta(milliseconds=1)
+    now = utc_now()
+    after = datetime.now(UTC)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", now)
+    assert before <= datetime.strptime(now, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) <= after
 
 
 def test_canonical_json_is_order_independent() -> None:

@@ -66,9 +66,12 @@ class Tx(ABC):
 
     dialect: Dialect
 
-    def __init__(self, *, writing: bool = False) -> None:
+    def __init__(self, *, writing: bool = False, hints: dict[str, int] | None = None) -> None:
         self._depth = 0
         self._writing = writing
+        # What a store learned about the database in this process's earlier transactions, to save a statement: only
+        # lower bounds of values that never decrease (the event index's mark), never trusted for more.
+        self.hints: dict[str, int] = {} if hints is None else hints
         self._undo: list[Undo] = []
         self._after_commit: list[Undo] = []
 

@@ -8,6 +8,7 @@ snapshot while a writer works.
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import os
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -44,6 +46,11 @@ GONE = (
 )
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
+# What a commit adds to the WAL, about, counted towards the next checkpoint (`_wrote`): a call's record (its events,
+# their indexes, the session's and its usage's rows; fewer each when records share a commit), a write transaction
+# (a memory version and its search index, the call's completion: more, and it varies).
+RECORD_PAGES = 12
+WRITE_PAGES = 24
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
 BEGIN_SLICE_MS = 100
 FULL = (
@@ -155,8 +162,10 @@ class SqliteTx(Tx):
 
     dialect = SQLITE
 
-    def __init__(self, conn: sqlite3.Connection | None, path: Path, *, writing: bool = False) -> None:
-        super().__init__(writing=writing)
+    def __init__(
+        self, conn: sqlite3.Connection | None, path: Path, *, writing: bool = False, hints: dict[str, int] | None = None
+    ) -> None:
+        super().__init__(writing=writing, hints=hints)
         self._conn = conn
         self._path = path
 
@@ -213,6 +222,31 @@ class _Snapshot(SqliteTx):
                 self._db._give_back(conn)
 
 
+@dataclass(eq=False)
+class _Queued:
+    """One `record()` waiting for its transaction: its work, then what came of it."""
+
+    work: Callable[[Tx], Coroutine[Any, Any, Any]]
+    taken: bool = False  # in a transaction under way: it runs whole
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    _woken: anyio.Event | None = None
+
+    async def wait(self) -> None:
+        """Until it is written, or its caller is to lead the next transaction."""
+        self._woken = anyio.Event()
+        await self._woken.wait()
+
+    def wake(self) -> None:
+        if self._woken is not None:
+            self._woken.set()
+
+    def finish(self) -> None:
+        self.done = True
+        self.wake()
+
+
 class SqliteDatabase(Database):
     """The state file (WAL): one writer and one appender connection, and reader connections, each used on the
     event loop's thread except for what may wait (another process's lock, a commit's fsync), which runs on the
@@ -235,8 +269,12 @@ class SqliteDatabase(Database):
         self._identity = _identity(path)
         self._writer = writer
         self._appender = appender
+        self._pages = 0  # WAL pages written since the last checkpoint, about (`_wrote`)
+        self._queue: list[_Queued] = []  # records waiting for their transaction (`record`)
+        self._leading = False  # a record is gathering the queue into its transaction
+        self._hints: dict[str, int] = {}  # shared by the write transactions (Tx.hints)
         self._busy_timeout_ms = busy_timeout_ms
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)  # taken at once when free: no trip round the loop
         self._thread = anyio.CapacityLimiter(1)  # one database thread: its steps run in order, never at once
         self._refused: str | None = None  # the kind of the refusals under way (disk full, read-only), once logged
         self._idle_readers = readers
@@ -260,9 +298,10 @@ class SqliteDatabase(Database):
             _prepare(opened[0], busy_timeout_ms)
             for _ in range(1 + max(1, readers)):  # the appender, then the readers
                 opened.append(_connect(path, busy_timeout_ms, "NORMAL"))
-            # The writer begins on the loop's thread and must never wait there: a lock another process holds
-            # sends its `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
-            opened[0].execute("PRAGMA busy_timeout=0")
+            # The writer and the appender begin on the loop's thread and must never wait there: a lock another
+            # process holds sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
+            for conn in opened[:2]:
+                conn.execute("PRAGMA busy_timeout=0")
 
         try:
             await anyio.to_thread.run_sync(opening)
@@ -272,7 +311,13 @@ class SqliteDatabase(Database):
             if isinstance(exc, sqlite3.Error | OSError):
                 raise DatabaseOpenError(_unusable(path, exc)) from exc
             raise
-        return cls(path, writer=opened[0], appender=opened[1], readers=opened[2:], busy_timeout_ms=busy_timeout_ms)
+        return cls(
+            path,
+            writer=opened[0],
+            appender=opened[1],
+            readers=opened[2:],
+            busy_timeout_ms=busy_timeout_ms,
+        )
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -304,30 +349,32 @@ class SqliteDatabase(Database):
 
         Its statements run on the loop's thread; the commit (an fsync at FULL) is one round trip to the database
         thread, and so is the `BEGIN` when another process holds the lock."""
-        async with self._write_lock, self._said_when_refused():
-            self._refuse_if_gone()
-            tx = SqliteTx(self._writer, self.path, writing=True)
-            try:
-                # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
-                # transaction begun, and only this rollback ends it.
-                with _refused_clearly(self.path):
-                    await self._begin(self._writer)
-                yield tx
-            except BaseException:
-                tx._run_undo()
-                self._writer.rollback()
-                raise
-            else:
-                stayed_locked = "The state database stayed locked by another process; nothing was written."
-                with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
-                    try:
-                        await self._on_thread(self._writer.commit)
-                    except sqlite3.OperationalError:
-                        # A failed COMMIT keeps the transaction, and its lock, until this rollback.
-                        tx._run_undo()
-                        self._writer.rollback()
-                        raise
-                tx._committed()
+        async with self._write_lock:
+            with self._said_when_refused():
+                self._refuse_if_gone()
+                tx = SqliteTx(self._writer, self.path, writing=True, hints=self._hints)
+                try:
+                    # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
+                    # transaction begun, and only this rollback ends it.
+                    with _refused_clearly(self.path):
+                        await self._begin(self._writer)
+                    yield tx
+                except BaseException:
+                    tx._run_undo()
+                    self._writer.rollback()
+                    raise
+                else:
+                    stayed_locked = "The state database stayed locked by another process; nothing was written."
+                    with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
+                        try:
+                            await self._on_thread(self._writer.commit)
+                        except sqlite3.OperationalError:
+                            # A failed COMMIT keeps the transaction, and its lock, until this rollback.
+                            tx._run_undo()
+                            self._writer.rollback()
+                            raise
+                        await self._wrote(WRITE_PAGES)
+                    tx._committed()
 
     async def _begin(self, conn: sqlite3.Connection) -> None:
         """`BEGIN IMMEDIATE` here at once; while another process holds the lock, on the database thread, in
@@ -342,27 +389,110 @@ class SqliteDatabase(Database):
         await anyio.lowlevel.checkpoint()  # cancelled while the last slice began: the caller rolls back
 
     async def record(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-        """`work` in one transaction on the appender (event appends), run whole on the database thread: one
-        round trip. At `synchronous=NORMAL`: it survives a killed process but may be lost with the last few
-        commits if the machine loses power, while `write()` commits at FULL (docs/decisions/crash-safety.md)."""
-        async with self._write_lock, self._said_when_refused():
-            self._refuse_if_gone()
-            return await self._on_thread(lambda: self._recorded(work))
+        """`work` in a transaction on the appender (event appends), with the works of every other record ready at
+        the same time (group commit: `_lead`), each in a savepoint of its own, so one that fails fails alone.
 
-    def _recorded(self, work: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-        conn = self._appender
-        with _refused_clearly(self.path):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                done = drive(work(SqliteTx(conn, self.path)))
-                conn.commit()
-            except BaseException:
-                conn.rollback()
+        The transaction runs whole on the loop's thread when the lock is free at once; while another process holds
+        it, `BEGIN` waits on the database thread (one round trip). At `synchronous=NORMAL` a commit that does not
+        checkpoint writes the WAL and never waits for the disk: it survives a killed process but may be lost with
+        the last few commits if the machine loses power, while `write()` commits at FULL
+        (docs/decisions/crash-safety.md). Once its transaction has begun, a record is not abandoned when its
+        caller is cancelled."""
+        queued = _Queued(work)
+        self._queue.append(queued)
+        try:
+            while not queued.done:
+                if self._leading:  # another record gathers this one into its transaction, or hands on to it
+                    await queued.wait()
+                else:
+                    await self._lead()
+        except BaseException:
+            if not queued.taken:
+                self._queue.remove(queued)
                 raise
-        return done
+            with anyio.CancelScope(shield=True):
+                while not queued.done:
+                    await queued.wait()
+            raise
+        finally:
+            if not self._leading and self._queue:  # a leader cancelled before it began: the next one leads
+                self._queue[0].wake()
+        if queued.error is not None:
+            raise queued.error
+        return cast(T, queued.value)
 
-    @asynccontextmanager
-    async def _said_when_refused(self) -> AsyncIterator[None]:
+    async def _lead(self) -> None:
+        """Wait one turn of the event loop, so that the records of other calls ready now join; then write every
+        record waiting, in one transaction."""
+        self._leading = True
+        try:
+            await anyio.lowlevel.checkpoint()
+            async with self._write_lock:
+                batch, self._queue = self._queue, []
+                for queued in batch:
+                    queued.taken = True
+                with anyio.CancelScope(shield=True):
+                    await self._append(batch)
+        finally:
+            self._leading = False
+
+    async def _append(self, batch: list[_Queued]) -> None:
+        conn = self._appender
+        try:
+            with self._said_when_refused():
+                self._refuse_if_gone()
+                with _refused_clearly(self.path):
+                    await self._begin(conn)
+                try:
+                    with _refused_clearly(self.path):
+                        self._run(conn, batch)
+                        conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
+        except BaseException as exc:  # nothing was written: each record fails, with its own error if it had one
+            for queued in batch:  # and its own copy of this one, not an exception raised in several tasks at once
+                queued.error = queued.error or (copy.copy(exc) if len(batch) > 1 else exc)
+            if not isinstance(exc, Exception):
+                raise
+            committed = False
+        else:
+            committed = True
+        finally:
+            for queued in batch:
+                queued.finish()
+        if committed:
+            await self._wrote(RECORD_PAGES * len(batch))
+
+    def _run(self, conn: sqlite3.Connection, batch: list[_Queued]) -> None:
+        """Each record's work; with several, each in a savepoint, so that one failing is rolled back alone."""
+        if len(batch) == 1:
+            batch[0].value = drive(batch[0].work(SqliteTx(conn, self.path, hints=self._hints)))
+            return
+        for queued in batch:
+            conn.execute("SAVEPOINT record")
+            try:
+                queued.value = drive(queued.work(SqliteTx(conn, self.path, hints=self._hints)))
+            except Exception as exc:
+                if not conn.in_transaction:  # SQLite ended the whole transaction (a full disk, an I/O error)
+                    raise
+                conn.execute("ROLLBACK TO record")
+                queued.error = exc
+            conn.execute("RELEASE record")
+
+    async def _wrote(self, pages: int) -> None:
+        """Every WAL_CHECKPOINT_PAGES or so, a checkpoint on the database thread (`_checkpoint`). Called with the
+        write lock held: this process appends nothing meanwhile, so the checkpoint can copy the whole WAL."""
+        self._pages += pages
+        if self._pages >= WAL_CHECKPOINT_PAGES:
+            self._pages = 0
+            try:
+                await self._on_thread(lambda: _checkpoint(self._appender))
+            except sqlite3.Error as exc:  # the next one tries again; meanwhile the WAL grows a little
+                log.warning("could not checkpoint the state database's WAL: %s", exc)
+
+    @contextmanager
+    def _said_when_refused(self) -> Iterator[None]:
         """A full or read-only disk in the log once when writes start failing, and once when they succeed again
         (not once per call: every call is refused meanwhile)."""
         try:
@@ -402,6 +532,23 @@ class SqliteDatabase(Database):
             tx.end()
 
 
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole WAL was
+    copied, a write that starts it over: the first commit into a fresh WAL syncs its header, even at NORMAL, and
+    this one runs where the checkpoint does (the database thread), not in the appender's next commit on the loop's
+    thread."""
+    _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if pages <= 0 or copied < pages or not _try_begin(conn):
+        return  # a reader of another process still needs the WAL, or a writer is at work
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.execute(f"PRAGMA user_version={version}")  # page 1 written unchanged: one frame
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         info = path.stat()
@@ -430,9 +577,11 @@ def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqli
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        # The WAL bounded: checkpointed each WAL_CHECKPOINT_PAGES (SQLite's default is about 4 MB, a mount's worth
-        # on a small disk), and cut back to WAL_SIZE_LIMIT when it restarts, or it keeps its largest size for good.
-        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        # No checkpoint on a commit: a checkpoint syncs the disk, and the appender commits on the loop's thread;
+        # the database thread checkpoints each WAL_CHECKPOINT_PAGES instead (SQLite's default is about 4 MB, a
+        # mount's worth on a small disk). The WAL is cut back to WAL_SIZE_LIMIT when it starts over, or it would
+        # keep its largest size for good.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except BaseException:
         conn.close()

@@ -37,10 +37,6 @@ def mounted_resources(runtime: Runtime) -> list[MountedResource]:
     ]
 
 
-def resource_contract_fingerprint(runtime: Runtime) -> str:
-    return agent_setup(runtime).resource_contract.fingerprint
-
-
 def setup_fingerprint(runtime: Runtime) -> str:
     """Changes when the catalogue, its policies, the mounts, the vaults or the server change; not when data does."""
     return agent_setup(runtime).fingerprint

@@ -4,22 +4,24 @@ computed in `setup`), then the setup contract and vault tools (`agent_setup`).""
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from weakref import WeakKeyDictionary
 
 from pydantic import BeforeValidator
 
 from managed_tools.stores.ids import canonical_json, sha256_hex
 from managed_tools.tools.environment import agent_setup
 from managed_tools.tools.environment.setup import (
+    AgentSetup,
     ConfinementView,
     MountedResource,
     confinement_view,
+    live_setup,
     mounted_resources,
-    resource_contract_fingerprint,
-    setup_fingerprint,
 )
-from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 
 
@@ -51,8 +53,21 @@ class EnvironmentInput(Arguments):
     )
 
 
+# The answer depends only on what the live setup contract is built from (the environment, the confinement, the
+# catalogue; tools/environment/setup.py `_live`), so it is built once per contract and shared (`only` copies it).
+_DESCRIBED: WeakKeyDictionary[Registry, tuple[AgentSetup, EnvironmentOutput]] = WeakKeyDictionary()
+
+
 async def environment_describe(ctx: ToolContext, args: EnvironmentInput) -> EnvironmentOutput:
     runtime = ctx.runtime
+    setup, _ = live_setup(runtime)
+    cached = _DESCRIBED.get(runtime.registry)
+    if cached is None or cached[0] is not setup:
+        cached = _DESCRIBED[runtime.registry] = (setup, _described(runtime, setup))
+    return cached[1].only(args.sections)
+
+
+def _described(runtime: Runtime, setup: AgentSetup) -> EnvironmentOutput:
     env = runtime.environment
     resources = mounted_resources(runtime)
     identity = {"server": env.server_name, "agent": env.agent_id, "mounts": [r.mount_path for r in resources]}
@@ -61,15 +76,15 @@ async def environment_describe(ctx: ToolContext, args: EnvironmentInput) -> Envi
         name=f"{env.server_name} (agent {env.agent_id})",
         kind="local",
         fingerprint=sha256_hex(canonical_json(identity)),
-        resource_contract_fingerprint=resource_contract_fingerprint(runtime),
-        agent_setup_fingerprint=setup_fingerprint(runtime),
+        resource_contract_fingerprint=setup.resource_contract.fingerprint,
+        agent_setup_fingerprint=setup.fingerprint,
         agent_id=env.agent_id,
         server_version=env.server_version,
         sandbox=SandboxInfo(mode="workspace", default_cwd="/workspace"),
         workspace_mount_defaults=["/workspace", "/workspace/agent"],
         mounted_resources=resources,
         confinement=confinement_view(runtime),
-    ).only(args.sections)
+    )
 
 
 DEFINITIONS = (

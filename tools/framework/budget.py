@@ -51,7 +51,12 @@ class Budgets(_Limits):
 
     @property
     def configured(self) -> bool:
-        return self != Budgets()
+        return self != NO_BUDGETS
+
+
+# Built once: every call without configured budgets compares against them, and its tracker starts from them.
+NO_BUDGETS = Budgets()
+NOTHING_USED = Usage()  # never written to: a session's use is read into a new Usage (stores/usage.py)
 
 
 class BudgetExceededError(Exception):
@@ -111,4 +116,4 @@ class BudgetTracker:
 
 
 def unlimited() -> BudgetTracker:
-    return BudgetTracker(Budgets(), Usage())
+    return BudgetTracker(NO_BUDGETS, NOTHING_USED)

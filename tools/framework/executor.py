@@ -395,8 +395,10 @@ async def _run(call: _Call) -> CallResult:
             return await _write_completed(span, result)
         await _check_precondition(call)
         approved = await _confirm(call)
+        # One scope for both the shield and the timeout (fail_after would be a second): a shielded scope still ends
+        # at its own deadline, and it catches only that (a client's cancel from outside goes on through it).
         shield = definition.interrupt_behavior == "block"
-        with anyio.CancelScope(shield=shield), anyio.fail_after(call.timeout):
+        with anyio.CancelScope(shield=shield, deadline=anyio.current_time() + call.timeout) as scope:
             if definition.own_transactions:
                 result = await _call_handler(call, NoTransaction(), approved)
                 result = await _write_completed(span, result)
@@ -410,6 +412,8 @@ async def _run(call: _Call) -> CallResult:
                     # Committed with the handler's writes: the effect and its audit record land together.
                     await span.write_completed(tx, result)
                 span.completed = True
+        if scope.cancelled_caught:
+            raise TimeoutError
         return result
     except _Refusal as refusal:
         result = CallResult(refusal.status, str(refusal), error_kind=refusal.kind, action_required=refusal.action)

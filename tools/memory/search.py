@@ -9,11 +9,12 @@ Ties break on setup match, relation, recency and key, so results are determinist
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.stores import events, memory, outcomes, search, sessions
+from managed_tools.stores import memory, outcomes, search, sessions
 from managed_tools.stores.provenance import Trust
 from managed_tools.stores.search import SearchRow, make_snippet
 from managed_tools.tools.environment.setup import setup_fingerprint
@@ -86,28 +87,33 @@ def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
     return NextTool(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
 
 
-async def checkpoint_rows(ctx: ToolContext, needles: list[str]) -> list[SearchRow]:
+async def checkpoint_rows(ctx: ToolContext) -> list[SearchRow]:
     """Each recent session's checkpoint summary: it changes with every call, so it is read, not indexed (the
     shell state is indexed when a command ends). No bm25; the lexical score alone keeps or drops it."""
-    recent = await sessions.list_agent_sessions(ctx.tx, ctx.agent_id, owner=ctx.owner, limit=LIVE_SESSIONS)
-    summaries = await events.latest_summaries(ctx.tx, [record.id for record in recent])
-    rows: list[SearchRow] = []
-    for record in recent:
-        if record.id in summaries:
-            body = f"status {record.status}\n{summaries[record.id]}"
-            rows.append(
-                SearchRow(
-                    key=f"checkpoint:{record.id}",
-                    source="checkpoint",
-                    session_id=record.id,
-                    title="checkpoint",
-                    created_at=record.last_activity_at,
-                    body=body,
-                    snippet=make_snippet(body, needles),
-                    bm25=0.0,
-                )
-            )
-    return rows
+    recent = await sessions.recent_summaries(ctx.tx, ctx.agent_id, owner=ctx.owner, limit=LIVE_SESSIONS)
+    return [
+        SearchRow(
+            key=f"checkpoint:{session_id}",
+            source="checkpoint",
+            session_id=session_id,
+            title="checkpoint",
+            created_at=last_activity,
+            body=f"status {status}\n{summary}",
+            bm25=0.0,
+        )
+        for session_id, status, last_activity, summary in recent
+    ]
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """A candidate that scored, before it is shown: only the best `limit` become hits."""
+
+    order: tuple[float, bool, bool]  # best score, same setup, related
+    row: SearchRow
+    score: float
+    reasons: list[str]
+    same_setup: bool
 
 
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
@@ -115,32 +121,30 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
     if query.empty:
         raise ToolError("The query has no searchable words (stopwords and one-letter words are ignored).")
     terms, phrases, fallback = search_parts(query)
-    rows = await search.search(
+    found = await search.search(
         ctx.tx, ctx.agent_id, terms, phrases, max(CANDIDATES, args.limit * 3), owner=ctx.owner, fallback_words=fallback
     )
-    rows += await checkpoint_rows(ctx, [*phrases, *terms])
-    session_ids = {r.session_id for r in rows if r.session_id is not None} | {ctx.session_id}
-    known = {sid: found for sid, found in (await sessions.get_many(ctx.tx, session_ids)).items()
-             if found[0].owner == ctx.owner}  # fmt: skip
-    # A shared text (a learning, the agent's memory) written in another principal's session names no session.
-    rows = [row if row.session_id in known else row.model_copy(update={"session_id": None}) for row in rows]
+    found += await checkpoint_rows(ctx)
+    # A text whose lexical score is 0 names no query word: dropped before anything is read about its session.
+    scored = [(row, *score_text(f"{row.title}\n{row.body}", query)) for row in found]
+    rows = [(row, lexical, reasons) for row, lexical, reasons in scored if lexical]
+    session_ids = {row.session_id for row, _, _ in rows if row.session_id is not None} | {ctx.session_id}
+    known = {sid: entry for sid, entry in (await sessions.get_many(ctx.tx, session_ids)).items()
+             if entry[0].owner == ctx.owner}  # fmt: skip
     current = known[ctx.session_id][0]
     setup = setup_fingerprint(ctx.runtime)
     outcome_of = await outcomes.active_many(ctx.tx, session_ids)
-    evaluations = await outcomes.latest_evaluations(ctx.tx, session_ids)
-    ranked: list[tuple[tuple[float, bool, bool], str, str, Hit]] = []
-    for row in rows:
-        lexical, reasons = score_text(f"{row.title}\n{row.body}", query)
-        if not lexical:
-            continue
+    # A shared text (a learning, the agent's memory) written in another principal's session names no session.
+    rows = [(row if row.session_id in known else replace(row, session_id=None), lex, why) for row, lex, why in rows]
+    ranked: list[_Ranked] = []
+    for row, lexical, reasons in rows:
         score = float(lexical)
         boost = SOURCE_BOOST.get(row.source, 0)
         if boost:
             reasons.append(f"source:{row.source}+{boost}")
         rel = None
         same_setup = True
-        evaluation: Evaluation | None = None
-        if row.session_id is not None and row.session_id in known:
+        if row.session_id is not None:
             record, fingerprint = known[row.session_id]
             rel = relation(current, record)
             if not in_lineage(args.lineage, rel):
@@ -154,38 +158,41 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> SearchOutput:
                 if value:
                     boost += value
                     reasons.append(f"{label}+{value}")
-            if row.session_id in evaluations:
-                evaluation = Evaluation.model_validate(evaluations[row.session_id].evaluation)
         elif args.lineage is not None:
             continue  # agent-wide texts belong to no lineage
         relevance = round(-row.bm25, 3) or 0.0  # never "-0.0"
         reasons.append(f"bm25:{relevance}")
         score = round(score + boost + relevance, 3)
+        ranked.append(_Ranked((-score, not same_setup, rel is None), row, score, reasons, same_setup))
+    # Best score, same setup, related, then newest, then key: stable sorts from the last key to the first.
+    ranked.sort(key=lambda entry: entry.row.key)
+    ranked.sort(key=lambda entry: entry.row.created_at, reverse=True)
+    ranked.sort(key=lambda entry: entry.order)
+    best = ranked[: args.limit]
+    evaluations = await outcomes.latest_evaluations(ctx.tx, {e.row.session_id for e in best if e.row.session_id})
+    needles = [*phrases, *terms]
+    hits = []
+    for entry in best:
+        row = entry.row
+        shown = evaluations.get(row.session_id) if row.session_id is not None else None
+        evaluation = None if shown is None else Evaluation.model_validate(shown.evaluation)
+        sources = await memory.search_key_provenance(ctx.tx, row.key)
         hit = Hit(
             backend="memory",
             source=row.source,
             session_id=row.session_id,
             title=row.title,
-            snippet=row.snippet[:SNIPPET_CHARS],
-            score=score,
-            reasons=reasons,
+            snippet=make_snippet(row.body, needles)[:SNIPPET_CHARS],
+            score=entry.score,
+            reasons=entry.reasons,
             outcome_status=None if evaluation is None else evaluation.status,
             promotion_ready=None if evaluation is None else evaluation.promotion_ready,
             outcome_trend=None if evaluation is None else evaluation.trend,
-            requires_action=row.session_id is not None
-            and row.session_id in known
-            and known[row.session_id][0].status == "requires_action",
-            expansion=_expansion(row, same_setup),
+            requires_action=row.session_id is not None and known[row.session_id][0].status == "requires_action",
+            expansion=_expansion(row, entry.same_setup),
+            trust=None if sources is None else sources.trust,
         )
-        ranked.append(((-score, not same_setup, rel is None), row.created_at, row.key, hit))
-    # Best score, same setup, related, then newest, then key: stable sorts from the last key to the first.
-    ranked.sort(key=lambda entry: entry[2])
-    ranked.sort(key=lambda entry: entry[1], reverse=True)
-    ranked.sort(key=lambda entry: entry[0])
-    hits = []
-    for _, _, key, hit in ranked[: args.limit]:
-        sources = await memory.search_key_provenance(ctx.tx, key)
-        hits.append(hit if sources is None else hit.model_copy(update={"trust": sources.trust}))
+        hits.append(hit)
     return SearchOutput(agent_id=ctx.agent_id, query=args.query, count=len(hits), hits=hits)
 
 

@@ -33,7 +33,7 @@ from managed_tools.tools.framework.models import (
     SessionId,
     WireModel,
 )
-from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.scope import scoped_session_id
 from managed_tools.tools.framework.uris import memory_uri
 from managed_tools.tools.framework.what_runs import visible
 from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
@@ -104,7 +104,7 @@ async def checkpoint(ctx: ToolContext, session_id: str) -> str:
     outcome = await outcomes.active(ctx.tx, session_id)
     history = await outcomes.history(ctx.tx, session_id)
     view = {
-        "sessionId": session.id,
+        "sessionId": session_id,
         "agentId": session.agent_id,
         "status": session.status,
         "stopReason": session.stop_reason,
@@ -203,12 +203,12 @@ class ReadOutput(WireModel):
 
 
 async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
-    session = await scoped_session(ctx, args.session_id)
-    shown = await render(ctx, args.target, session.id)
+    session_id = await scoped_session_id(ctx, args.session_id)
+    shown = await render(ctx, args.target, session_id)
     content = shown.content
     return ReadOutput(
         target=args.target,
-        session_id=session.id,
+        session_id=session_id,
         format=STORES[args.target].format,
         content=content[: args.max_chars],
         empty=not content.strip(),
@@ -216,7 +216,7 @@ async def memory_read(ctx: ToolContext, args: ReadArgs) -> ReadOutput:
         truncated=len(content) > args.max_chars,
         version_id=shown.version_id,
         content_hash=shown.content_hash,
-        uri=memory_uri(args.target, session.id),
+        uri=memory_uri(args.target, session_id),
         trust=None if shown.provenance is None else shown.provenance.trust,
         provenance=None if shown.provenance is None else provenance.described(shown.provenance),
     )
@@ -312,15 +312,15 @@ class WriteArgs(Arguments):
 
 
 async def memory_write(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
-    session = await scoped_session(ctx, args.session_id)
+    session_id = await scoped_session_id(ctx, args.session_id)
     return await _write(
         ctx,
         target=args.target,
-        session_id=session.id,
+        session_id=session_id,
         content=args.content,
         mode=args.mode,
         source="memory_write",
-        sources=await _sources(ctx, args.target, session.id, args.mode, "memory_write"),
+        sources=await _sources(ctx, args.target, session_id, args.mode, "memory_write"),
         expected_version_id=args.expected_version_id,
         expected_content_hash=args.expected_content_hash,
     )
@@ -414,8 +414,8 @@ class VersionsOutput(WireModel):
 
 
 async def memory_list_versions(ctx: ToolContext, args: VersionsArgs) -> VersionsOutput:
-    session = await scoped_session(ctx, args.session_id)
-    found = await memory.list_versions(ctx.tx, scope_of(ctx, args.target, session.id), args.target, args.limit)
+    session_id = await scoped_session_id(ctx, args.session_id)
+    found = await memory.list_versions(ctx.tx, scope_of(ctx, args.target, session_id), args.target, args.limit)
     return VersionsOutput(target=args.target, count=len(found), versions=[_version(v) for v in found])
 
 
@@ -433,9 +433,9 @@ class ReadVersionOutput(WireModel):
 
 
 async def memory_read_version(ctx: ToolContext, args: ReadVersionArgs) -> ReadVersionOutput:
-    session = await scoped_session(ctx, args.session_id)
+    session_id = await scoped_session_id(ctx, args.session_id)
     record, content = await memory.read_version(
-        ctx.tx, scope_of(ctx, args.target, session.id), args.target, args.version_id
+        ctx.tx, scope_of(ctx, args.target, session_id), args.target, args.version_id
     )
     return ReadVersionOutput(
         version=_version(record), content=content[: args.max_chars], truncated=len(content) > args.max_chars

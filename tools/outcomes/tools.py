@@ -13,7 +13,7 @@ from managed_tools.stores import events, outcomes
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.scope import scoped_session_id
 from managed_tools.tools.framework.uris import evaluation_uri, memory_uri
 from managed_tools.tools.outcomes.gate import (
     Evaluation,
@@ -37,8 +37,8 @@ class ReadOutput(WireModel):
 
 
 async def outcome_read(ctx: ToolContext, args: SessionArgs) -> ReadOutput:
-    session = await scoped_session(ctx, args.session_id)
-    return ReadOutput(session_id=session.id, active_outcome=outcome_view(await outcomes.active(ctx.tx, session.id)))
+    session_id = await scoped_session_id(ctx, args.session_id)
+    return ReadOutput(session_id=session_id, active_outcome=outcome_view(await outcomes.active(ctx.tx, session_id)))
 
 
 class DefineArgs(Arguments):
@@ -58,20 +58,20 @@ class DefineOutput(WireModel):
 
 
 async def outcome_define(ctx: ToolContext, args: DefineArgs) -> DefineOutput:
-    session = await scoped_session(ctx, args.session_id)
+    session_id = await scoped_session_id(ctx, args.session_id)
     criteria = list(dict.fromkeys(c.strip() for c in args.success_criteria if c.strip()))
     detail = args.detail.strip() if args.detail and args.detail.strip() else None
     outcome = await outcomes.define(
-        ctx.tx, session_id=session.id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
+        ctx.tx, session_id=session_id, agent_id=ctx.agent_id, title=args.title, detail=detail, criteria=criteria
     )
     # Another session's log gets the event outside any wake of its own, as an evaluation of it is recorded.
-    wake_id = ctx.wake_id if session.id == ctx.session_id else None
+    wake_id = ctx.wake_id if session_id == ctx.session_id else None
     payload: dict[str, Any] = {"title": outcome.title, "successCriteria": criteria}
-    event = await events.append_event(ctx.tx, session.id, wake_id, "user.define_outcome", payload)
-    ctx.touched.update({evaluation_uri(session.id), memory_uri("checkpoint", session.id)})
+    event = await events.append_event(ctx.tx, session_id, wake_id, "user.define_outcome", payload)
+    ctx.touched.update({evaluation_uri(session_id), memory_uri("checkpoint", session_id)})
     view = outcome_view(outcome)
     assert view is not None
-    return DefineOutput(session_id=session.id, active_outcome=view, event_id=event.id)
+    return DefineOutput(session_id=session_id, active_outcome=view, event_id=event.id)
 
 
 class GradeOutput(WireModel):
@@ -81,10 +81,10 @@ class GradeOutput(WireModel):
 
 
 async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
-    session = await scoped_session(ctx, args.session_id)
-    outcome = await outcomes.active(ctx.tx, session.id)
+    session_id = await scoped_session_id(ctx, args.session_id)
+    outcome = await outcomes.active(ctx.tx, session_id)
     return GradeOutput(
-        session_id=session.id, active_outcome=outcome_view(outcome), grade=await grade(ctx, session.id, outcome)
+        session_id=session_id, active_outcome=outcome_view(outcome), grade=await grade(ctx, session_id, outcome)
     )
 
 
@@ -97,22 +97,22 @@ class EvaluateOutput(WireModel):
 
 
 async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutput:
-    session = await scoped_session(ctx, args.session_id)
-    outcome, graded, evaluation, _ = await evaluate(ctx, session.id)
+    session_id = await scoped_session_id(ctx, args.session_id)
+    outcome, graded, evaluation, _ = await evaluate(ctx, session_id)
     if outcome is not None:  # over MCP there is no harness: the evaluation records its own history entry
         await outcomes.record_evaluation(
             ctx.tx,
-            session_id=session.id,
+            session_id=session_id,
             agent_id=ctx.agent_id,
-            wake_id=ctx.wake_id if session.id == ctx.session_id else None,
+            wake_id=ctx.wake_id if session_id == ctx.session_id else None,
             outcome=outcome,
             grade_status=graded.status,
             evaluation=evaluation.model_dump(mode="json"),
         )
-        ctx.touched.update({evaluation_uri(session.id), memory_uri("checkpoint", session.id)})
-    history = [history_entry(r) for r in await outcomes.history(ctx.tx, session.id)]
+        ctx.touched.update({evaluation_uri(session_id), memory_uri("checkpoint", session_id)})
+    history = [history_entry(r) for r in await outcomes.history(ctx.tx, session_id)]
     return EvaluateOutput(
-        session_id=session.id,
+        session_id=session_id,
         active_outcome=outcome_view(outcome),
         grade=graded,
         evaluation=evaluation,
@@ -134,11 +134,11 @@ class HistoryOutput(WireModel):
 
 
 async def outcome_history(ctx: ToolContext, args: HistoryArgs) -> HistoryOutput:
-    session = await scoped_session(ctx, args.session_id)
-    entries = [history_entry(r) for r in await outcomes.history(ctx.tx, session.id, args.limit)]
+    session_id = await scoped_session_id(ctx, args.session_id)
+    entries = [history_entry(r) for r in await outcomes.history(ctx.tx, session_id, args.limit)]
     return HistoryOutput(
-        session_id=session.id,
-        active_outcome=outcome_view(await outcomes.active(ctx.tx, session.id)),
+        session_id=session_id,
+        active_outcome=outcome_view(await outcomes.active(ctx.tx, session_id)),
         count=len(entries),
         latest_iteration=entries[-1].iteration if entries else None,
         evaluations=entries,

@@ -19,7 +19,14 @@ from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, Formatted, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import Lineage, Relation, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.scope import (
+    Lineage,
+    Relation,
+    in_lineage,
+    relation,
+    scoped_session,
+    scoped_session_id,
+)
 from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.sessions import context, wakes
@@ -343,10 +350,10 @@ class EventsOutput(WireModel):
 
 
 async def session_get_events(ctx: ToolContext, args: SessionEventsInput) -> EventsOutput:
-    record = await scoped_session(ctx, args.session_id)
+    session_id = await scoped_session_id(ctx, args.session_id)
     found = await events.window_events(
         ctx.tx,
-        record.id,
+        session_id,
         EventFilter(wake_id=args.wake_id, types=args.types, include_processed=args.include_processed, limit=args.limit),
         after_event_id=args.after_event_id,
         before_event_id=args.before_event_id,
@@ -354,7 +361,7 @@ async def session_get_events(ctx: ToolContext, args: SessionEventsInput) -> Even
         before_limit=args.before_limit,
         after_limit=args.after_limit,
     )
-    return EventsOutput(session_id=record.id, count=len(found), events=[_view(e) for e in found])
+    return EventsOutput(session_id=session_id, count=len(found), events=[_view(e) for e in found])
 
 
 class TracesInput(Arguments):
@@ -378,10 +385,10 @@ class TracesOutput(WireModel):
 
 
 async def session_list_traces(ctx: ToolContext, args: TracesInput) -> TracesOutput:
-    record = await scoped_session(ctx, args.session_id)
-    traces = await events.list_traces(ctx.tx, record.id, args.limit)
+    session_id = await scoped_session_id(ctx, args.session_id)
+    traces = await events.list_traces(ctx.tx, session_id, args.limit)
     views = [TraceView(**t.model_dump()) for t in traces]
-    return TracesOutput(session_id=record.id, count=len(views), traces=views)
+    return TracesOutput(session_id=session_id, count=len(views), traces=views)
 
 
 class TraceInput(Arguments):

@@ -13,7 +13,7 @@ from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, Formatted, NextTool, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.scope import scoped_session_id
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.jobs import HANDLE_AFTER_MS, CommandResult, command_result, follow, stored_result
 
@@ -25,8 +25,8 @@ class ScopedInput(Arguments):
 
 
 async def shell_describe(ctx: ToolContext, args: ScopedInput) -> core.ShellPosture:
-    record = await scoped_session(ctx, args.session_id)
-    return await core.posture(ctx.runtime, ctx.tx, record.id)
+    record_id = await scoped_session_id(ctx, args.session_id)
+    return await core.posture(ctx.runtime, ctx.tx, record_id)
 
 
 class HistoryInput(ScopedInput, Formatted):
@@ -43,11 +43,11 @@ class HistoryOutput(WireModel):
 
 
 async def shell_history(ctx: ToolContext, args: HistoryInput) -> HistoryOutput:
-    record = await scoped_session(ctx, args.session_id)
-    posture = await core.posture(ctx.runtime, ctx.tx, record.id)
-    views = [core.record_view(ctx.runtime, r) for r in await store.recent_commands(ctx.tx, record.id, args.limit)]
+    record_id = await scoped_session_id(ctx, args.session_id)
+    posture = await core.posture(ctx.runtime, ctx.tx, record_id)
+    views = [core.record_view(ctx.runtime, r) for r in await store.recent_commands(ctx.tx, record_id, args.limit)]
     return HistoryOutput(
-        session_id=record.id,
+        session_id=record_id,
         count=len(views),
         commands=views,
         busy_plan=posture.busy_plan,
@@ -71,8 +71,8 @@ async def _read(ctx: ToolContext, session_id: str, command_id: str) -> CommandRe
 
 
 async def shell_read_command(ctx: ToolContext, args: ReadCommandInput) -> CommandResult:
-    record = await scoped_session(ctx, args.session_id)
-    return await _read(ctx, record.id, args.command_id)
+    record_id = await scoped_session_id(ctx, args.session_id)
+    return await _read(ctx, record_id, args.command_id)
 
 
 class LastOutput(WireModel):
@@ -85,13 +85,13 @@ class LastOutput(WireModel):
 
 
 async def shell_read_last_output(ctx: ToolContext, args: ScopedInput) -> LastOutput:
-    record = await scoped_session(ctx, args.session_id)
-    posture = await core.posture(ctx.runtime, ctx.tx, record.id)
+    record_id = await scoped_session_id(ctx, args.session_id)
+    posture = await core.posture(ctx.runtime, ctx.tx, record_id)
     last = None
     if posture.last_command is not None:
-        last = await _read(ctx, record.id, posture.last_command.command_id)
+        last = await _read(ctx, record_id, posture.last_command.command_id)
     return LastOutput(
-        session_id=record.id,
+        session_id=record_id,
         last_command=last,
         live_command=posture.running_commands[0] if posture.running_commands else None,
         busy_plan=posture.busy_plan,
