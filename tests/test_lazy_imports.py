@@ -20,7 +20,8 @@ ONLY_WHEN_NEEDED = (
     "managed_tools.server.http",
     "managed_tools.server.oauth",
     "yaml",
-    "h11",
+    "httptools",
+    "uvicorn.protocols.http.httptools_impl",
     "managed_tools.server.http_limits",
 )
 # Runs the real CLI in this interpreter and reports, at exit, which of those modules it loaded.
