@@ -32,7 +32,6 @@ from managed_tools.server.data_dir import (
     tell,
     workspace_root,
 )
-from managed_tools.server.http_config import HttpConfig
 from managed_tools.server.providers.spec import ModelProviderSpec, chosen
 from managed_tools.server.request_state_keys import KeyRingError, load_key_ring, load_vault_key
 from managed_tools.server.state_place import DATABASE_RULE, StatePlace
@@ -64,9 +63,8 @@ from managed_tools.tools.framework.secret_scan import SecretScanning
 from managed_tools.tools.framework.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.variable_sources import ConfigValue
 
-# Defined in the light modules (the approval commands load them alone), still imported from here by many; the
-# HTTP listener's and OAuth's models (server/http_config.py, server/user_config.py) as serving.py imports them.
-__all__ = ["CONFIG_FILE", "STATE_FILE", "ConfigError", "HttpConfig", "OAuthConfig"]
+# Defined in the light modules (the approval commands load them alone), still imported from here by many.
+__all__ = ["CONFIG_FILE", "STATE_FILE", "ConfigError"]
 
 
 def load_user_config(files: ConfigFiles) -> UserConfig:

@@ -22,9 +22,10 @@ from managed_tools.sandbox import layers
 from managed_tools.server import human, secrets
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.commands import cut_short_quietly, serve_config
-from managed_tools.server.config import STATE_FILE, ConfigError, HttpConfig, OAuthConfig, ServeConfig
+from managed_tools.server.config import STATE_FILE, ConfigError, ServeConfig
 from managed_tools.server.dashboard import serving as dashboard
 from managed_tools.server.data_dir import tell
+from managed_tools.server.http_config import HttpConfig
 from managed_tools.server.otel import Installed, telemetry
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.serving import pages_for, serving_pages
@@ -40,6 +41,7 @@ from managed_tools.server.runtime import (
 )
 from managed_tools.server.stdio import serve_stdio
 from managed_tools.server.stopping import Stopping, exiting, until_signalled
+from managed_tools.server.user_config import OAuthConfig
 from managed_tools.stores.db import Database, is_database_url, redacted
 from managed_tools.stores.db.transfer import copy_state
 from managed_tools.stores.errors import StoreError
