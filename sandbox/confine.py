@@ -69,6 +69,14 @@ def forced() -> str:
     return value if value in FORCED else ""
 
 
+def probe_early() -> None:
+    """Start, on a thread, the one probe `open_confinement` runs as a subprocess (bubblewrap's, sandbox/bwrap.py),
+    so `serve` pays for it while it imports the rest of the server rather than after. Nothing when a forced mode
+    leaves bubblewrap out."""
+    if not forced():
+        bwrap.probe_early()
+
+
 def _network(on: bool) -> Network:
     return "host" if on else "none"
 

@@ -17,7 +17,6 @@ from pydantic import SecretBytes
 from managed_tools.server import SERVER_NAME, __version__
 from managed_tools.server.approval_card import ApprovalCards
 from managed_tools.server.attach import Attachments, attached
-from managed_tools.server.config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.consent import CallConsent
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.instructions import instructions
@@ -35,13 +34,15 @@ from managed_tools.server.tasks import TASKS_EXTENSION, Answer, serve, wanted
 from managed_tools.server.tool_search import SearchProfile, only, with_reveal
 from managed_tools.server.upstream.gateway import gateway_for
 from managed_tools.server.upstream.questions import Questions, asking_for
+from managed_tools.server.user_config import DEFAULT_APPROVAL_WAIT_SECONDS
 from managed_tools.server.variables import CallVariables, SecretInputFactory
 from managed_tools.server.wake_scheduler import run_wakes
 from managed_tools.server.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.stores.sessions import LOCAL_OWNER
+from managed_tools.tools.framework.call_result import CallResult
 from managed_tools.tools.framework.context import Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.executor import CallResult, execute
+from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.resources import affected
 

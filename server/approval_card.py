@@ -33,7 +33,7 @@ from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.tools.framework.executor import CallResult
+from managed_tools.tools.framework.call_result import CallResult
 
 CARD_TOOL = "approval_card_answer"
 CallTool = Callable[

@@ -11,6 +11,7 @@ loads the whole configuration (server/config.py), not the SDK.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import traceback
@@ -66,9 +67,18 @@ def run(args: argparse.Namespace) -> int:
             from managed_tools.server.adopt import adopt
 
             return adopt(args.workspace, args.data_dir, yes=args.yes)
-        from managed_tools.server import serving
+        if args.command == "serve":
+            from managed_tools.sandbox import confine
 
-        return serving.run(args)
+            confine.probe_early()  # before the import below, which takes far longer than the probe
+            gc.disable()  # until start-up is over (serving.collecting_from_here)
+        try:
+            from managed_tools.server import serving
+
+            return serving.run(args)
+        finally:
+            gc.unfreeze()
+            gc.enable()
     except Exception as exc:
         if args.log_level == "DEBUG":
             traceback.print_exception(exc, file=sys.stderr)

@@ -40,10 +40,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from managed_tools.server.app import InFlight, build_server
 from managed_tools.server.attach import Attachments
-from managed_tools.server.config import LOOPBACK_ALLOWED_HOSTS, HttpConfig, ServeConfig
+from managed_tools.server.config import ServeConfig
 from managed_tools.server.extensions import Extensions
 from managed_tools.server.fair_share import share_of
 from managed_tools.server.http_allowlist import Allowlist
+from managed_tools.server.http_config import LOOPBACK_ALLOWED_HOSTS, HttpConfig
 from managed_tools.server.http_headers import header, headers
 from managed_tools.server.http_limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http_quotas import QuotaGate

@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from managed_tools.server.app import QUOTA_REFUSAL
-from managed_tools.server.config import Quota, QuotasConfig
 from managed_tools.server.http_shares import json_rpc_error
 from managed_tools.server.principal import current_principal
+from managed_tools.server.user_config import Quota, QuotasConfig
 from managed_tools.stores.db import Database
 from managed_tools.stores.sessions import LOCAL_OWNER
 

@@ -34,8 +34,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from managed_tools.server.config import OAuthConfig
 from managed_tools.server.principal import SCOPES, TOOLS_READ
+from managed_tools.server.user_config import OAuthConfig
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 

@@ -19,8 +19,8 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter, ValidationError
 
-from managed_tools.server.config import OAuthConfig
 from managed_tools.server.served_urls import ServedUrl
+from managed_tools.server.user_config import OAuthConfig
 
 log = logging.getLogger("managed_tools.oauth")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from managed_tools.server import __version__
-from managed_tools.server.config import TelemetryConfig
 from managed_tools.server.data_dir import ConfigError
+from managed_tools.server.user_config import TelemetryConfig
 from managed_tools.tools.framework import telemetry as recording
 
 INSTALL = "pip install 'managed-tools-mcp[otel]'"

@@ -6,6 +6,7 @@ from typing import Any
 
 import mcp_types as types
 
+from managed_tools.tools.framework.call_result import CallResult
 from managed_tools.tools.framework.content import (
     AudioBlock,
     Block,
@@ -15,7 +16,6 @@ from managed_tools.tools.framework.content import (
     TextBlock,
 )
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.executor import CallResult
 from managed_tools.tools.framework.latent import SUBMIT_TOOL
 
 TOOL_META_KEY = "managed-tools/tool"

@@ -40,9 +40,10 @@ from managed_tools.stores import approvals, tasks
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.tasks import TaskRecord
+from managed_tools.tools.framework.call_result import CallResult
 from managed_tools.tools.framework.context import Attachment, Runtime
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.executor import CallResult, execute
+from managed_tools.tools.framework.executor import execute
 from managed_tools.tools.shell import posture
 
 log = logging.getLogger("managed_tools.tasks")

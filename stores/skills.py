@@ -16,8 +16,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from managed_tools.sandbox.fsaccess import open_beneath, opened
 from managed_tools.stores.ids import sha256_hex
 
@@ -68,6 +66,8 @@ def _frontmatter(text: str) -> tuple[dict[str, object], str]:
     match = _FRONTMATTER.match(text)
     if match is None:
         return {}, text
+    import yaml  # here, not at the top: only a skill with frontmatter needs it (~15 ms a start-up would pay)
+
     loaded = yaml.safe_load(match.group(1))
     if loaded is None:
         loaded = {}
@@ -136,6 +136,8 @@ def load(directories: list[SkillDir], keep: SkillFilter) -> dict[str, Skill]:
     skills: dict[str, Skill] = {}
     for directory in directories:
         for relative in _files(directory):
+            import yaml  # its error type, once there is a skill to parse (see `_frontmatter`)
+
             below = relative.removeprefix(directory.prefix).lstrip("/") if directory.prefix else relative
             folder = below.rsplit("/", 2)[-2] if "/" in below else directory.path.name
             try:

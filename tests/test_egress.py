@@ -40,9 +40,10 @@ from managed_tools.sandbox.egress import (
     match,
     reach,
 )
-from managed_tools.server.config import ConfigError, SandboxConfig, ServeConfig, load_user_config
+from managed_tools.server.config import ConfigError, ServeConfig, load_user_config
 from managed_tools.server.config_files import read_config_files
 from managed_tools.server.runtime import open_runtime
+from managed_tools.server.user_config import SandboxConfig
 from managed_tools.stores import overview
 from managed_tools.tools.framework.context import Runtime
 

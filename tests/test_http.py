@@ -27,8 +27,9 @@ from test_permissions import answer, cli
 
 from managed_tools.server.app import PublishedTools
 from managed_tools.server.cli import main
-from managed_tools.server.config import HttpConfig, ServeConfig
+from managed_tools.server.config import ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.http_config import HttpConfig
 from managed_tools.server.principal import Principal
 from managed_tools.server.runtime import open_runtime, startup_extensions
 from managed_tools.stores import sessions

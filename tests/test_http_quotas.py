@@ -17,7 +17,8 @@ from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from test_oauth import issuer  # noqa: F401 (the local issuer, a fixture)
 
-from managed_tools.server.config import Quota, QuotasConfig, ServeConfig
+from managed_tools.server.config import ServeConfig
+from managed_tools.server.user_config import Quota, QuotasConfig
 from managed_tools.stores import approvals, sessions
 
 pytestmark = pytest.mark.anyio

@@ -34,12 +34,14 @@ from test_permissions import YES, answer, rows
 
 from managed_tools.server import oauth_tokens
 from managed_tools.server.cli import main
-from managed_tools.server.config import ConfigError, HttpConfig, OAuthConfig, ServeConfig
+from managed_tools.server.config import ConfigError, ServeConfig
 from managed_tools.server.http import bind, build_app, http_server
+from managed_tools.server.http_config import HttpConfig
 from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.principal import owner_of
 from managed_tools.server.runtime import open_runtime, startup_extensions
+from managed_tools.server.user_config import OAuthConfig
 from managed_tools.stores import event_search, events, search, sessions
 from managed_tools.stores.db import Database
 from managed_tools.stores.event_search import EventScope

@@ -28,9 +28,9 @@ from pydantic import ValidationError
 from test_permissions import answer
 from test_upstream import PROBE
 
-from managed_tools.server.config import TelemetryConfig
 from managed_tools.server.data_dir import default_data_dir
 from managed_tools.server.otel import plan
+from managed_tools.server.user_config import TelemetryConfig
 
 pytestmark = pytest.mark.anyio
 

@@ -382,6 +382,23 @@ async def test_headers_of_every_page(pages: Pages) -> None:
             assert "<script" not in response.text and "http" not in response.text.split("<body>")[1]
 
 
+async def test_the_page_server_starts_with_the_first_page_and_a_visit_before_it_waits() -> None:
+    """uvicorn starts when a page is opened (most servers never open one); the port listens from the start, so a
+    visit that comes sooner waits in the queue and is answered once it does."""
+    async with serving_pages(Pages()) as board:
+        async with httpx2.AsyncClient(timeout=10) as http, anyio.create_task_group() as tasks:
+            answered: list[int] = []
+
+            async def visit() -> None:
+                answered.append((await http.get(board.origin + "/p/nothing")).status_code)
+
+            tasks.start_soon(visit)
+            await anyio.sleep(0.5)
+            assert answered == []  # nothing serves yet
+            open_approval(board)
+        assert answered == [404]
+
+
 async def test_a_page_answers_once(pages: Pages) -> None:
     page = open_approval(pages)
     async with httpx2.AsyncClient() as http:

@@ -17,9 +17,9 @@ from managed_tools.sandbox.files import read_limited
 from managed_tools.stores import attachments
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.tools.framework.attachments import read_owned
+from managed_tools.tools.framework.call_result import CallResult
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.executor import CallResult
 from managed_tools.tools.framework.registry import Registry
 from managed_tools.tools.framework.scope import scoped_session
 from managed_tools.tools.framework.uris import (
@@ -36,7 +36,7 @@ from managed_tools.tools.framework.uris import (
     parse_file,
     view_uri,
 )
-from managed_tools.tools.memory.tools import STORES, render
+from managed_tools.tools.memory.targets import STORES, render
 from managed_tools.tools.outcomes.gate import posture
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}

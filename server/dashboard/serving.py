@@ -38,4 +38,5 @@ def beside_pages(pages: Pages, db: Database, place: str) -> Dashboard:
     """The dashboard served by `pages`' server under `/d/`; its URL is valid once the pages are served."""
     board = Dashboard(db, where=place, authority=pages.authority)
     pages.dashboard = DashboardSite(board)
+    pages.want()
     return board

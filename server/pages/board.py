@@ -84,6 +84,7 @@ class Pages:
         self._pages: dict[str, Page] = {}
         self.authority = ""  # "127.0.0.1:PORT": the only Host the site answers
         self.dashboard: ASGIApp | None = None  # served under /d/ when set (server/dashboard/)
+        self.wanted: anyio.Event | None = None  # set by the page server (serving.py): serve once a page is open
         KNOWN.hide_in_logs(PAGE_URL_TOKEN)
 
     @property
@@ -114,6 +115,11 @@ class Pages:
         """A page showing an upstream server's question: an address to open, or a form to fill."""
         page = Page("question", owner, session_id, upstream, upstream, message, None, self._expiry(), link, form)
         return self._open(page)
+
+    def want(self) -> None:
+        """A page or the dashboard is about to have a URL: the page server starts, if it has not."""
+        if self.wanted is not None:
+            self.wanted.set()
 
     def lookup(self, token: str) -> Page | None:
         self._forget_old()
@@ -174,6 +180,7 @@ class Pages:
             if len(self._pages) >= self._capacity:
                 raise PagesFull("Too many one-time pages are waiting for an answer on this server; try again later.")
         self._pages[page.token] = page
+        self.want()
         return page
 
     def _forget_oldest_done(self, pages: list[Page], count: int) -> None:
