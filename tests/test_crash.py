@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.sandbox.files import atomic_write, temp_name, use_temp_key
 from managed_tools.sandbox.mounts import substrate_dir
+from managed_tools.sandbox.paths import Resolved
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.leftovers import temp_key
 from managed_tools.stores import substrate as store
@@ -63,6 +64,29 @@ async def history(workspace: Path, target: str) -> list[dict[str, Any]]:
     async with serve(workspace) as client:  # start-up heals before it answers
         listed = data(await client.call_tool("resources_list_versions", {"targetPath": target, "limit": 10}))
     return list(listed["versions"])
+
+
+def edit_of(runtime: Runtime, target: Resolved) -> dict[str, Any]:
+    """`record_version`'s fields for promoting EDITED over `target`."""
+    return {
+        "agent_id": runtime.environment.agent_id,
+        "session_id": None,
+        "wake_id": None,
+        "source_path": "/workspace/draft.md",
+        "target_path": target.virtual,
+        "content": EDITED,
+        "provenance": Provenance(),
+    }
+
+
+async def die_before_the_commit(runtime: Runtime, target: Resolved, previous: bytes | None) -> None:
+    """A promotion's version recorded and its pending note written, then rolled back as a killed process's
+    transaction is: the note outlives a version that never committed."""
+    with suppress(RuntimeError):
+        async with runtime.db.write() as tx:
+            dead = await store.record_version(tx, **edit_of(runtime, target))
+            store.note_pending(runtime.db, dead, target, previous)
+            raise RuntimeError("rolled back, as a killed process's transaction is")
 
 
 def pending(config: ServeConfig) -> list[Path]:
@@ -128,20 +152,7 @@ async def test_killed_inside_the_write_its_temporary_goes_at_once(config: ServeC
 async def test_healing_removes_a_dead_writes_temporary_written_an_instant_ago(runtime: Runtime) -> None:
     """In one process, so the sweep surely comes within FRESH_SECONDS of the file: the crash flake, made exact."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
-    with suppress(RuntimeError):
-        async with runtime.db.write() as tx:
-            dead = await store.record_version(
-                tx,
-                agent_id=runtime.environment.agent_id,
-                session_id=None,
-                wake_id=None,
-                source_path="/workspace/draft.md",
-                target_path=target.virtual,
-                content=EDITED,
-                provenance=Provenance(),
-            )
-            store.note_pending(runtime.db, dead, target, None)
-            raise RuntimeError("rolled back, as a killed process's transaction is")
+    await die_before_the_commit(runtime, target, None)
     before = target.host.read_bytes()
     left = target.host.with_name(temp_name("SOUL.md"))  # written, unlocked (its writer is gone), not renamed
     left.write_text(EDITED)
@@ -153,16 +164,7 @@ async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runt
     """Killed after the commit but before the note was removed: start-up only drops the note."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
     async with runtime.db.write() as tx:
-        version = await store.record_version(
-            tx,
-            agent_id=runtime.environment.agent_id,
-            session_id=None,
-            wake_id=None,
-            source_path="/workspace/draft.md",
-            target_path=target.virtual,
-            content=EDITED,
-            provenance=Provenance(),
-        )
+        version = await store.record_version(tx, **edit_of(runtime, target))
         store.note_pending(runtime.db, version, target, None)  # never forgotten, as if killed right after COMMIT
         atomic_write(target, EDITED.encode())
     assert len(list((runtime.environment.data_dir / store.PENDING_DIR).iterdir())) == 1
@@ -175,22 +177,9 @@ async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runt
     """The dead process's version never committed, but another process promoted the same bytes since: the file
     already agrees with the head of its history, so start-up leaves it."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
-    fields: dict[str, Any] = {
-        "agent_id": runtime.environment.agent_id,
-        "session_id": None,
-        "wake_id": None,
-        "source_path": "/workspace/draft.md",
-        "target_path": target.virtual,
-        "content": EDITED,
-        "provenance": Provenance(),
-    }
-    with suppress(RuntimeError):
-        async with runtime.db.write() as tx:
-            dead = await store.record_version(tx, **fields)
-            store.note_pending(runtime.db, dead, target, SOUL.encode())
-            raise RuntimeError("rolled back, as a killed process's transaction is")
+    await die_before_the_commit(runtime, target, SOUL.encode())
     async with runtime.db.write() as tx:
-        await store.record_version(tx, **fields)
+        await store.record_version(tx, **edit_of(runtime, target))
     atomic_write(target, EDITED.encode())
     assert await store.heal_interrupted(runtime.db) == []
     assert target.host.read_text() == EDITED
