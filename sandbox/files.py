@@ -26,7 +26,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from managed_tools.sandbox import fsaccess
 from managed_tools.sandbox.fsaccess import DIR_FLAGS, LIST_FLAGS, FileAccessError, open_beneath, opened
@@ -68,6 +68,8 @@ def _ours(entry: str) -> str | None:
 
 _HEX = re.compile(r"[0-9a-f]+")
 FRESH_SECONDS = 2.0
+SLEEP_MARGIN = 0.05  # a wait for a file to turn FRESH_SECONDS old ends just past it, not on the boundary
+Young = Literal["spare", "wait", "remove"]  # what a sweep does with an unlocked file under FRESH_SECONDS old
 CHUNK = 1 << 20
 
 
@@ -247,17 +249,25 @@ def put_back(resolved: Resolved, previous: bytes | None, created: list[str]) -> 
         _remove_empty(resolved.root, created)
 
 
-def remove_stale_temps(resolved: Resolved) -> int:
+def remove_stale_temps(resolved: Resolved, *, young: Young = "spare") -> int:
     """Remove the temporary files that our writes, killed before their rename, left in `resolved`'s directory
     (every target's there, so one listing serves a directory); how many. A file is ours if its name's mac
-    verifies, and stale if no writer holds its lock."""
+    verifies, and stale if no writer holds its lock. An unlocked file under FRESH_SECONDS old may be a live write's
+    between its create and its lock; `young` says what becomes of it: "spare" it; "wait" until it is that old and
+    judge it again (at start-up, where a kill an instant ago is the likely case: at most FRESH_SECONDS, and only
+    when there is such a file); "remove" it, for a caller holding what every writer of that directory holds until
+    its rename (substrate healing, under the database's write lock: no live write is there)."""
     parent = posixpath.dirname(resolved.real)
     removed = 0
     with refusing(resolved):
         try:
             with opened(open_beneath(resolved.root, parent, LIST_FLAGS)) as fd:
-                for entry in os.listdir(fd):
-                    if _ours(entry) is not None and _unlocked(fd, entry):
+                waits = {e: w for e in os.listdir(fd) if _ours(e) is not None and (w := _stale_in(fd, e)) is not None}
+                if young == "wait" and (fresh := [w for w in waits.values() if w > 0]):
+                    time.sleep(min(max(fresh), FRESH_SECONDS) + SLEEP_MARGIN)
+                    waits = {e: w for e in waits if (w := _stale_in(fd, e)) is not None}
+                for entry, wait in waits.items():
+                    if wait == 0 or young == "remove":
                         with suppress(FileNotFoundError):
                             os.unlink(entry, dir_fd=fd)
                             removed += 1
@@ -266,18 +276,19 @@ def remove_stale_temps(resolved: Resolved) -> int:
     return removed
 
 
-def _unlocked(dir_fd: int, entry: str) -> bool:
-    """No live writer holds this temporary file (its lock went with the process that died)."""
+def _stale_in(dir_fd: int, entry: str) -> float | None:
+    """How long until this unlocked temporary file is old enough to count as a dead write's (0: it is), or None
+    while a live writer holds it (its lock goes with the process that dies)."""
     try:
         fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Between its exclusive create and its lock a write's file is unlocked for an instant: spare the fresh.
-        return time.time() - os.fstat(fd).st_mtime > FRESH_SECONDS
+        # Between its exclusive create and its lock a write's file is unlocked for an instant: the fresh may be live.
+        return max(0.0, FRESH_SECONDS - (time.time() - os.fstat(fd).st_mtime))
     except BlockingIOError:
-        return False
+        return None
     finally:
         os.close(fd)  # releases the lock just taken
 

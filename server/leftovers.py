@@ -68,7 +68,8 @@ def _remove_temps(guard: PathGuard, paths: list[str]) -> int:
     removed = 0
     for path in paths:
         try:
-            removed += files.remove_stale_temps(guard.resolve(path, "modify"))
+            # A kill an instant before this start leaves a young file: wait it out rather than keep it for good.
+            removed += files.remove_stale_temps(guard.resolve(path, "modify"), young="wait")
         except StoreError:
             continue  # a path the guard refuses, or a directory gone since: nothing of ours there
     return removed

@@ -324,7 +324,10 @@ async def _put_back(tx: Tx, pending: PendingWrite) -> bool:
         prompt="",
     )
     target = Resolved(mount, pending.target_path, pending.real, pending.root, pending.real, exists=True)
-    files.remove_stale_temps(target)
+    # Every substrate write (a promotion, a put-back) holds the write lock we hold until its rename, so an unlocked
+    # temporary file here is a dead write's, however young: a start-up within FRESH_SECONDS of the kill must not
+    # spare it, or nothing would ever remove it.
+    files.remove_stale_temps(target, young="remove")
     if files.lstat(target) is None or files.sha256_file(target) != pending.content_hash:
         return False
     latest = await latest_version(tx, pending.agent_id, pending.target_path)

@@ -156,6 +156,7 @@ SLOW_TESTS = frozenset({
     "test_http_hostile::test_sse_streams_need_the_token_and_leave_no_session_until_used",
     "test_layers::test_our_code_is_imported_only_by_its_installed_name",
     "test_lazy_imports::test_stdio_serve_loads_no_oauth_postgres_keyring_or_jsonschema",
+    "test_leftovers::test_a_young_temporary_is_spared_waited_out_or_removed_and_a_held_one_always_stays",
     "test_memory::test_racing_processes_on_one_version_exactly_one_wins",
     "test_memory::test_retrying_writers_lose_nothing",
     "test_model_provider::test_a_child_runs_headless_for_a_client_over_stdio",

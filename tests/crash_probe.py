@@ -1,17 +1,18 @@
 """Test-only tools (`--tools-module crash_probe.py`): the real promotion, with the process killed at one exact point
-of it, as `kill -9` would: after the file's rename but before the commit, or after the pending-write note but
-before the rename. No cleanup runs (os._exit), so the next start-up sees what a crash leaves."""
+of it, as `kill -9` would: after the file's rename but before the commit, after the pending-write note but before
+the write, or inside the write (its temporary file made, not yet renamed). No cleanup runs (os._exit), so the next
+start-up sees what a crash leaves."""
 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from managed_tools.sandbox import files
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.models import Arguments, WireModel
-from managed_tools.tools.substrate import access
 from managed_tools.tools.substrate.promotion import PromoteArgs, PromoteOutput, resources_promote_to_substrate
 
 KILLED = 137
@@ -35,7 +36,7 @@ async def write_then_die(ctx: ToolContext, args: WriteArgs) -> WriteOutput:
 
 
 class DieArgs(PromoteArgs):
-    die: Literal["after_rename", "before_rename"]
+    die: Literal["after_rename", "before_rename", "in_write"]
 
 
 def _die(*_: Any, **__: Any) -> Any:
@@ -44,7 +45,10 @@ def _die(*_: Any, **__: Any) -> Any:
 
 async def promote_then_die(ctx: ToolContext, args: DieArgs) -> PromoteOutput:
     if args.die == "before_rename":
-        vars(access)["replace_file"] = _die  # the note is on disk; the file is not touched yet
+        vars(files)["replace_file"] = _die  # the note is on disk; the file is not touched yet
+    elif args.die == "in_write":  # the temporary file written and synced, its rename never made
+        vars(files)["os"] = SimpleNamespace(**{**vars(os), "replace": _die})  # files' own `os` only: the note's
+        # rename (stores/substrate.py) is made first and still happens
     await resources_promote_to_substrate(ctx, args)
     _die()  # renamed into place, its version recorded in the open transaction, nothing committed
     raise AssertionError

@@ -35,6 +35,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from managed_tools.server.publish import ERROR_META_KEY
+from managed_tools.stores.shell import KEEP_COMMANDS
 
 PROMOTE = "resources_promote_to_substrate"
 TARGET = "SOUL.md"
@@ -64,7 +65,7 @@ class Ledger:
     memory: dict[str, str] = field(default_factory=dict)  # version id -> content
     promotions: dict[str, str] = field(default_factory=dict)  # version id -> content hash
     approvals: set[str] = field(default_factory=set)  # request ids `managed-tools approve` confirmed
-    commands: set[str] = field(default_factory=set)  # shell command ids that completed
+    commands: list[str] = field(default_factory=list)  # shell command ids that completed, in that order
     acknowledged: Counter[str] = field(default_factory=Counter)
     notes_left: int = 0  # kills that left a pending substrate write for start-up to settle
 
@@ -188,7 +189,7 @@ class Crashes:
     async def _shell(self, client: Client) -> None:
         ran = _data(await client.call_tool("bash", {"command": "ls", "args": ["-a"]}))
         if ran["status"] == "completed":
-            self.ledger.commands.add(ran["commandId"])
+            self.ledger.commands.append(ran["commandId"])
             self.ledger.acknowledged["shell"] += 1
 
     async def _approve_and_run(self, client: Client, step: int) -> None:
@@ -203,7 +204,7 @@ class Crashes:
         self.ledger.acknowledged["approval"] += 1
         ran = _data(await client.call_tool("shell_run", args))
         if ran["status"] == "completed":
-            self.ledger.commands.add(ran["commandId"])
+            self.ledger.commands.append(ran["commandId"])
             self.ledger.acknowledged["shell"] += 1
 
     async def check(self) -> list[str]:
@@ -224,18 +225,19 @@ class Crashes:
         head = heads[0] if heads else None
         granted = {r for (r,) in await rows("SELECT id FROM approvals WHERE status IN ('approved', 'consumed')")}
         commands = {c for (c,) in await rows("SELECT id FROM shell_commands WHERE status = 'completed'")}
+        (kept,) = (await rows("SELECT count(*) FROM shell_commands"))[0]  # the workload's one session
         ledger = self.ledger
         problems += [f"memory version {v} lost or changed" for v, c in ledger.memory.items() if memory.get(v) != c]
         problems += [f"substrate version {v} lost" for v, h in ledger.promotions.items() if versions.get(v) != h]
         problems += [f"approval {a} no longer granted" for a in sorted(ledger.approvals - granted)]
-        problems += [f"shell command {c} lost" for c in sorted(ledger.commands - commands)]
+        problems += [f"shell command {c} lost" for c in _lost_commands(ledger.commands, commands, kept)]
         file = self.substrate / TARGET
         on_disk = hashlib.sha256(file.read_bytes()).hexdigest() if file.exists() else None
         if on_disk != (None if head is None else head[0]):
             problems.append(f"{TARGET} on disk ({on_disk}) is not the head of its history ({head})")
         if self.pending.is_dir() and any(self.pending.iterdir()):
             problems.append("a pending substrate write was left after start-up")
-        if strays := [p.name for p in self.substrate.glob(".*.tmp")]:
+        if strays := [f"{p.name} ({_age(p)})" for p in sorted(self.substrate.rglob(".*.tmp"))]:
             problems.append(f"temporary files left in the substrate: {strays}")
         return problems
 
@@ -249,6 +251,23 @@ class Crashes:
             return [tuple(row.values()) for row in await connection.fetch(query)]
         finally:
             await connection.close()
+
+
+def _lost_commands(acknowledged: list[str], completed: set[str], kept: int) -> list[str]:
+    """The acknowledged commands that are gone, but for those retention dropped: a session keeps its last
+    KEEP_COMMANDS rows, the oldest going first, so once it holds that many, a missing command acknowledged before
+    the oldest one still there was dropped, not lost (a long run passes 200 in one session)."""
+    first_kept = next((i for i, c in enumerate(acknowledged) if c in completed), len(acknowledged))
+    dropped = first_kept if kept >= KEEP_COMMANDS else 0
+    return [c for c in acknowledged[dropped:] if c not in completed]
+
+
+def _age(path: Path) -> str:
+    """How long ago the file was last written (a stray's age tells a kill just before start-up from an old one)."""
+    try:
+        return f"{time.time() - path.stat().st_mtime:.1f} s old"
+    except FileNotFoundError:
+        return "gone since"
 
 
 def _integrity(path: Path) -> str:

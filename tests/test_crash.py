@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 
 from managed_tools.sandbox.files import atomic_write, temp_name, use_temp_key
 from managed_tools.sandbox.mounts import substrate_dir
+from managed_tools.sandbox.paths import Resolved
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.leftovers import temp_key
 from managed_tools.stores import substrate as store
@@ -63,6 +64,29 @@ async def history(workspace: Path, target: str) -> list[dict[str, Any]]:
     async with serve(workspace) as client:  # start-up heals before it answers
         listed = data(await client.call_tool("resources_list_versions", {"targetPath": target, "limit": 10}))
     return list(listed["versions"])
+
+
+def edit_of(runtime: Runtime, target: Resolved) -> dict[str, Any]:
+    """`record_version`'s fields for promoting EDITED over `target`."""
+    return {
+        "agent_id": runtime.environment.agent_id,
+        "session_id": None,
+        "wake_id": None,
+        "source_path": "/workspace/draft.md",
+        "target_path": target.virtual,
+        "content": EDITED,
+        "provenance": Provenance(),
+    }
+
+
+async def die_before_the_commit(runtime: Runtime, target: Resolved, previous: bytes | None) -> None:
+    """A promotion's version recorded and its pending note written, then rolled back as a killed process's
+    transaction is: the note outlives a version that never committed."""
+    with suppress(RuntimeError):
+        async with runtime.db.write() as tx:
+            dead = await store.record_version(tx, **edit_of(runtime, target))
+            store.note_pending(runtime.db, dead, target, previous)
+            raise RuntimeError("rolled back, as a killed process's transaction is")
 
 
 def pending(config: ServeConfig) -> list[Path]:
@@ -109,20 +133,38 @@ async def test_killed_before_the_rename_the_file_is_untouched_and_its_temporary_
     assert look_alike.exists()
 
 
+async def test_killed_inside_the_write_its_temporary_goes_at_once(config: ServeConfig, workspace: Path) -> None:
+    """The crash suite's "temporary files left in the substrate": a kill between the temporary file's write and its
+    rename, and a start-up sooner after it than the sweep's FRESH_SECONDS. Healing holds the write lock every
+    substrate write holds, so the dead write's file goes however young it is."""
+    soul = substrate_dir(config.data_dir, config.agent) / "SOUL.md"
+    soul.parent.mkdir(parents=True)
+    soul.write_text(SOUL)
+    await die_during_promotion(workspace, "in_write", "SOUL.md")
+    (left,) = soul.parent.glob(".SOUL.md.*.tmp")
+    assert left.read_text() == EDITED and soul.read_text() == SOUL and len(pending(config)) == 1
+    future = time.time() + 60  # as young at the sweep as after a fast start, however slowly this machine starts
+    os.utime(left, (future, future))
+    assert await history(workspace, "SOUL.md") == []
+    assert soul.read_text() == SOUL and not left.exists() and pending(config) == []
+
+
+async def test_healing_removes_a_dead_writes_temporary_written_an_instant_ago(runtime: Runtime) -> None:
+    """In one process, so the sweep surely comes within FRESH_SECONDS of the file: the crash flake, made exact."""
+    target = runtime.guard.resolve("/workspace/agent/SOUL.md")
+    await die_before_the_commit(runtime, target, None)
+    before = target.host.read_bytes()
+    left = target.host.with_name(temp_name("SOUL.md"))  # written, unlocked (its writer is gone), not renamed
+    left.write_text(EDITED)
+    assert await store.heal_interrupted(runtime.db) == []
+    assert not left.exists() and target.host.read_bytes() == before
+
+
 async def test_a_committed_version_keeps_its_file_when_its_note_outlives_it(runtime: Runtime) -> None:
     """Killed after the commit but before the note was removed: start-up only drops the note."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
     async with runtime.db.write() as tx:
-        version = await store.record_version(
-            tx,
-            agent_id=runtime.environment.agent_id,
-            session_id=None,
-            wake_id=None,
-            source_path="/workspace/draft.md",
-            target_path=target.virtual,
-            content=EDITED,
-            provenance=Provenance(),
-        )
+        version = await store.record_version(tx, **edit_of(runtime, target))
         store.note_pending(runtime.db, version, target, None)  # never forgotten, as if killed right after COMMIT
         atomic_write(target, EDITED.encode())
     assert len(list((runtime.environment.data_dir / store.PENDING_DIR).iterdir())) == 1
@@ -135,22 +177,9 @@ async def test_a_dead_write_whose_bytes_a_later_promotion_committed_is_kept(runt
     """The dead process's version never committed, but another process promoted the same bytes since: the file
     already agrees with the head of its history, so start-up leaves it."""
     target = runtime.guard.resolve("/workspace/agent/SOUL.md")
-    fields: dict[str, Any] = {
-        "agent_id": runtime.environment.agent_id,
-        "session_id": None,
-        "wake_id": None,
-        "source_path": "/workspace/draft.md",
-        "target_path": target.virtual,
-        "content": EDITED,
-        "provenance": Provenance(),
-    }
-    with suppress(RuntimeError):
-        async with runtime.db.write() as tx:
-            dead = await store.record_version(tx, **fields)
-            store.note_pending(runtime.db, dead, target, SOUL.encode())
-            raise RuntimeError("rolled back, as a killed process's transaction is")
+    await die_before_the_commit(runtime, target, SOUL.encode())
     async with runtime.db.write() as tx:
-        await store.record_version(tx, **fields)
+        await store.record_version(tx, **edit_of(runtime, target))
     atomic_write(target, EDITED.encode())
     assert await store.heal_interrupted(runtime.db) == []
     assert target.host.read_text() == EDITED

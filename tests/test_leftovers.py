@@ -7,10 +7,12 @@ between its temporary file and the rename (tests/crash_probe.py)."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -18,7 +20,9 @@ import pytest
 from conftest import Connect, data
 from mcp import Client, StdioServerParameters
 
-from managed_tools.sandbox.files import FRESH_SECONDS
+from managed_tools.sandbox.files import FRESH_SECONDS, Young, remove_stale_temps, temp_name
+from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.paths import PathGuard
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.ids import uuid7
@@ -65,7 +69,7 @@ async def test_a_killed_write_leaves_no_temporary_file_and_an_orphan_attachment_
     orphan.write_bytes(b"written, its row never committed")
     not_an_attachment = orphan.with_name("README")
     not_an_attachment.write_text("not ours to judge\n")
-    await anyio.sleep(FRESH_SECONDS + 0.2)  # a write's temporary file younger than this may be just starting
+    os.utime(folder / left[0])  # written just now: a start-up right after the kill waits it out, never keeps it
 
     caplog.set_level(logging.INFO, "managed_tools.leftovers")
     config = ServeConfig.build(workspace=workspace, data_dir=data_dir, database=None)
@@ -95,3 +99,25 @@ async def test_a_failed_write_sweeps_what_earlier_kills_left_beside_it(
         failed = await client.call_tool("write", {"path": "/workspace/notes.md", "content": "x"})
     assert failed.is_error
     assert not temps(workspace)
+
+
+@pytest.mark.parametrize(("young", "kept"), [("spare", True), ("wait", False), ("remove", False)])
+def test_a_young_temporary_is_spared_waited_out_or_removed_and_a_held_one_always_stays(
+    workspace: Path, young: Young, kept: bool
+) -> None:
+    """A file killed an instant ago: the failed write's sweep spares it, start-up's waits it out, substrate healing
+    (under the write lock) removes it at once. A file a live writer holds (its flock) stays whatever the mode."""
+    mount = Mount(
+        kind="workspace", mount_path="/workspace", root=workspace, access="read_write", scope="user", prompt=""
+    )
+    target = PathGuard([mount], []).resolve("/workspace/notes.md", "write")
+    dead, live = workspace / temp_name("notes.md"), workspace / temp_name("notes.md")
+    dead.write_text("half")
+    live.write_text("being written")
+    with live.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        started = time.monotonic()
+        assert remove_stale_temps(target, young=young) == (0 if kept else 1)
+        waited = time.monotonic() - started
+    assert dead.exists() == kept and live.exists()
+    assert (waited >= FRESH_SECONDS) == (young == "wait")
