@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,22 @@ def test_uuid7_is_version_7_and_time_ordered() -> None:
     assert [i[:13] for i in ids] == sorted(i[:13] for i in ids)  # the millisecond prefix never goes back
     assert len(set(ids)) == 50
     assert all(str(uuid.UUID(i)) == i for i in ids)  # spelled out by hand, the UUID's own canonical form
+
+
+def test_uuid7_increases_strictly_within_a_millisecond_and_across_threads() -> None:
+    """The regression: two memory versions written in one millisecond were listed in either order (ordered by
+    created_at, then id, with random bits deciding), so the overview's diff of the newest version was sometimes
+    the older one's."""
+    ids = [uuid7() for _ in range(2000)]  # many share a millisecond
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    made: list[list[str]] = [[] for _ in range(4)]
+    threads = [threading.Thread(target=lambda out=out: out.extend(uuid7() for _ in range(2000))) for out in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [i for out in made for i in out]
+    assert len(set(every)) == len(every) and all(out == sorted(out) for out in made)
 
 
 def test_utc_now_is_iso_8601_with_milliseconds_and_z() -> None:
