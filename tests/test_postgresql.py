@@ -82,7 +82,7 @@ async def test_search_answers_the_same_on_both_engines(tmp_path: Path, postgres_
             async with db.read() as tx:
                 for (terms, phrases), owner in itertools.product(QUERIES, (LOCAL_OWNER, ALICE)):
                     rows = await search.search(tx, "default", terms, phrases, 15, owner=owner, fallback_words=["beta"])
-                    found.append([(r.key, round(r.bm25, 9), r.snippet) for r in rows])
+                    found.append([(r.key, round(r.bm25, 9), r.body) for r in rows])
                     scopes = (
                         EventScope("default", owner),
                         EventScope("default", owner, exclude_session=first),
