@@ -16,7 +16,8 @@ from mcp import Client
 
 from managed_tools.stores import events
 from managed_tools.stores.db import Tx
-from managed_tools.stores.db.sqlite import WAL_SIZE_LIMIT, SqliteDatabase
+from managed_tools.stores.db.sqlite import SqliteDatabase
+from managed_tools.stores.db.sqlite_file import WAL_SIZE_LIMIT
 from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio

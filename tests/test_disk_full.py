@@ -20,7 +20,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.publish import ERROR_META_KEY
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores.db import Database
-from managed_tools.stores.db.sqlite import WAL_SIZE_LIMIT
+from managed_tools.stores.db.sqlite_file import WAL_SIZE_LIMIT
 from managed_tools.stores.errors import DiskFullError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -9,13 +9,8 @@ snapshot while a writer works.
 from __future__ import annotations
 
 import copy
-import errno
 import logging
-import os
-import secrets
 import sqlite3
-import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -28,14 +23,20 @@ import anyio.to_thread
 
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
-from managed_tools.stores.db.migrations import MIGRATIONS, statements
+from managed_tools.stores.db.sqlite_file import (
+    connect,
+    identity,
+    prepare,
+    refuse_unusable_file,
+    refused_clearly,
+    unusable,
+)
 from managed_tools.stores.db.wal_check import read_wal, report_recovery
 from managed_tools.stores.errors import (
     DatabaseBusyError,
     DatabaseGoneError,
     DatabaseOpenError,
     DatabaseReadOnlyError,
-    DatabaseUnwritableError,
     DiskFullError,
 )
 
@@ -51,61 +52,7 @@ WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
 # (a memory version and its search index, the call's completion: more, and it varies).
 RECORD_PAGES = 12
 WRITE_PAGES = 24
-WAL_SIZE_LIMIT = 2 * 1024 * 1024
 BEGIN_SLICE_MS = 100
-FULL = (
-    "The disk that holds the server's state is full, so nothing was written. Every call is recorded before it "
-    "runs, so no call can run until space is freed there: ask the person running the server (`managed-tools where` "
-    "shows the data dir)."
-)
-READ_ONLY = (
-    "The file system that holds the server's state turned read-only while the server ran, so nothing was written, "
-    "and no call can run (each is recorded before it runs). Ask the person running the server to make it writable "
-    "and restart the server (`managed-tools where` shows the data dir)."
-)
-
-
-def _refusal(exc: BaseException, path: Path, locked: str = LOCKED) -> DatabaseUnwritableError | None:
-    """The clear error for a write that the disk or the file of the state at `path` refused, if `exc` is one."""
-    code = getattr(exc, "sqlite_errorname", "")
-    number = exc.errno if isinstance(exc, OSError) else None
-    if code == "SQLITE_FULL" or number == errno.ENOSPC:
-        return DiskFullError(FULL)
-    if (
-        code.startswith("SQLITE_READONLY")
-        or number == errno.EROFS
-        or (code.startswith("SQLITE_IOERR") and _read_only(path))
-    ):
-        return DatabaseReadOnlyError(READ_ONLY)
-    text = str(exc).lower() if isinstance(exc, sqlite3.OperationalError) else ""
-    if "locked" in text or "busy" in text:
-        return DatabaseBusyError(locked)
-    return None
-
-
-def _read_only(path: Path) -> bool:
-    """Has the file system of `path` turned read-only? SQLite reports a write that the kernel refused with EROFS
-    only as an I/O error, and a file system that turned read-only on an error (ext4's errors=remount-ro) may not
-    say so in its mount flags: so try what SQLite tried, creating an unnamed file beside it (on this error path
-    only)."""
-    try:
-        with tempfile.TemporaryFile(dir=path.parent):
-            return False
-    except OSError as exc:
-        return exc.errno == errno.EROFS
-
-
-@contextmanager
-def _refused_clearly(path: Path, locked: str = LOCKED) -> Iterator[None]:
-    """SQLite's "database is locked" after the busy timeout, a full disk and a read-only file system become
-    errors a person can act on."""
-    try:
-        yield
-    except (sqlite3.OperationalError, sqlite3.DatabaseError, OSError) as exc:
-        clear = _refusal(exc, path, locked)
-        if clear is None:
-            raise
-        raise clear from exc
 
 
 T = TypeVar("T")
@@ -175,7 +122,7 @@ class SqliteTx(Tx):
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         conn = self._connection()
-        with _refused_clearly(self._path):
+        with refused_clearly(self._path):
             cursor = _again_if_stale(lambda: conn.execute(sql, params))
         count = cursor.rowcount
         cursor.close()
@@ -183,16 +130,16 @@ class SqliteTx(Tx):
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         conn = self._connection()
-        with _refused_clearly(self._path):
+        with refused_clearly(self._path):
             conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         conn = self._connection()
-        with _refused_clearly(self._path):
+        with refused_clearly(self._path):
             return list(_again_if_stale(lambda: conn.execute(sql, params).fetchall()))
 
     async def _statement(self, sql: str) -> None:
-        with _refused_clearly(self._path):
+        with refused_clearly(self._path):
             self._connection().execute(sql)
 
 
@@ -266,7 +213,7 @@ class SqliteDatabase(Database):
         self.path = path
         self.local_dir = path.parent
         self.key = str(path)
-        self._identity = _identity(path)
+        self._identity = identity(path)
         self._writer = writer
         self._appender = appender
         self._pages = 0  # WAL pages written since the last checkpoint, about (`_wrote`)
@@ -291,13 +238,13 @@ class SqliteDatabase(Database):
 
         def opening() -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _refuse_unusable_file(path)
+            refuse_unusable_file(path)
             wal = read_wal(path)  # before any connection recovers it
-            opened.append(_connect(path, busy_timeout_ms, synchronous))
+            opened.append(connect(path, busy_timeout_ms, synchronous))
             report_recovery(opened[0], path, wal)
-            _prepare(opened[0], busy_timeout_ms)
+            prepare(opened[0], busy_timeout_ms)
             for _ in range(1 + max(1, readers)):  # the appender, then the readers
-                opened.append(_connect(path, busy_timeout_ms, "NORMAL"))
+                opened.append(connect(path, busy_timeout_ms, "NORMAL"))
             # The writer and the appender begin on the loop's thread and must never wait there: a lock another
             # process holds sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
             for conn in opened[:2]:
@@ -309,7 +256,7 @@ class SqliteDatabase(Database):
             for conn in opened:
                 conn.close()
             if isinstance(exc, sqlite3.Error | OSError):
-                raise DatabaseOpenError(_unusable(path, exc)) from exc
+                raise DatabaseOpenError(unusable(path, exc)) from exc
             raise
         return cls(
             path,
@@ -335,7 +282,7 @@ class SqliteDatabase(Database):
         if self._idle_readers:
             return self._idle_readers.pop()
         # More snapshots open at once than connections kept: one more for this one (closed when given back).
-        return _connect(self.path, self._busy_timeout_ms, "NORMAL")
+        return connect(self.path, self._busy_timeout_ms, "NORMAL")
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         if self._closed or len(self._idle_readers) >= self._keep_readers:
@@ -356,7 +303,7 @@ class SqliteDatabase(Database):
                 try:
                     # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
                     # transaction begun, and only this rollback ends it.
-                    with _refused_clearly(self.path):
+                    with refused_clearly(self.path):
                         await self._begin(self._writer)
                     yield tx
                 except BaseException:
@@ -365,7 +312,7 @@ class SqliteDatabase(Database):
                     raise
                 else:
                     stayed_locked = "The state database stayed locked by another process; nothing was written."
-                    with anyio.CancelScope(shield=True), _refused_clearly(self.path, stayed_locked):
+                    with anyio.CancelScope(shield=True), refused_clearly(self.path, stayed_locked):
                         try:
                             await self._on_thread(self._writer.commit)
                         except sqlite3.OperationalError:
@@ -441,10 +388,10 @@ class SqliteDatabase(Database):
         try:
             with self._said_when_refused():
                 self._refuse_if_gone()
-                with _refused_clearly(self.path):
+                with refused_clearly(self.path):
                     await self._begin(conn)
                 try:
-                    with _refused_clearly(self.path):
+                    with refused_clearly(self.path):
                         self._run(conn, batch)
                         conn.commit()
                 except BaseException:
@@ -515,7 +462,7 @@ class SqliteDatabase(Database):
     def _refuse_if_gone(self) -> None:
         """A state file deleted or replaced under the running server would take writes no later start sees: the
         connections keep the old inode. Checked before every write (one stat, a microsecond or two)."""
-        if _identity(self.path) != self._identity:
+        if identity(self.path) != self._identity:
             log.error(
                 "the state database %s was deleted or replaced while the server ran; restart the server", self.path
             )
@@ -547,119 +494,3 @@ def _checkpoint(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.rollback()
         raise
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _refuse_unusable_file(path: Path) -> None:
-    """A directory where the file should be, or a file SQLite would open read-only without a word (the first
-    write would fail much later)."""
-    if path.exists() and not path.is_file():
-        raise DatabaseOpenError(f"The state database {path} is not a file: move it aside, or choose another data dir.")
-    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        if file.exists() and not os.access(file, os.W_OK):
-            raise DatabaseOpenError(
-                f"The state database file {file} is read-only: the server writes to it; make it writable, "
-                "or choose another data dir."
-            )
-
-
-def _connect(path: Path, busy_timeout_ms: int, synchronous: Synchronous) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        # No checkpoint on a commit: a checkpoint syncs the disk, and the appender commits on the loop's thread;
-        # the database thread checkpoints each WAL_CHECKPOINT_PAGES instead (SQLite's default is about 4 MB, a
-        # mount's worth on a small disk). The WAL is cut back to WAL_SIZE_LIMIT when it starts over, or it would
-        # keep its largest size for good.
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _unusable(path: Path, exc: sqlite3.Error | OSError) -> str:
-    """Why the state file cannot be used and what to do, in one sentence for the person who started the server
-    (never shown to a model: it names host paths)."""
-    if isinstance(exc, FileExistsError):
-        return f"The data dir {path.parent} is a file, not a directory; choose another data dir."
-    code = getattr(exc, "sqlite_errorname", "")
-    if code == "SQLITE_FULL" or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
-        return (
-            f"The disk holding the state database {path} is full: free space on it (`df {path.parent}`), or "
-            "choose another data dir."
-        )
-    if isinstance(exc, OSError):
-        return f"Cannot create the data dir {path.parent}: {exc.strerror or exc}; choose another data dir."
-    if code.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-        return (
-            f"The state database {path} is not a usable SQLite database ({exc}: corrupt, cut short, or another "
-            "kind of file): move it aside to start afresh, or choose another data dir."
-        )
-    if code.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")):
-        return (
-            f"The state database {path} is read-only ({exc}): the server writes to it and to its directory; "
-            "make both writable, or choose another data dir."
-        )
-    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"The state database {path} stayed locked by another process; try again in a moment."
-    if code.startswith("SQLITE_CANTOPEN"):
-        return (
-            f"Cannot open or create the state database {path} ({exc}): its directory must be a writable "
-            "directory; choose another data dir."
-        )
-    return f"Cannot use the state database {path} ({exc}): check it and its directory, or choose another data dir."
-
-
-def _prepare(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
-    """Switch to WAL and migrate, retrying while other processes do the same (on the database thread).
-
-    On a fresh file two processes can meet where SQLite answers "locked" at once instead of waiting (switching
-    the journal mode, or two readers both upgrading to writers), so the busy timeout alone is not enough here.
-    """
-    deadline = time.monotonic() + max(busy_timeout_ms / 1000, 1.0) * 3
-    while True:
-        try:
-            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            _migrate(conn)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02 + secrets.randbelow(80) / 1000)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the numbered migrations not yet recorded, each in its own IMMEDIATE transaction.
-
-    The version is read inside the transaction, so two processes starting at once never apply one twice.
-    """
-    for migration in MIGRATIONS:
-        version, name = migration[0], migration[1]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                "applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))"
-            )
-            done = conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone()
-            if done is None:
-                for statement in statements(migration, "sqlite"):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, name))
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
