@@ -20,7 +20,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,30 +48,28 @@ ORDER = [
 ]
 
 
+@contextmanager
+def _timing(label: str, steps: Steps) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        steps.setdefault(label, []).append(time.perf_counter() - started)
+
+
 def timed(owner: Any, name: str, label: str, steps: Steps) -> None:
     """Replace `owner.name` by a wrapper adding each call's duration to `steps[label]`."""
     original: Callable[..., Any] = getattr(owner, name)
 
-    if inspect.iscoroutinefunction(original):
-
-        async def waited(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                steps.setdefault(label, []).append(time.perf_counter() - started)
-
-        setattr(owner, name, waited)
-        return
+    async def waited(*args: Any, **kwargs: Any) -> Any:
+        with _timing(label, steps):
+            return await original(*args, **kwargs)
 
     def ran(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
+        with _timing(label, steps):
             return original(*args, **kwargs)
-        finally:
-            steps.setdefault(label, []).append(time.perf_counter() - started)
 
-    setattr(owner, name, ran)
+    setattr(owner, name, waited if inspect.iscoroutinefunction(original) else ran)
 
 
 async def run(tool: str, arguments: dict[str, Any], calls: int) -> tuple[float, float, dict[str, float]]:
