@@ -24,15 +24,11 @@ from managed_tools.stores.errors import (
 )
 
 WAL_SIZE_LIMIT = 2 * 1024 * 1024
-
-
 FULL = (
     "The disk that holds the server's state is full, so nothing was written. Every call is recorded before it "
     "runs, so no call can run until space is freed there: ask the person running the server (`managed-tools where` "
     "shows the data dir)."
 )
-
-
 READ_ONLY = (
     "The file system that holds the server's state turned read-only while the server ran, so nothing was written, "
     "and no call can run (each is recorded before it runs). Ask the person running the server to make it writable "
@@ -40,7 +36,7 @@ READ_ONLY = (
 )
 
 
-def refusal(exc: BaseException, path: Path, locked: str = LOCKED) -> DatabaseUnwritableError | None:
+def _refusal(exc: BaseException, path: Path, locked: str = LOCKED) -> DatabaseUnwritableError | None:
     """The clear error for a write that the disk or the file of the state at `path` refused, if `exc` is one."""
     code = getattr(exc, "sqlite_errorname", "")
     number = exc.errno if isinstance(exc, OSError) else None
@@ -77,7 +73,7 @@ def refused_clearly(path: Path, locked: str = LOCKED) -> Iterator[None]:
     try:
         yield
     except (sqlite3.OperationalError, sqlite3.DatabaseError, OSError) as exc:
-        clear = refusal(exc, path, locked)
+        clear = _refusal(exc, path, locked)
         if clear is None:
             raise
         raise clear from exc
