@@ -17,7 +17,7 @@ from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.db import Database, Tx
-from managed_tools.stores.db import sqlite as db_module
+from managed_tools.stores.db import sqlite_file as db_module
 from managed_tools.stores.db.migrations import MIGRATIONS
 from managed_tools.stores.events import event_text
 from managed_tools.stores.ids import utc_now, uuid7
