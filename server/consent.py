@@ -171,6 +171,7 @@ class OutOfBandConsent:
             args_digest=request.args_digest,
             channel=channel,
             question=request.message,
+            binds=[bound.model_dump(mode="json") for bound in request.binds],
         )
 
 

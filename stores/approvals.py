@@ -44,12 +44,14 @@ class ApprovalRecord(BaseModel):
     consumed_at: str | None
     question: str = ""  # exactly what the person is asked (the elicitation message); shown again by the CLI
     remember: Remember = "once"
+    binds: list[dict[str, Any]] = []  # the workspace files the approved command runs, as they stood when asked
 
 
 def _record(row: Row) -> ApprovalRecord:
     data = as_dict(row)
     data["arguments"] = json.loads(data["arguments"])
     data["response"] = None if data["response"] is None else json.loads(data["response"])
+    data["binds"] = json.loads(data["binds"])
     return ApprovalRecord(**data)
 
 
@@ -75,6 +77,7 @@ async def create(
     args_digest: str,
     channel: Channel,
     question: str = "",
+    binds: list[dict[str, Any]] | None = None,
 ) -> ApprovalRecord:
     record = ApprovalRecord(
         id=uuid7(),
@@ -92,10 +95,11 @@ async def create(
         response=None,
         consumed_at=None,
         question=question,
+        binds=binds or [],
     )
     await tx.execute(
         "INSERT INTO approvals (id, session_id, kind, tool_name, arguments, args_digest, channel, status, "
-        "requested_at, question) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        "requested_at, question, binds) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
         (
             record.id,
             session_id,
@@ -106,6 +110,7 @@ async def create(
             channel,
             record.requested_at,
             question,
+            json.dumps(record.binds, ensure_ascii=False),
         ),
     )
     await events.append_event(
@@ -205,6 +210,21 @@ async def remembered(tx: Tx, session_id: str, tool_name: str, args_digest: str) 
         (session_id, tool_name, args_digest),
     )
     return None if row is None else _record(row)
+
+
+MAX_REMEMBERED_SHOWN = 50
+
+
+async def remembered_of_tool(tx: Tx, session_id: str, tool_name: str) -> list[ApprovalRecord]:
+    """The session's approvals of `tool_name` remembered for the session that bind files (newest first, bounded):
+    where a call that asks again looks for the same command approved with other file contents."""
+    rows = await tx.fetchall(
+        "SELECT * FROM approvals WHERE session_id = ? AND tool_name = ? AND status = 'consumed' "
+        "AND kind = 'tool_confirmation' AND remember = 'session' AND binds != '[]' "
+        "ORDER BY requested_at DESC, id DESC LIMIT ?",
+        (session_id, tool_name, MAX_REMEMBERED_SHOWN),
+    )
+    return [_record(row) for row in rows]
 
 
 async def record_unasked(

@@ -220,4 +220,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        25,
+        "the workspace files a command's approval binds",
+        # A JSON list of the files the command line names to run, each with its SHA-256 (or absent, or outside),
+        # as they stood when the person was asked (tools/shell/binds.py); '[]' for a call that names none. A
+        # remembered approval runs again only while they are unchanged; this says which one changed.
+        ("ALTER TABLE approvals ADD COLUMN binds TEXT NOT NULL DEFAULT '[]'",),
+    ),
 )

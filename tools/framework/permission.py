@@ -12,7 +12,14 @@ from managed_tools.tools.framework.arguments import approval_digest, clip, conse
 from managed_tools.tools.framework.call import NOBODY_ASKED, Approved, Call, call_context
 from managed_tools.tools.framework.call_result import Refusal
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest
-from managed_tools.tools.framework.what_runs import TooLongToShow, WhatRuns, visible_lines
+from managed_tools.tools.framework.what_runs import (
+    BoundFile,
+    TooLongToShow,
+    WhatRuns,
+    changed_files,
+    visible,
+    visible_lines,
+)
 
 CONSENT_PREVIEW_CHARS = 4000
 
@@ -47,29 +54,55 @@ async def confirm(call: Call) -> Approved:
             gap = call.definition.contained(ctx, call.args)
     if reason is None:
         digest = approval_digest(call.definition, call.canonical, what)
-        unasked = await _runs_unasked(call, digest, gap, forced=bool(call.argument_secrets))
+        unasked = await _runs_unasked(call, digest, what, gap, forced=bool(call.argument_secrets))
         if unasked is not None:
             return Approved(what, unasked or None)
+        changed = await _changed_since_remembered(call, what)
+        if changed:
+            names = ", ".join(visible(path) for path in changed)
+            preview = f"{preview}\n\nAsked again: this command was approved for the session, and since then " + (
+                f"{names} changed."
+            )
     else:  # asked every time: an earlier yes for the same arguments was given before this content's sources
         preview = f"{preview}\n\nAsked because {reason}." if preview else f"Asked because {reason}."
     decision = await ask(call, "tool_confirmation", what, preview, gap)
     return Approved(what, decision.request_id or "approved")
 
 
-async def _runs_unasked(call: Call, digest: str, gap: str | None, forced: bool) -> str | None:
+async def _changed_since_remembered(call: Call, what: WhatRuns | None) -> list[str]:
+    """The bound files that changed since a person approved this same call (tool, arguments, command, cwd and
+    env) for the session: its digest recomputed with the files as they were then is the one remembered."""
+    if what is None or not what.binds:
+        return []
+    runtime, attachment = call.span.runtime, call.span.attachment
+    async with runtime.db.read() as tx:
+        records = await approvals.remembered_of_tool(tx, attachment.session_id, call.definition.name)
+    for record in records:
+        before = tuple(BoundFile.model_validate(bound) for bound in record.binds)
+        then = what.model_copy(update={"binds": before})
+        if approval_digest(call.definition, call.canonical, then) == record.args_digest:
+            return changed_files(before, what.binds)
+    return []
+
+
+async def _runs_unasked(call: Call, digest: str, what: WhatRuns | None, gap: str | None, forced: bool) -> str | None:
     """Whether this call runs without a question, and on whose word: the approval request that approved this
-    exact call for the session, or "" when the tool runs inside the full sandbox (`gap` None) and the person chose
-    --auto-sandboxed (never for a call `forced` to ask). Either way it is audited; None: ask."""
+    exact call for the session (its bound files unchanged: they are in the digest), or "" when the tool runs inside
+    the full sandbox (`gap` None) and the person chose --auto-sandboxed (never for a call `forced` to ask). Either
+    way it is audited, with the files it runs as they are now; None: ask."""
     runtime, attachment, name = call.span.runtime, call.span.attachment, call.definition.name
     async with runtime.db.read() as tx:
         remembered = await approvals.remembered(tx, attachment.session_id, name, digest)
     why: approvals.Unasked
+    detail: dict[str, Any]
     if remembered is not None:
         why, detail = "remembered", {"requestId": remembered.id}
     elif runtime.auto_sandboxed and call.definition.contained is not None and gap is None and not forced:
         why, detail = "auto_sandboxed", {"sandbox": layers.in_force(runtime.confinement)}
     else:
         return None
+    if what is not None and what.binds:
+        detail["binds"] = [bound.model_dump(mode="json", exclude_none=True) for bound in what.binds]
     async with runtime.db.write() as tx:
         await approvals.record_unasked(
             tx, attachment.session_id, attachment.wake_id, tool_name=name, args_digest=digest, why=why, detail=detail
@@ -103,6 +136,7 @@ async def ask(
         args_digest=digest,
         message=message,
         value_schema=definition.output_schema() if kind == "custom_tool" else None,
+        binds=() if what is None else what.binds,
     )
     decision = await call.ports.consent.ask(request)
     if decision.status == "approved":

@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from managed_tools.tools.framework.what_runs import BoundFile
+
 
 class ApprovalRequest(BaseModel):
     """What a person must judge: a tool, its canonical arguments and their digest, and a message describing
@@ -24,6 +26,7 @@ class ApprovalRequest(BaseModel):
     args_digest: str
     message: str
     value_schema: dict[str, Any] | None = None
+    binds: tuple[BoundFile, ...] = ()  # the workspace files the command runs, kept with the request
 
 
 class ApprovalDecision(BaseModel):

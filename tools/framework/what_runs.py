@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -79,9 +80,35 @@ class TooLongToShow(ValueError):
     """A command or env a person could not see whole in a question; the message says what to do instead."""
 
 
+class BoundFile(BaseModel):
+    """A workspace file the command names to run, as it stood when the approval was asked: its SHA-256, absent
+    (creating it changes what runs), or outside (outside the workspace, or a link out of it: not bound)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    state: Literal["file", "absent", "outside"]
+    sha256: str | None = None
+
+    def shown(self) -> str:
+        if self.state == "file":
+            return f"{visible(self.path)} (sha256 {self.sha256})"
+        if self.state == "absent":
+            return f"{visible(self.path)} (absent: creating it asks again)"
+        return f"{visible(self.path)} (outside the workspace or not a regular file: not bound)"
+
+
+def changed_files(before: tuple[BoundFile, ...], now: tuple[BoundFile, ...]) -> list[str]:
+    """The paths whose bound content differs between two bindings of the same command."""
+    old = {bound.path: bound for bound in before}
+    return [bound.path for bound in now if old.get(bound.path) != bound]
+
+
 class WhatRuns(BaseModel):
     """Everything a shell tool's approval covers. `env` is the env set with shell_set_env (names and values);
-    `shell_names` the names a live persistent shell exported by itself (their values are not tracked)."""
+    `shell_names` the names a live persistent shell exported by itself (their values are not tracked); `binds`
+    the workspace files the command line names to run (tools/shell/binds.py), `binds_whole` False when some of
+    the command could not be read for them."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -90,6 +117,8 @@ class WhatRuns(BaseModel):
     cwd: str
     env: dict[str, str]
     shell_names: tuple[str, ...] = ()
+    binds: tuple[BoundFile, ...] = ()
+    binds_whole: bool = True
 
     def render(self) -> str:
         """The question's core; raises TooLongToShow when it cannot be shown whole."""
@@ -114,6 +143,13 @@ class WhatRuns(BaseModel):
         if self.shell_names:
             names = ", ".join(visible(name) for name in self.shell_names)
             lines += [f"Also exported inside the live shell by earlier commands (values not shown): {names}"]
+        if self.binds:
+            lines += ["Binds the content of the files it runs (a change to one asks again; what they import, source "
+                      "or read is not covered):"]  # fmt: skip
+            lines += [f"    {bound.shown()}" for bound in self.binds]
+        if not self.binds_whole:
+            lines += ["Some of the command (shell syntax such as $, `, <, >, ( or a line break, or a form not read) "
+                      "was not read for the files it runs: those files are not bound."]  # fmt: skip
         return "\n".join(lines)
 
     def _env_lines(self) -> list[str]:

@@ -21,7 +21,7 @@ from managed_tools.tools.framework import secret_scan
 from managed_tools.tools.framework.context import Runtime, ToolContext
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.framework.what_runs import WhatRuns
+from managed_tools.tools.framework.what_runs import WhatRuns, changed_files, visible
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.diagnose import CODES, sandbox_note
 from managed_tools.tools.shell.runner import Job, OnDone, Output
@@ -244,10 +244,17 @@ def contained(ctx: ToolContext, args: object) -> str | None:
 
 
 def approved(ctx: ToolContext, what: WhatRuns) -> WhatRuns:
-    """Run only what the person approved: a cwd, env or shell changed since the question is refused."""
-    if ctx.approved_run is not None and ctx.approved_run != what:
+    """Run only what the person approved: a cwd, env, shell or file it runs changed since the question is
+    refused."""
+    if ctx.approved_run is None or ctx.approved_run == what:
+        return what
+    changed = changed_files(ctx.approved_run.binds, what.binds)
+    if changed and ctx.approved_run.model_copy(update={"binds": what.binds}) == what:
         raise ToolError(
-            "The command's cwd, env or shell changed after the person approved it, so nothing ran. Call again "
-            "to ask them about the command as it would run now."
+            f"{', '.join(visible(path) for path in changed)} changed after this command was approved, so nothing "
+            "ran. Call again to be asked about the command as it would run now."
         )
-    return what
+    raise ToolError(
+        "The command's cwd, env or shell changed after the person approved it, so nothing ran. Call again "
+        "to ask them about the command as it would run now."
+    )

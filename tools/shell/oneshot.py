@@ -18,6 +18,7 @@ from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import git
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.argv import plan as bash_plan
+from managed_tools.tools.shell.binds import bind
 from managed_tools.tools.shell.jobs import (
     HANDLE_AFTER_MS,
     CommandResult,
@@ -113,7 +114,9 @@ async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
     state = await shell_state(ctx)
     where = writable_dir(ctx, args.cwd if args.cwd is not None else state.cwd)
     runner = f"once by {shell_argv()[0]} in a new process"
-    return WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
+    return await bind(
+        ctx.runtime.guard, WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
+    )
 
 
 async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:

@@ -22,6 +22,7 @@ from managed_tools.tools.framework.models import Arguments, NoArguments
 from managed_tools.tools.framework.scope import scoped_session
 from managed_tools.tools.framework.what_runs import WhatRuns
 from managed_tools.tools.shell import posture as core
+from managed_tools.tools.shell.binds import bind
 from managed_tools.tools.shell.jobs import (
     After,
     CommandResult,
@@ -147,7 +148,8 @@ async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
         names = tuple(sorted(set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - TRANSIENT_KEYS))
     how = "in a new persistent shell" if meta is None else f"in the persistent shell {meta['shellId']}"
     runner = f"{how} ({shell_argv()[0]}; its cwd and exported env persist)"
-    return WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
+    what = WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
+    return await bind(ctx.runtime.guard, what)
 
 
 async def _internal(ctx: ToolContext, shell: PersistentShell, script: str) -> None:
