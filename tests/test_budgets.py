@@ -10,11 +10,14 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Connect, data, error_text, runtime_with
+from conftest import ERAS, Connect, data, error_text, runtime_with
 from mcp_types import CallToolResult
+from scripted_model import call, say, scripted_model
+from test_model_provider import spec, with_key
 
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.data_dir import ConfigError
+from managed_tools.stores import usage
 from managed_tools.tools.framework.budget import Budgets
 from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition
@@ -99,6 +102,57 @@ async def test_a_session_over_its_calls_is_refused_and_another_session_is_not(
         ("environment_describe", "blocked", "budget"), ("session_get_snapshot", "blocked", "budget"),
         ("vault_list", "blocked", "budget"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_child_spends_its_parents_budget(config: ServeConfig, connect: Connect, mode: str) -> None:
+    """Issue 34, L1: `perSession.calls = 4` let a parent and its child make 7 calls. A child's calls count against
+    its parent's budget, so together they make 4."""
+    async with runtime_with(budgeted(config, perSession={"calls": 4})) as runtime:
+        async with connect(runtime, mode) as parent:
+            parent_id = data(await parent.call_tool("session_get_snapshot", {}))["sessionId"]
+            made = data(await parent.call_tool("session_delegate", {"name": "worker", "task": "Count"}))
+            child = made["childSession"]["sessionId"]
+            async with connect(runtime, mode, session_id=child) as worker:
+                ran = [await worker.call_tool("environment_describe", {}) for _ in range(3)]
+                shown = await parent.call_tool("session_get_snapshot", {"fields": ["budget"]})
+            after = await parent.call_tool("environment_describe", {})
+        async with runtime.db.read() as tx:
+            counted = (await usage.read(tx, parent_id)).calls, (await usage.read(tx, child)).calls
+    assert [r.is_error for r in ran] == [False, False, True]
+    assert "This session and the sessions it was delegated from share one budget, and have used it (calls 4 of 4)" in (
+        refused_for_budget(ran[2])
+    )
+    assert "This session has used its budget (calls 4 of 4)" in refused_for_budget(after)
+    refused_for_budget(shown)  # the parent's own next call is refused too
+    assert counted == (4, 2)  # the parent's use holds its child's
+
+
+async def test_a_childs_wake_spends_its_parents_budget(config: ServeConfig, connect: Connect) -> None:
+    """A wake of the child, run headless on the configured model, spends the same budget: its third call is
+    refused, and the parent has used all of it."""
+    script = [call("environment_describe", {}), call("environment_describe", {}), call("environment_describe", {})]
+    async with (
+        scripted_model("openai", [*script, say("Done.")]) as model,
+        runtime_with(budgeted(config, perSession={"calls": 4}).model_copy(update={"model": spec(model)})) as rt,
+    ):
+        await with_key(rt)
+        async with connect(rt) as parent:
+            made = data(await parent.call_tool("session_delegate", {"name": "worker", "task": "Count"}))
+            child = made["childSession"]["sessionId"]
+            parent_id = data(await parent.call_tool("session_get_snapshot", {}))["sessionId"]
+        async with connect(rt, session_id=child) as worker:
+            await worker.call_tool("session_schedule_wake", {"reason": "Count later", "inSeconds": 1})
+            with anyio.fail_after(20):
+                while True:
+                    async with rt.db.read() as tx:
+                        used = await usage.read(tx, parent_id)
+                        status = await tx.scalar("SELECT status FROM wake_requests WHERE session_id = ?", (child,))
+                    if status in ("fired", "failed"):
+                        break
+                    await anyio.sleep(0.2)
+    assert used.calls == 4  # delegate, snapshot, the child's schedule_wake, one of the wake's three
+    assert "share one budget" in json.dumps(model.requests[-1]["body"]["messages"])
 
 
 async def test_a_result_over_the_per_call_tokens_is_refused_and_undone(config: ServeConfig, connect: Connect) -> None:

@@ -3,8 +3,9 @@ call and per session, as configured in config.json `budgets`; nothing is limited
 
 What counts, per call: its time (the span's duration), and its tokens: the arguments and the result as the model
 sees them (characters / 4, the estimate `session_describe_context` uses) plus what a model spent for the call (a
-prompt run on a provider charges its tokens here). A session's use is the sum over its recorded calls
-(stores/usage.py), kept across connections and processes. The executor enforces the limits: a session over one of
+prompt run on a provider charges its tokens here). A session's use is the sum over its recorded calls and those
+of the sessions it delegated (stores/usage.py), kept across connections and processes; a child's calls count
+against every ancestor's per-session limits. The executor enforces the limits: a session over one of
 its limits has its next calls refused before anything runs; a call whose time runs out is stopped; a call whose
 tokens go over is refused and its transaction undone. Every such refusal is `blocked` with the kind `budget`, a
 refusal by design (not failed work for the outcome gate), and is itself not counted."""
@@ -80,11 +81,13 @@ def session_over(limits: SessionLimits, used: Usage) -> str | None:
 @dataclass
 class BudgetTracker:
     """One call's budget, on its context (`ctx.budget`): the limits, what the session had used when the call
-    began, and what a model has spent for this call so far."""
+    began (the most along it and its ancestors: `shared` when it has one, whose budget it spends too), and what a
+    model has spent for this call so far."""
 
     budgets: Budgets
     used_before: Usage
     model_tokens: int = 0
+    shared: bool = False
 
     def tokens_left(self) -> int | None:
         """The tokens a model may still spend for this call (the tighter of the call's and the session's), None

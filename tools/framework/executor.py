@@ -141,7 +141,8 @@ async def _execute(
             budgeted = False
         if runtime.budgets.configured:
             async with runtime.db.read() as tx:
-                span.budget = BudgetTracker(runtime.budgets, await usage.read(tx, attachment.session_id))
+                used, shared = await usage.read_limiting(tx, attachment.session_id)
+            span.budget = BudgetTracker(runtime.budgets, used, shared=shared)
         call = Call(
             definition, args, canonical, digest, ports, span, timeout, visible, budgeted, argument_secrets=found
         )
@@ -243,10 +244,12 @@ def _may_start(call: Call) -> None:
         raise Refusal("deadline", f"The deadline for {call.definition.name} had already passed; it was not run.")
     over = session_over(call.span.runtime.budgets.per_session, call.span.budget.used_before)
     if over is not None:
+        whose = "This session and the sessions it was delegated from share one budget, and have used it"
         raise Refusal(
             "budget",
-            f"This session has used its budget ({over}), so {call.definition.name} was not run. A person can raise "
-            "config.json budgets.perSession; a new session starts with a fresh budget.",
+            f"{whose if call.span.budget.shared else 'This session has used its budget'} ({over}), so "
+            f"{call.definition.name} was not run. A person can raise config.json budgets.perSession; a new session "
+            "starts with a fresh budget.",
             "blocked",
         )
 

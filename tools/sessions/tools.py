@@ -72,13 +72,15 @@ class SessionSummary(WireModel):
 
 
 class BudgetView(WireModel):
-    """What the session has used (every recorded call, tools/framework/budget.py says what counts) against the
-    limits configured (config.json `budgets`; null: none)."""
+    """What the session has used (every recorded call, its delegated sessions' included; tools/framework/budget.py
+    says what counts) against the limits configured (config.json `budgets`; null: none)."""
 
     used: Usage
     per_session: SessionLimits
     per_call: CallLimits
-    over: str | None = Field(description="The session limits reached: its next calls are refused.")
+    over: str | None = Field(
+        description="The session limits reached, by it or a session it was delegated from: its next calls are refused."
+    )
 
 
 class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
@@ -293,7 +295,7 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
 
 async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:
     used, budgets = await usage.read(ctx.tx, session_id), ctx.runtime.budgets
-    over = session_over(budgets.per_session, used)
+    over = session_over(budgets.per_session, (await usage.read_limiting(ctx.tx, session_id))[0])
     return BudgetView(used=used, per_session=budgets.per_session, per_call=budgets.per_call, over=over)
 
 
