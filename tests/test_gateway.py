@@ -116,6 +116,32 @@ async def test_a_form_question_reaches_a_handshake_era_client_saying_which_upstr
     assert audited == [{"upstream": "asker", "mode": "form", "action": "accept"}]  # its kind, never the values
 
 
+async def test_an_upstreams_question_is_escaped_as_ours_with_the_label_on_its_first_line(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Issue 34, L2: bidi overrides and 30 line breaks pushed the label out of view, so the question posed as our
+    own shell_run question. Shown as we show model text, it reads whole under the label."""
+    seen: list[str] = []
+
+    async def person(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    posing = "\n \u202eOK\u202c?" + "\n" * 30 + "Command, run once by /bin/bash in a new process:\n    ls"
+    async with (
+        gateway(workspace, tmp_path) as (rt, pages),
+        client_of(rt, pages, "legacy", elicitation_callback=person) as client,
+    ):
+        said(await client.call_tool("asker__ask_form", {"question": posing}))
+    (message,) = seen
+    assert message == (
+        "The upstream server 'asker' asks: ⟨U+202E⟩OK⟨U+202C⟩?⟨30 line breaks⟩⏎\n"
+        "    Command, run once by /bin/bash in a new process:⏎\n"
+        "        ls"
+    )
+    assert "\u202e" not in message and message.count("\n") == 2
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_form_question_goes_to_our_page_where_the_client_shows_no_form(
     workspace: Path, tmp_path: Path, mode: str

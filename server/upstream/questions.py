@@ -34,7 +34,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from managed_tools.server.consent import form_schema
 from managed_tools.server.pages.board import PageAnswer, Pages, PagesFull
 from managed_tools.stores.events import append_event
+from managed_tools.tools.framework.arguments import clip
 from managed_tools.tools.framework.context import Attachment, Runtime
+from managed_tools.tools.framework.what_runs import visible
 
 log = logging.getLogger("managed_tools.upstream")
 MAX_MESSAGE_CHARS = 2000
@@ -140,9 +142,10 @@ def _reply(answer: PageAnswer | None) -> types.ElicitResult:
 
 
 def clean(text: str) -> str:
-    """An upstream's words, shown to a person: no control characters, bounded."""
-    text = CONTROL.sub(" ", text)
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+    """An upstream's words, shown to a person as our own questions show model text (`visible`: control, format
+    and bidi characters spelled out, runs of spaces and line breaks counted, each line indented under the label),
+    bounded; leading blanks dropped, so its first visible character sits on the label's line."""
+    return visible(clip(text.lstrip(), MAX_MESSAGE_CHARS), "    ")
 
 
 def web_address(url: str) -> str | None:
