@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from conftest import ERAS, Connect, data, error_text
 from test_permissions import answer
+from test_permissions import client_for as permission_client
 from test_upstream import PROBE, client_for, serving
 
+from managed_tools.sandbox import layers
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
 from managed_tools.tools.framework import secret_scan
@@ -180,3 +182,42 @@ async def test_a_secret_in_an_upstream_result_is_masked(workspace: Path, tmp_pat
     assert AWS_ID not in shown and AWS_ID not in recorded
     assert audited == [{"spanId": audited[0]["spanId"], "toolName": "probe__env", "where": "result",
                         "kinds": ["AWS Access Key"]}]  # fmt: skip
+
+
+# ---- the session env ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(bool(layers.missing(layers.describe())), reason="a sandbox layer is missing here (CI has them all)")
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_key_in_the_session_env_asks_under_auto_sandboxed_as_one_typed_in(
+    workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    """Issue 34, L3: a key put into the session env with shell_set_env and used by a command ran unasked under
+    --auto-sandboxed, while the same key typed into the command asked. The env is scanned with the command."""
+    asked: list[str] = []
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data", auto_sandboxed=True)
+    use = {"command": 'printf %s "$GREETING" | wc -c'}
+    async with (
+        open_runtime(config.model_copy(update={"shell_network": False})) as rt,
+        permission_client(rt, mode, elicitation_callback=answer("decline", None, asked)) as client,
+    ):
+        before = data(await client.call_tool("shell_run", use))  # no credential anywhere: contained, unasked
+        data(await client.call_tool("shell_set_env", {"key": "GREETING", "value": GITHUB}))
+        from_env = await client.call_tool("shell_run", use)
+        checked = data(await client.call_tool("permissions_check", {"toolName": "shell_run", "toolArgs": use}))
+        data(await client.call_tool("shell_unset_env", {"key": "GREETING"}))
+        typed = await client.call_tool("shell_run", {"command": f"printf %s {GITHUB} | wc -c"})
+        audited = await events_of(rt, "secret.detected")
+        async with rt.db.read() as tx:
+            requests = [str(dict(r)) for r in await tx.fetchall("SELECT * FROM approvals")]
+    assert before["stdout"].strip() == "0"
+    assert "denied" in error_text(from_env) and "denied" in error_text(typed)
+    assert len(asked) == 2
+    assert "GREETING=[secret redacted]" in asked[0] and GITHUB not in asked[0]
+    assert "the env set with shell_set_env holds what looks like a credential (GitHub Token)" in asked[0]
+    assert "its arguments hold what looks like a credential (GitHub Token)" in asked[1]
+    assert checked["requiresConfirmation"] and checked["approvalState"] == "none"
+    # One record per call that carried it (a 2026-07-28 client's retry with the answer is a call of its own).
+    assert [e["where"] for e in audited][0] == "env" and {e["where"] for e in audited} == {"env", "arguments"}
+    assert all(e["kinds"] == ["GitHub Token"] for e in audited)
+    assert GITHUB not in "".join(requests)

@@ -33,7 +33,7 @@ from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.errors import Refused, ToolError
 from managed_tools.tools.framework.fulfilment import custom_output, fulfil_latent
 from managed_tools.tools.framework.models import Arguments, Formatted
-from managed_tools.tools.framework.permission import ask, confirm
+from managed_tools.tools.framework.permission import argument_secrets, ask, confirm
 from managed_tools.tools.framework.ports import SamplingUnavailableError
 from managed_tools.tools.framework.registry import Visible
 from managed_tools.tools.framework.result_shaping import compacted, preview, success, withhold
@@ -112,7 +112,7 @@ async def _execute(
         return await record_refusal(span, CallResult("error", str(exc), error_kind="invalid_arguments"), arguments)
     span.summarize_result = not definition.read_only and not definition.hidden_args
     span.arg_chars = len(json.dumps(canonical, separators=(",", ":"), ensure_ascii=False))
-    found = _argument_secrets(runtime, definition, canonical)
+    found = argument_secrets(runtime, definition, canonical)
 
     span.start(
         {
@@ -347,11 +347,3 @@ def _unknown_tool_message(runtime: Runtime, name: str, visible: Visible | None) 
     near = runtime.registry.near_names(name, visible=visible)
     hint = f" Did you mean: {', '.join(near)}?" if near else " Call tools/list to see the catalogue."
     return f"Unknown tool '{clip(name, MAX_NAME_CHARS)}'.{hint}"
-
-
-def _argument_secrets(
-    runtime: Runtime, definition: ToolDefinition, canonical: dict[str, Any]
-) -> tuple[secret_scan.Hit, ...]:
-    if not (definition.scanned and runtime.secret_scanning.arguments):
-        return ()
-    return tuple(secret_scan.find_in(secret_scan.strings(without_hidden(definition, canonical))))

@@ -11,6 +11,8 @@ from managed_tools.tools.framework import secret_scan
 from managed_tools.tools.framework.arguments import approval_digest, clip, consent_message, without_hidden
 from managed_tools.tools.framework.call import NOBODY_ASKED, Approved, Call, call_context
 from managed_tools.tools.framework.call_result import Refusal
+from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.definition import ToolDefinition
 from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest
 from managed_tools.tools.framework.what_runs import (
     BoundFile,
@@ -52,9 +54,14 @@ async def confirm(call: Call) -> Approved:
             raise Refusal("tool_error", f"{exc} Nobody was asked; {call.definition.name} did not run.") from None
         if call.definition.contained is not None:
             gap = call.definition.contained(ctx, call.args)
+    in_env = env_secrets(call.span.runtime, definition, what)
+    if in_env:
+        async with call.span.runtime.db.write() as tx:
+            await call.span.write_secrets(tx, "env", tuple(secret_scan.kinds(in_env)))
     if reason is None:
         digest = approval_digest(call.definition, call.canonical, what)
-        unasked = await _runs_unasked(call, digest, what, gap, forced=bool(call.argument_secrets))
+        forced = bool(call.argument_secrets or in_env)
+        unasked = await _runs_unasked(call, digest, what, gap, forced=forced)
         if unasked is not None:
             return Approved(what, unasked or None)
         changed = await _changed_since_remembered(call, what)
@@ -65,8 +72,24 @@ async def confirm(call: Call) -> Approved:
             )
     else:  # asked every time: an earlier yes for the same arguments was given before this content's sources
         preview = f"{preview}\n\nAsked because {reason}." if preview else f"Asked because {reason}."
-    decision = await ask(call, "tool_confirmation", what, preview, gap)
+    decision = await ask(call, "tool_confirmation", what, preview, gap, in_env=in_env)
     return Approved(what, decision.request_id or "approved")
+
+
+def argument_secrets(
+    runtime: Runtime, definition: ToolDefinition, canonical: dict[str, Any]
+) -> tuple[secret_scan.Hit, ...]:
+    if not (definition.scanned and runtime.secret_scanning.arguments):
+        return ()
+    return tuple(secret_scan.find_in(secret_scan.strings(without_hidden(definition, canonical))))
+
+
+def env_secrets(runtime: Runtime, definition: ToolDefinition, what: WhatRuns | None) -> tuple[secret_scan.Hit, ...]:
+    """Credentials in the env a command runs with (set with shell_set_env), scanned with its arguments: a key the
+    command uses from there asks as it would typed into the command."""
+    if what is None or not what.env or not (definition.scanned and runtime.secret_scanning.arguments):
+        return ()
+    return tuple(secret_scan.find_in(f"{name}={value}" for name, value in sorted(what.env.items())))
 
 
 async def _changed_since_remembered(call: Call, what: WhatRuns | None) -> list[str]:
@@ -116,6 +139,8 @@ async def ask(
     what: WhatRuns | None = None,
     preview: str | None = None,
     gap: str | None = None,
+    *,
+    in_env: tuple[secret_scan.Hit, ...] = (),
 ) -> ApprovalDecision:
     """Nothing happens until a person has said yes to exactly this (or answered, for a custom tool). Every
     answer but `approved` becomes a refusal; the approval returns (with a custom call's value)."""
@@ -128,6 +153,11 @@ async def ask(
         message = secret_scan.mask(message, hits) + (
             f"\nAsked because its arguments hold what looks like a credential ({', '.join(secret_scan.kinds(hits))}),"
             " masked here: it would go to the tool as given."
+        )
+    if in_env:  # the question shows the env's values: masked, and said
+        message = secret_scan.mask(message, in_env) + (
+            "\nAsked because the env set with shell_set_env holds what looks like a credential "
+            f"({', '.join(secret_scan.kinds(in_env))}), masked here: the command would see it as set."
         )
     request = ApprovalRequest(
         kind=kind,

@@ -101,7 +101,7 @@ class Span:
             await self.write_secrets(tx, "result", result.secrets_found)
         await event_search.index_pending(tx, record.seq)
 
-    async def write_secrets(self, tx: Tx, where: Literal["arguments", "result"], kinds: tuple[str, ...]) -> None:
+    async def write_secrets(self, tx: Tx, where: Literal["arguments", "env", "result"], kinds: tuple[str, ...]) -> None:
         """The audit record of a secret-scan hit: where and what kind, never the value."""
         payload = {"spanId": self.span_id, "toolName": self.tool_name, "where": where, "kinds": list(kinds)}
         summary = f"{self.tool_name}: possible credential in its {where} ({', '.join(kinds)}), masked"

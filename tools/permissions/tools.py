@@ -19,6 +19,7 @@ from managed_tools.tools.framework.context import ToolContext
 from managed_tools.tools.framework.definition import ToolDefinition, ToolEffect, ToolExample
 from managed_tools.tools.framework.errors import ToolError
 from managed_tools.tools.framework.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.permission import argument_secrets, env_secrets
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash
@@ -212,13 +213,17 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     state: Literal["none", "pending", "approved", "remembered", "auto_sandboxed"] | None = None
     request_id = None
     gap: str | None = None
+    credential = False  # in the arguments or the env: such a call always asks, --auto-sandboxed or not
     if args.tool_args is not None:
         try:
             parsed, canonical, digest = parse_call(definition, args.tool_args)
             asks = definition.asks(parsed)
             gap = "" if definition.contained is None else definition.contained(ctx, parsed)
+            credential = bool(argument_secrets(ctx.runtime, definition, canonical))
             if definition.run_context is not None:  # the digest an approval of it binds: command, cwd and env
-                digest = approval_digest(definition, canonical, await definition.run_context(ctx, parsed))
+                what = await definition.run_context(ctx, parsed)
+                digest = approval_digest(definition, canonical, what)
+                credential = credential or bool(env_secrets(ctx.runtime, definition, what))
             valid = True
         except ArgumentError as exc:
             valid, errors = False, str(exc)
@@ -231,7 +236,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
         remembered = await approvals.remembered(ctx.tx, ctx.session_id, definition.name, digest)
         if state == "none" and remembered is not None:
             state, request_id, asks = "remembered", remembered.id, False
-        elif state == "none" and ctx.runtime.auto_sandboxed and gap is None:
+        elif state == "none" and ctx.runtime.auto_sandboxed and gap is None and not credential:
             state, asks = "auto_sandboxed", False
     shell_steps = ShellSteps(rewrite, bash_step, shell, definition.name in SHELL_COMMANDS)
     return CheckOutput(
