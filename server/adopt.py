@@ -1,9 +1,11 @@
 """`managed-tools adopt`: move an old in-workspace data dir (`<workspace>/.managed-tools`) to the data dir.
 
 Serving never reads that directory: a workspace is anyone's input (a cloned repository can ship one), and what it
-holds would configure the server (config.json's `policy` pre-approves tools, its `mcpServers` start programs) and
+holds would configure the server (config.json's `policy` pre-approves tools, its `mcpServers` start programs, its
+`sandbox`, `autoSandboxed`, `secretScanning`, `models` and `telemetry` loosen the sandbox or send data away) and
 seed its approvals and memory (state.db). Only a person moves it, after seeing what it takes: every file and its
-size, the configuration's keys with the entries that grant or start something, and the rows of the database.
+size, every configuration key with its value (a map, entry by entry), and the rows of the database. Nothing is
+cut: a long value is wrapped over indented lines, so a payload after padding is on screen too.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from managed_tools.server.human import HumanError
 
 MAX_FILES_SHOWN = 40
 MAX_CONFIG_BYTES = 1 << 20
-MAX_LINE_CHARS = 2000  # a command is shown whole: a person must see exactly what would run
+WRAP_CHARS = 120  # a longer line goes on over indented lines: shown whole, never cut
+CONTINUED = "    "  # a continuation's indent; a line of its own starts with none, so none can pose as one
 # Tables whose rows would become this server's own: who approved what, what it remembers, its secrets.
 COUNTED_TABLES = ("sessions", "events", "approvals", "memory_versions", "learnings", "vault_secrets")
-GRANTING_KEYS = ("policy", "mcpServers", "customTools", "latentTools", "variables", "vaults", "skills", "oauth")
 
 
 def adopt(
@@ -65,7 +67,15 @@ def adopt(
 
 
 def describe(legacy: Path) -> Iterator[str]:
-    """What adopting takes: the files, the configuration's keys (and what they grant or start), the database."""
+    """What adopting takes: the files, the configuration's keys with their values, the database; each line
+    wrapped to WRAP_CHARS, never cut."""
+    for line in _described(legacy):
+        yield line[:WRAP_CHARS]
+        width = WRAP_CHARS - len(CONTINUED)
+        yield from (CONTINUED + line[at : at + width] for at in range(WRAP_CHARS, len(line), width))
+
+
+def _described(legacy: Path) -> Iterator[str]:
     yield from _files(legacy)
     config = legacy / "config.json"
     if config.is_file() and not config.is_symlink():
@@ -106,13 +116,13 @@ def _config(path: Path) -> Iterator[str]:
         yield "config.json: not a JSON object; the server would refuse to start with it"
         return
     yield ("config.json keys: " + _shown(", ".join(str(k) for k in loaded))) if loaded else "config.json: empty"
-    for key in GRANTING_KEYS:
-        value = loaded.get(key)
-        if isinstance(value, dict):
+    # Every key with its value: which ones grant is the server's to judge, not a list here that could fall behind.
+    for key, value in loaded.items():
+        if isinstance(value, dict) and value:
             for name, entry in value.items():
-                yield f"config.json {key}.{_shown(str(name))}: {_shown(json.dumps(entry))}"
-        elif value is not None:
-            yield f"config.json {key}: {_shown(json.dumps(value))}"
+                yield f"config.json {_shown(str(key))}.{_shown(str(name))}: {_shown(json.dumps(entry))}"
+        else:
+            yield f"config.json {_shown(str(key))}: {_shown(json.dumps(value))}"
 
 
 def _database(path: Path) -> Iterator[str]:
@@ -132,9 +142,9 @@ def _database(path: Path) -> Iterator[str]:
 
 
 def _shown(text: str) -> str:
-    """One line, control characters escaped, bounded: a file name or value from the workspace cannot forge lines."""
-    escaped = text.encode("unicode_escape").decode("ascii")
-    return escaped if len(escaped) <= MAX_LINE_CHARS else escaped[: MAX_LINE_CHARS - 1] + "…"
+    """One line, control and non-ASCII characters escaped: a file name or value from the workspace cannot forge
+    lines or hide behind bidi overrides."""
+    return text.encode("unicode_escape").decode("ascii")
 
 
 def _size(n: int) -> str:
