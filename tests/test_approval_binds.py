@@ -129,9 +129,7 @@ async def test_a_path_out_of_the_workspace_binds_nothing_outside(
     assert all(b.get("sha256") is None for each in bound for b in each)
 
 
-async def test_a_wake_that_rewrites_a_remembered_script_is_asked_not_run(
-    config: ServeConfig, workspace: Path
-) -> None:
+async def test_a_wake_that_rewrites_a_remembered_script_is_asked_not_run(config: ServeConfig, workspace: Path) -> None:
     """M1 as the issue found it: a scheduled wake, run headless on the configured model, rewrites run.py and runs
     the remembered command. It asks (out of band: nobody is there) and the new code does not run."""
     (workspace / "run.py").write_text(ONE)

@@ -218,6 +218,6 @@ async def test_a_key_in_the_session_env_asks_under_auto_sandboxed_as_one_typed_i
     assert "its arguments hold what looks like a credential (GitHub Token)" in asked[1]
     assert checked["requiresConfirmation"] and checked["approvalState"] == "none"
     # One record per call that carried it (a 2026-07-28 client's retry with the answer is a call of its own).
-    assert [e["where"] for e in audited][0] == "env" and {e["where"] for e in audited} == {"env", "arguments"}
+    assert audited[0]["where"] == "env" and {e["where"] for e in audited} == {"env", "arguments"}
     assert all(e["kinds"] == ["GitHub Token"] for e in audited)
     assert GITHUB not in "".join(requests)
