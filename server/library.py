@@ -14,6 +14,7 @@ from mcp.server import ServerRequestContext
 from managed_tools.server.extensions import Extensions, Prompt, Resource, ResourceTemplate
 from managed_tools.server.publish import to_mcp_content
 from managed_tools.server.upstream.gateway import Gateway
+from managed_tools.tools.framework import telemetry
 
 MAX_COMPLETIONS = 100  # the spec's cap on completion values per response
 T = TypeVar("T")
@@ -153,8 +154,11 @@ class Library:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         if params.name not in self._prompts and self.gateway.owns_prompt(params.name):
+            if any(listed.name == params.name for listed in self.gateway.prompts()):
+                telemetry.known("gen_ai.prompt.name", params.name)  # an upstream's, listed: not made up
             return await self.gateway.get_prompt(params.name, params.arguments)
         prompt = self._prompt(params.name)
+        telemetry.known("gen_ai.prompt.name", prompt.name)
         arguments = dict(params.arguments or {})
         missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name)]
         if missing:

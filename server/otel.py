@@ -5,7 +5,8 @@ Off unless asked: by the standard environment (`OTEL_EXPORTER_OTLP_ENDPOINT` and
 `OTEL_SDK_DISABLED=true` wins. Asking for it without the `otel` extra installed stops the start with the line that
 installs it. The spans and instruments themselves live where the work is (tools/framework/telemetry.py, the SDK's
 own `tools/call` server span, which takes the caller's trace context from the request's `_meta` as SEP-414 says);
-this module only installs the SDK's providers and exporters, and flushes them when the server stops.
+this module installs the SDK's providers and exporters (with `ClientNames` first), and flushes them when the server
+stops.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Installed:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             self._tracing = TracerProvider(resource=resource)
+            self._tracing.add_span_processor(client_names())  # first: before any other processor sees the span
             self._tracing.add_span_processor(
                 BatchSpanProcessor(OTLPSpanExporter(endpoint=_at(wanted.endpoint, "traces")))
             )
@@ -113,6 +115,36 @@ class Installed:
         for provider in (self._tracing, self._metering):
             if provider is not None:
                 provider.shutdown()
+
+
+SDK_SCOPE = "mcp-python-sdk"  # the MCP SDK's tracer, whose server span wraps each request
+NAMED = ("gen_ai.tool.name", "gen_ai.prompt.name")
+
+
+def client_names() -> Any:
+    """The span processor that keeps names a client made up out of the SDK's spans (`ClientNames`)."""
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.trace import SpanKind
+
+    class ClientNames(SpanProcessor):
+        """The SDK's server span names the request's `params.name` as the client sent it (`tools/call NAME`,
+        `gen_ai.tool.name`, `gen_ai.prompt.name`), any length, before anything of ours has looked at it. Through
+        the SDK's supported hook for this (a span processor, at the span's start, before any exporter sees it),
+        it is traced `(unknown)`; tools/framework/telemetry.py `known` names it again once the registry knows it."""
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            scope = span.instrumentation_scope
+            if scope is None or scope.name != SDK_SCOPE or span.kind is not SpanKind.SERVER:
+                return
+            attributes = span.attributes or {}
+            method = attributes.get("mcp.method.name")
+            if isinstance(method, str) and span.name != method:  # the method, then the client's name for a target
+                span.update_name(f"{method} {recording.UNKNOWN}")
+            for key in NAMED:
+                if key in attributes:
+                    span.set_attribute(key, recording.UNKNOWN)
+
+    return ClientNames()
 
 
 def _at(endpoint: str | None, signal: str) -> str | None:

@@ -19,18 +19,25 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from conftest import data
-from mcp import Client, StdioServerParameters
+from conftest import Connect, data
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry import trace
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 from test_permissions import answer
 from test_upstream import PROBE
 
 from managed_tools.server.data_dir import default_data_dir
-from managed_tools.server.otel import plan
+from managed_tools.server.otel import client_names, plan
 from managed_tools.server.user_config import TelemetryConfig
+from managed_tools.tools.framework import telemetry as recording
+from managed_tools.tools.framework.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -215,3 +222,43 @@ def test_off_unless_asked_and_sdk_disabled_wins() -> None:
     assert not plan(configured, {"OTEL_SDK_DISABLED": "true"}).anything
     with pytest.raises(ValidationError, match="pattern"):
         TelemetryConfig.model_validate({"otlpEndpoint": "file:///etc/passwd"})
+
+
+@pytest.fixture
+def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """The spans this process exports, through the processors server/otel.py installs (ours first). A tracer
+    provider is set once per process: the first test sets it up, later ones add their own exporter."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(client_names())
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(recording._SWITCH, "recording", True)
+    yield exporter
+    exporter.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_made_up_tool_name_reaches_no_span_the_sdks_included(
+    runtime: Runtime, connect: Connect, exported: InMemorySpanExporter, mode: str
+) -> None:
+    """Issue 34, L5: a made-up tool name of 20,000 characters landed whole in the SDK's own `tools/call` span name
+    and attributes. It is traced `(unknown)`; a served tool and prompt keep their names."""
+    made_up = "x" * 20_000
+    async with connect(runtime, mode) as client:
+        refused = await client.call_tool(made_up, {})
+        assert data(await client.call_tool("environment_describe", {}))
+        with pytest.raises(MCPError):
+            await client.get_prompt("y" * 20_000)
+    assert refused.is_error
+    # The server's spans: the in-process client's own (`MCP send ...`, kind CLIENT) are the caller's, not ours.
+    spans = [s for s in exported.get_finished_spans() if s.kind is not SpanKind.CLIENT]
+    shown = json.dumps([[s.name, dict(s.attributes or {})] for s in spans])
+    assert "x" * 64 not in shown and "y" * 64 not in shown
+    names = {s.name: dict(s.attributes or {}) for s in spans}
+    assert names["tools/call (unknown)"]["gen_ai.tool.name"] == "(unknown)"
+    assert names["tools/call environment_describe"]["gen_ai.tool.name"] == "environment_describe"
+    assert names["prompts/get (unknown)"]["gen_ai.prompt.name"] == "(unknown)"
+    assert "execute_tool (unknown)" in names and "execute_tool environment_describe" in names

@@ -42,7 +42,7 @@ from managed_tools.tools.framework.span import Span, record_refusal, write_compl
 log = logging.getLogger("managed_tools.executor")
 
 MAX_NAME_CHARS = 64
-UNKNOWN_TOOL = "(unknown)"
+UNKNOWN_TOOL = telemetry.UNKNOWN
 
 
 async def execute(

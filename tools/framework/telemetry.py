@@ -18,6 +18,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, StatusCode
 
 NAME = "managed-tools"
+UNKNOWN = "(unknown)"  # how a name a client made up is traced: never itself, at any length
 TRACER = trace.get_tracer(NAME)
 _METER = metrics.get_meter(NAME)
 CALLS = _METER.create_counter("managed_tools.tool.calls", unit="{call}", description="Tool calls, by tool and result")
@@ -76,6 +77,8 @@ def tool_call(name: str, ownership: str | None = None) -> Iterator[Observed]:
         yield observed
         return
     started = time.perf_counter()
+    if name != UNKNOWN:
+        known("gen_ai.tool.name", name)
     with TRACER.start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL) as span:
         try:
             yield observed
@@ -91,6 +94,19 @@ def tool_call(name: str, ownership: str | None = None) -> Iterator[Observed]:
                 span.set_attribute("error.type", kind)
                 span.set_status(StatusCode.ERROR)
                 ERRORS.add(1, {"gen_ai.tool.name": name, "error.type": kind})
+
+
+def known(attribute: str, name: str) -> None:
+    """Name the request's own server span again once `name` is known to be ours (a served tool, a prompt): the SDK
+    span that wraps a request names what the client sent, and server/otel.py's processor traced it `(unknown)`."""
+    if not _SWITCH.recording:
+        return
+    span = trace.get_current_span()
+    attributes = getattr(span, "attributes", None) or {}
+    method = attributes.get("mcp.method.name")
+    if attributes.get(attribute) == UNKNOWN and isinstance(method, str):
+        span.set_attribute(attribute, name)
+        span.update_name(f"{method} {name}")
 
 
 @contextmanager
