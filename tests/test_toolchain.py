@@ -25,6 +25,7 @@ from managed_tools.sandbox.grants import (
     shell_path,
     venv_interpreters,
 )
+from managed_tools.sandbox.toolchains import VARIABLES
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.config_files import user_config_file
 from managed_tools.server.runtime import StartupError, open_runtime
@@ -33,6 +34,17 @@ from managed_tools.tools.shell.diagnose import _needs
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})
 needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel offers no Landlock")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of the test's own: the toolchains detected are the ones a test puts there, not this machine's."""
+    where = tmp_path / "home"
+    where.mkdir()
+    monkeypatch.setenv("HOME", str(where))
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return where
 
 
 @pytest.fixture(scope="module")

@@ -217,7 +217,7 @@ class Upstream:
         c = self._confinement
         if self._domain is None and c.mode == "landlock":
             policy = upstream_policy(self.name, self._mounts, home, self._programs, network=c.shell_network,
-                                     limits=c.limits)  # fmt: skip
+                                     limits=c.limits, grants=c.grants)  # fmt: skip
             # With the network on, it goes out as the shell's commands do: only through the egress proxy.
             self._domain = c.domain(policy if c.egress is None else c.egress.confine(policy))
         async with AsyncExitStack() as stack:
@@ -227,7 +227,8 @@ class Upstream:
                 channel.notify = functools.partial(_refused, self.name, secrets)
                 env = {**env, SOCKET_ENV: str(channel.path)}
             started = await stack.enter_async_context(process.started(
-                self.name, [spec.command, *spec.args], domain=self._domain, env={**process.base_env(home), **env},
+                self.name, [spec.command, *spec.args], domain=self._domain,
+                env={**process.base_env(home), **c.upstream_env(self.name), **env},
                 cwd=self._workspace, secrets=secrets))  # fmt: skip
             yield started
 
