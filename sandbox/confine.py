@@ -174,6 +174,11 @@ def hidden(policy: SandboxPolicy, denied: Iterable[Path]) -> list[Path]:
                                                             for g in policy.grants)]  # fmt: skip
 
 
+def runs_in(grants: Iterable[Grant], path: str) -> bool:
+    """Whether a domain of `grants` may execute the real file `path`."""
+    return any(g.access in ("run", "write") and inside(path, g.path) for g in grants)
+
+
 @dataclass
 class Confinement:
     """This runtime's sandbox: the mode, the layers found, the two standing domains, the private dirs."""
@@ -212,7 +217,7 @@ class Confinement:
 
     def shell_runs(self, path: str) -> bool:
         """Whether the writable shell may execute the real file `path`."""
-        return any(g.access in ("run", "write") and inside(path, g.path) for g in self.shell_grants)
+        return runs_in(self.shell_grants, path)
 
     def upstream_home(self, name: str) -> Path:
         """Upstream `name`'s private dir (its HOME, with its TMPDIR inside), 0700, seen by no other domain."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import configparser
 import glob
+import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,6 +54,11 @@ DENIED = (".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.j
           ".sqlite_history", ".lesshst", ".local/share/fish/fish_history", ".cargo/credentials",
           ".cargo/credentials.toml", ".git-credentials", ".config/git/credentials", ".config/gh", ".pgpass",
           ".vault-token", ".password-store", ".terraform.d/credentials.tfrc.json", ".gem/credentials")  # fmt: skip
+
+
+def config_line(path: str) -> str:
+    """The config.json line that grants `path` read and execute (as a 126/127 note gives it)."""
+    return json.dumps({"sandbox": {READ_KEY.removeprefix("sandbox."): [path]}})
 
 
 class GrantError(StoreError):

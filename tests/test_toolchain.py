@@ -7,20 +7,25 @@ a real Python install.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import data
+from conftest import data, upstreams_started
 from test_permissions import answer, client_for
-from toolchain_fixtures import make_venv, outside_install
+from test_toolchain_found import UPSTREAM
+from toolchain_fixtures import SYSTEM_PYTHON, make_venv, outside_install, pyenv_home
 
 from managed_tools.sandbox import landlock
 from managed_tools.sandbox.grants import (
     GrantError,
     Grants,
     ToolchainGrant,
+    config_line,
     configured,
     shell_path,
     venv_interpreters,
@@ -250,7 +255,7 @@ async def test_126_or_127_names_the_interpreter_outside_and_the_key_that_grants_
     real = (workspace / ".venv" / "bin" / "python").resolve()
     assert ran["exitCode"] in (126, 127), ran  # 127 where bubblewrap's view does not even show the path
     assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
-    assert "config sandbox.readPaths" in ran["stderr"] and "[managed-tools]" in ran["text"]
+    assert config_line(str(real.parent.parent)) in ran["stderr"] and "[managed-tools]" in ran["text"]
     assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
 
 
@@ -271,7 +276,57 @@ async def test_127_names_a_tool_on_the_users_path_the_shell_cannot_see(
         script = data(await client.call_tool("shell_run", {"command": "./script"}))
     assert missing["exitCode"] == 127 and f"{tools / 'mytool'} lies outside" in missing["stderr"], missing
     note = script["stderr"].split("[managed-tools]")[1]
-    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
+    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note, script
+    followed = re.search(r"config\.json \((\{.*?\})\)", note)  # the line the note gives, written as given
+    assert followed is not None and json.loads(followed[1]) == {"sandbox": {"readPaths": [str(tools.parent)]}}, note
+    _write_config(tmp_path / "data", json.loads(followed[1]))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        again = data(await client.call_tool("shell_run", {"command": "mytool && ./script"}))
+    assert again["exitCode"] == 0 and again["stdout"] == "ran\nran\n", again
+
+
+@needs_landlock
+async def test_a_shim_is_never_the_grant_and_the_servers_own_venv_never_runs(
+    workspace: Path, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyenv_home(home, "3.11.99")
+    (home / ".pyenv" / "version").write_text("3.99\n")  # selects a version that is not installed
+    own = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", os.pathsep.join([str(own), str(home / ".pyenv" / "shims"), "/usr/bin", "/bin"]))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        shim = data(await client.call_tool("shell_run", {"command": "python -c pass"}))
+        ours = data(await client.call_tool("shell_run", {"command": "managed-tools --version"}))
+        assert str(own) not in rt.confinement.shell_path and "shims" not in rt.confinement.shell_path
+    assert shim["exitCode"] in (126, 127) and "is a pyenv shim, which the sandbox never runs" in shim["stderr"], shim
+    assert "readPaths" not in shim["stderr"]  # nothing to grant: no install holds the version it selects
+    assert ours["exitCode"] == 127 and "found only in the server's own virtualenv" in ours["stderr"], ours
+
+
+@needs_landlock
+async def test_an_upstream_that_cannot_start_says_what_to_grant_and_following_it_works(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not SYSTEM_PYTHON.exists():
+        pytest.skip(f"no {SYSTEM_PYTHON} to run the upstream with")
+    server = tmp_path / "tools" / "bin" / "venv-server"
+    server.parent.mkdir(parents=True)
+    server.write_text(f"#!{SYSTEM_PYTHON}\n{UPSTREAM}")
+    server.chmod(0o755)
+    _write_config(tmp_path / "data", {"mcpServers": {"tool": {"command": str(server)}}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    with caplog.at_level(logging.WARNING, logger="managed_tools.upstream"):
+        async with open_runtime(config) as rt:
+            await upstreams_started(rt, "tool")
+    note = next((r.getMessage() for r in caplog.records if "[managed-tools]" in r.getMessage()), "")
+    followed = re.search(r"config\.json \((\{.*?\})\)", note)
+    assert f"{server} lies outside upstream tool's sandbox" in note and followed is not None, caplog.text
+    assert json.loads(followed[1]) == {"sandbox": {"readPaths": [str(server.parent.parent)]}}
+    _write_config(tmp_path / "data", {**json.loads(followed[1]), "mcpServers": {"tool": {"command": str(server)}}})
+    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")) as rt:
+        await upstreams_started(rt, "tool")
+        assert rt.registry.absent_reason("tool__prefix") is None
 
 
 def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path) -> None:
