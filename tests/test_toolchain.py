@@ -28,8 +28,10 @@ from managed_tools.sandbox.grants import (
     config_line,
     configured,
     shell_path,
+    toolchain_grants,
     venv_interpreters,
 )
+from managed_tools.sandbox.paths import inside
 from managed_tools.sandbox.toolchains import VARIABLES
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.config_files import user_config_file
@@ -335,3 +337,111 @@ def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path
     assert needs[0] == str(workspace / "tool") and "the interpreter of" in needs[1]
     loader = [real for real, _ in _needs(Path("/bin/sh"), "/usr/bin")][1]
     assert "ld-linux" in loader or "ld-musl" in loader
+
+
+# ---- toolchain managers, found ---------------------------------------------------------------------------------
+
+
+def _tool(where: Path, *names: str) -> Path:
+    """An install at `where` with executables `names` in its bin/."""
+    (where / "bin").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (where / "bin" / name).write_text("#!/bin/sh\n")
+        (where / "bin" / name).chmod(0o755)
+    return where
+
+
+def _python_install(where: Path) -> Path:
+    _tool(where, "python3.12")
+    (where / "lib" / "python3.12").mkdir(parents=True)
+    (where / "lib" / "python3.12" / "os.py").write_text("")
+    return where
+
+
+def _layouts(home: Path) -> dict[str, Path]:
+    """One install of each manager, as each lays it out; the path each is granted at."""
+    asdf = _tool(home / ".asdf" / "installs" / "nodejs" / "22.11.0", "node")
+    (home / ".asdf" / "shims").mkdir(parents=True)
+    (home / ".tool-versions").write_text("nodejs 22.11.0\n")
+    mise = _tool(home / ".local" / "share" / "mise" / "installs" / "go" / "1.23.2", "go")
+    rustup = _tool(home / ".rustup" / "toolchains" / "stable-x86_64-unknown-linux-gnu", "cargo", "rustc")
+    (home / ".rustup" / "settings.toml").write_text('default_toolchain = "stable-x86_64-unknown-linux-gnu"\n')
+    cargo = _tool(home / ".cargo", "cargo") / "bin"
+    (home / ".cargo" / "credentials.toml").write_text("token")
+    go = _tool(home / "sdk" / "go1.22.0", "go")
+    (go / "src" / "runtime").mkdir(parents=True)
+    brew = _tool(home / ".linuxbrew", "brew")
+    (brew / "Cellar").mkdir()
+    conda = _tool(home / "miniforge3", "conda")
+    (conda / "conda-meta").mkdir()
+    sdkman = home / ".sdkman" / "candidates"
+    _tool(sdkman / "java" / "21.0.1", "java")
+    _tool(home / ".sdkman", "sdkman-init.sh")
+    volta = _tool(home / ".volta" / "tools" / "image" / "node" / "20.1.0", "node")
+    (home / ".volta" / "bin").mkdir()
+    (home / ".volta" / "tools" / "user").mkdir(parents=True)
+    (home / ".volta" / "tools" / "user" / "platform.json").write_text('{"node": {"runtime": "20.1.0"}}')
+    return {
+        "pyenv": _python_install(home / ".pyenv" / "versions" / "3.12.7"),
+        "uv": _python_install(home / ".local" / "share" / "uv" / "python" / "cpython-3.12.7-linux-x86_64-gnu"),
+        "nvm": _tool(home / ".nvm" / "versions" / "node" / "v22.11.0", "node"),
+        "fnm": _tool(home / ".local" / "share" / "fnm" / "node-versions" / "v20.0.0" / "installation", "node"),
+        "asdf": asdf, "mise": mise, "rustup": rustup, "cargo": cargo, "go": go, "homebrew": brew, "conda": conda,
+        "sdkman": sdkman, "volta": volta,
+    }  # fmt: skip
+
+
+def test_each_managers_install_is_found_checked_and_granted_read_and_execute(home: Path, workspace: Path) -> None:
+    expected = _layouts(home)
+    _tool(home / ".nvm" / "versions" / "node" / "v0.0.1")  # no bin/node: not an install
+    found = toolchain_grants(workspace, protected={})
+    granted = {g.path: g.source for g in found.grants}
+    for manager, path in expected.items():
+        assert granted.get(path.resolve()) == f"detected {manager}", (manager, sorted(granted))
+    assert all(g.access == "run" for g in found.grants)
+    assert not any(inside(str(home / ".cargo" / "credentials.toml"), g.path) for g in found.grants)
+    assert (home / ".nvm" / "versions" / "node" / "v0.0.1").resolve() not in granted
+
+
+def test_shims_on_the_path_become_the_real_bin_they_select(home: Path, workspace: Path) -> None:
+    installs = _layouts(home)
+    (home / ".pyenv" / "shims").mkdir()
+    (home / ".pyenv" / "version").write_text("3.12\n")  # fuzzy, as pyenv takes it: the newest 3.12.x
+    (workspace / ".tool-versions").write_text("nodejs 22.11\n")  # the workspace selects among the installs only
+    shims = [home / ".pyenv" / "shims", home / ".asdf" / "shims", home / ".cargo" / "bin", home / ".volta" / "bin"]
+    server = os.pathsep.join([*map(str, shims), "/usr/bin"])
+    grants = toolchain_grants(workspace, protected={}, server_path=server)
+    path = shell_path(server, grants, [workspace], fallback="/bin").split(os.pathsep)
+    real = {name: str(p.resolve() / "bin") for name, p in installs.items()}
+    assert path == [real["pyenv"], real["asdf"], real["rustup"], str(installs["cargo"]), real["volta"], "/usr/bin",
+                    "/bin"]  # fmt: skip
+
+
+def test_the_deny_list_wins_over_every_grant(home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (home / ".ssh").mkdir()
+    with pytest.raises(GrantError, match=r"~/.ssh \(credentials"):
+        toolchain_grants(workspace, read_paths=[home], protected={})
+    with pytest.raises(GrantError, match=r"~/.aws"):
+        toolchain_grants(workspace, read_paths=[Path("~/.aws/cli")], protected={})
+    conda = _tool(home / ".docker", "conda")  # an "install" holding ~/.docker/config.json
+    (conda / "conda-meta").mkdir()
+    monkeypatch.setenv("CONDA_EXE", str(conda / "bin" / "conda"))
+    found = toolchain_grants(workspace, protected={})
+    assert all(not inside(str(home / ".docker"), g.path) for g in found.grants)
+    assert any("not granting" in n and "~/.docker/config.json" in n for n in found.notices), found.notices
+    assert home.resolve() / ".ssh" in found.denied and found.protects(str(home / ".ssh" / "id"))
+
+
+@needs_landlock
+async def test_a_denied_path_a_mount_covers_is_hidden_in_the_view(home: Path, tmp_path: Path) -> None:
+    """Serving the home itself: Landlock cannot carve ~/.ssh out of the workspace, so the view hides it."""
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("canary")
+    (home / ".netrc").write_text("canary")
+    config = ServeConfig.build(workspace=home, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        read = data(await client.call_tool("shell_run", {"command": "cat .ssh/id_ed25519 .netrc; ls -a .ssh"}))
+        layers = rt.confinement.bwrap is not None
+    assert any(".ssh" in n and "lies inside a mount" in n for n in rt.confinement.notices), rt.confinement.notices
+    if layers:  # an empty directory over ~/.ssh, /dev/null over ~/.netrc
+        assert "canary" not in read["stdout"] and read["stdout"].split() == [".", ".."], read
