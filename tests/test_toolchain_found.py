@@ -151,9 +151,10 @@ async def test_a_system_python_venv_runs_its_tests(home: Path, workspace: Path) 
     python_project(workspace, SYSTEM_PYTHON)
     async with serving(workspace, home, auto=True) as (client, asked):
         ran(await run(client, "python -m pytest -q -p no:cacheprovider"), "1 passed")
-        ran(
-            await run(client, 'echo "$VIRTUAL_ENV"; command -v python'), "/workspace/.venv\n/workspace/.venv/bin/python"
-        )
+        activated = await run(client, 'echo "$VIRTUAL_ENV"; command -v python')
+        ran(activated, "/workspace/.venv\n/workspace/.venv/bin/python")
+        persistent = await client.call_tool("shell_exec", {"command": "python -m pytest -q -p no:cacheprovider"})
+        ran(data(persistent), "1 passed")  # the persistent shell's PATH is the same
         await cannot_escape(client, home, workspace)
     assert asked == []
 
