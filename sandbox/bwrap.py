@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from managed_tools.sandbox.policy import Grant, SandboxPolicy, merged
 
@@ -62,9 +63,10 @@ def _view(grants: Iterable[Grant]) -> list[str]:
     return argv
 
 
-def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str) -> list[str]:
-    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, and the
-    launcher (bound read-only at its own path: it runs before Landlock and must be there to be run)."""
+def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str, hidden: Iterable[Path] = ()) -> list[str]:
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, the
+    launcher (bound read-only at its own path: it runs before Landlock and must be there to be run), and an empty
+    directory or /dev/null laid over each `hidden` path (credentials a grant covers; sandbox/grants.py)."""
     argv = [bwrap.path, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if policy.network != "host":
         argv.append("--unshare-net")
@@ -72,6 +74,8 @@ def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str) -> list[s
     for bind in policy.addition.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     argv += ["--ro-bind", launcher, launcher]
+    for path in hidden:
+        argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     return [*argv, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
 
 
