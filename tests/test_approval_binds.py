@@ -187,6 +187,13 @@ def test_the_forms_that_name_files_to_run(tmp_path: Path) -> None:
         assert named(unread)[1] is False, unread
     assert named("python3 run.py; echo `x`") == ([], False)  # shell syntax anywhere: nothing read
     assert named("python3 ../../etc/passwd") == (["/etc/passwd:outside"], True)
+    tool = workspace / ".venv" / "bin" / "tool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho tool\n")
+    tool.chmod(0o755)
+    on_path = f"{tool.parent}:/usr/bin:/bin"
+    assert binds(guard, "tool --fast && ls", "/workspace", on_path)[0][0].path == "/workspace/.venv/bin/tool"
+    assert len(binds(guard, "tool --fast && ls", "/workspace", on_path)[0]) == 1  # ls is the system's: not bound
 
 
 @needs_landlock

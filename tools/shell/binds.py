@@ -5,7 +5,8 @@ The command is read as plain words, the way rewrites.py reads a simple command (
 subshells or line breaks), in simple commands joined by `&&`, `||`, `;`, `|` or `&`, with `cd DIR` followed and
 leading `NAME=value` assignments skipped. In each, an allowlist of known forms names the files:
 
-- a program named by a path (`./run.sh`, `bin/tool`);
+- a program named by a path (`./run.sh`, `bin/tool`), or by a bare name the shell's PATH finds in a mount (the
+  workspace venv's `pytest`, a `node_modules/.bin` tool);
 - an interpreter's script (`python3 run.py`, `node x.js`, `bash x.sh`, `perl`, `ruby`, `deno run`, `bun`), and
   Python's `-m pkg.mod` as the files Python would run for it under the cwd (`pkg/mod.py`, `pkg/mod/__init__.py`,
   `pkg/mod/__main__.py`, and each package's `__init__.py`);
@@ -23,6 +24,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -55,6 +57,7 @@ class Reading:
 
     guard: PathGuard
     cwd: str
+    shell_path: str  # the writable shell's PATH, where a bare program name is looked up
     paths: list[str] = field(default_factory=list)
 
     def path(self, name: str, base: str | None = None) -> str:
@@ -149,16 +152,16 @@ FAMILIES = {
 }
 
 
-async def bind(guard: PathGuard, what: WhatRuns) -> WhatRuns:
+async def bind(guard: PathGuard, shell_path: str, what: WhatRuns) -> WhatRuns:
     """`what` with the files its command names to run bound (hashed off the event loop: a program may be big)."""
-    found, whole = await anyio.to_thread.run_sync(binds, guard, what.command, what.cwd)
+    found, whole = await anyio.to_thread.run_sync(binds, guard, what.command, what.cwd, shell_path)
     return what.model_copy(update={"binds": found, "binds_whole": whole})
 
 
-def binds(guard: PathGuard, command: str, cwd: str) -> tuple[tuple[BoundFile, ...], bool]:
-    """The files `command`, run in `cwd` (virtual), names to run, each as it stands now; and whether the whole
-    command was read (False: some of it may run files that are not bound)."""
-    reading = Reading(guard, cwd)
+def binds(guard: PathGuard, command: str, cwd: str, shell_path: str = "") -> tuple[tuple[BoundFile, ...], bool]:
+    """The files `command`, run in `cwd` (virtual) with the shell's PATH `shell_path`, names to run, each as it
+    stands now; and whether the whole command was read (False: some of it may run files that are not bound)."""
+    reading = Reading(guard, cwd, shell_path)
     whole = _read(reading, command)
     paths = list(dict.fromkeys(reading.paths))
     return tuple(bound(guard, path) for path in paths[:MAX_BOUND]), whole and len(paths) <= MAX_BOUND
@@ -217,6 +220,10 @@ def _one(reading: Reading, words: list[str]) -> bool:
         return True
     if "/" in program:
         reading.name(program)
+    elif (found := shutil.which(program, path=reading.shell_path)) is not None:
+        virtual = to_virtual(reading.guard, found)  # the real file it runs, when that is in a mount
+        if virtual is not None:
+            reading.paths.append(virtual)
     family = next((name for pattern, name in FAMILIES.items() if pattern.match(posixpath.basename(program))), None)
     if family is None:
         return True

@@ -114,9 +114,8 @@ async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
     state = await shell_state(ctx)
     where = writable_dir(ctx, args.cwd if args.cwd is not None else state.cwd)
     runner = f"once by {shell_argv()[0]} in a new process"
-    return await bind(
-        ctx.runtime.guard, WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
-    )
+    what = WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env)
+    return await bind(ctx.runtime.guard, ctx.runtime.confinement.shell_path, what)
 
 
 async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:

@@ -149,7 +149,7 @@ async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
     how = "in a new persistent shell" if meta is None else f"in the persistent shell {meta['shellId']}"
     runner = f"{how} ({shell_argv()[0]}; its cwd and exported env persist)"
     what = WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
-    return await bind(ctx.runtime.guard, what)
+    return await bind(ctx.runtime.guard, ctx.runtime.confinement.shell_path, what)
 
 
 async def _internal(ctx: ToolContext, shell: PersistentShell, script: str) -> None:
