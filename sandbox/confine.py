@@ -206,14 +206,14 @@ class Confinement:
             raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
         self._fds.append(fd)
         added = policy.addition
-        seccomp = {"filter": self.filter.fd, "program": self.filter.program} if self.filter is not None else {}
+        seccomp, program = (self.filter.fd, self.filter.program) if self.filter is not None else (None, None)
         if self.spawn == "preexec" or self.launcher is None:
             return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups, prefix=added.prefix, env=added.env,
-                          **seccomp)  # fmt: skip
+                          filter=seccomp, program=program)  # fmt: skip
         reads = self.launcher.reads
         view = tuple(bwrap.prefix(self.bwrap, policy, launcher=reads)) if self.bwrap is not None else ()
         return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env,
-                      **seccomp)  # fmt: skip
+                      seccomp, program)  # fmt: skip
 
     def close(self) -> None:
         if self.egress is not None:

@@ -102,9 +102,7 @@ def _compiler(search_path: str) -> str:
         found = shutil.which(name, path=search_path)
         if found:
             return found
-    raise LauncherError(
-        f"no C compiler ({', '.join(COMPILERS)}) on {search_path or 'an empty PATH'}: {install_hint()}"
-    )
+    raise LauncherError(f"no C compiler ({', '.join(COMPILERS)}) on {search_path or 'an empty PATH'}: {install_hint()}")
 
 
 def _private_dir(root: Path) -> Path:

@@ -72,9 +72,11 @@ def confiner(ruleset: int, program: bytes | None) -> Callable[[], None]:
     def drop() -> None:
         privileged = held() != 0 or os.geteuid() == 0 or os.getuid() == 0
         for cap in caps:
-            if prctl(PR_CAPBSET_READ, ulong(cap), 0, 0, 0) == 1 and prctl(PR_CAPBSET_DROP, ulong(cap), 0, 0, 0) != 0:
-                if privileged:
-                    raise failed(BOUNDING)
+            dropped = (
+                prctl(PR_CAPBSET_READ, ulong(cap), 0, 0, 0) != 1 or prctl(PR_CAPBSET_DROP, ulong(cap), 0, 0, 0) == 0
+            )
+            if not dropped and privileged:  # a process that holds nothing cannot drop, and needs not (see launcher.c)
+                raise failed(BOUNDING)
         prctl(PR_SET_SECUREBITS, ulong(SECUREBITS), 0, 0, 0)  # needs CAP_SETPCAP; see launcher.c
         prctl(PR_CAP_AMBIENT, ulong(PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
         ctypes.memset(sets, 0, ctypes.sizeof(sets))

@@ -140,8 +140,9 @@ async def spawn(
     if domain.spawn == "launcher":
         assert domain.launcher is not None
         held = (domain.ruleset,) if domain.filter is None else (domain.ruleset, domain.filter)
-        argv = [*domain.launcher.argv, str(domain.ruleset), str(domain.filter) if domain.filter is not None else "-",
-                f"{cpu},{fsize},{memory}", ",".join(map(str, fds)) or "-", _resolve(program[0], env), *program]  # fmt: skip
+        argv = [*domain.launcher.argv, str(domain.ruleset), str(domain.filter) if len(held) > 1 else "-",
+                f"{cpu},{fsize},{memory}", ",".join(map(str, fds)) or "-", _resolve(program[0], env),
+                *program]  # fmt: skip
         if domain.view:
             argv = [*bwrap.command(list(domain.view), os.fspath(cwd) if cwd is not None else "/"), *argv]
         extra["pass_fds"] = (*held, *fds)
