@@ -68,10 +68,14 @@ def _view(grants: Iterable[Grant]) -> list[str]:
 
 
 def namespaces(bwrap: Bubblewrap) -> list[str]:
-    """The namespace and capability options every sandbox gets (the probe's too)."""
+    """The namespace and capability options every sandbox gets (the probe's too). Without a user namespace, bwrap
+    run by root drops every capability but leaves the bounding set (so uid 0 could regain them at an exec without
+    no-new-privs): it keeps CAP_SETPCAP alone, with which the launcher drops the bounding set, locks the securebits
+    and then drops CAP_SETPCAP too."""
     user = ["--unshare-user"] if bwrap.userns else []
+    setpcap = ["--cap-add", "CAP_SETPCAP"] if not bwrap.userns and os.geteuid() == 0 else []
     return [bwrap.path, *user, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--cap-drop", "ALL", "--die-with-parent"]  # fmt: skip
+            "--cap-drop", "ALL", *setpcap, "--die-with-parent"]  # fmt: skip
 
 
 def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: Iterable[str]) -> list[str]:
