@@ -45,6 +45,13 @@ def missing(layers: list[Layer]) -> list[Layer]:
     return [layer for layer in layers if not layer.in_force]
 
 
+def _entry(c: Confinement) -> str:
+    """How a child enters its domain, in words."""
+    if c.launcher is None:
+        return f"{c.spawn}"
+    return "compiled launcher" if c.launcher.kind == "compiled" else "launcher in the server's interpreter (slower)"
+
+
 def _effective_caps() -> int:
     """This process's effective capabilities, as /proc/self/status shows them."""
     try:
@@ -109,7 +116,7 @@ def _layers(c: Confinement) -> list[Layer]:
             "files",
             kernel,
             "reads, writes and runs outside the policy's grants; TCP when the network is off" + scope,
-            f"Landlock ABI {c.abi}, entered by the {c.spawn}" if kernel else no_kernel,
+            f"Landlock ABI {c.abi}, entered by the {_entry(c)}" if kernel else no_kernel,
         ),
         Layer(
             "view",

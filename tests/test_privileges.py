@@ -13,6 +13,7 @@ as an unprivileged uid (`setpriv`) over stdio.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ from conftest import data, upstreams_started
 from mcp import Client, StdioServerParameters
 from test_permissions import answer, client_for
 
-from managed_tools.sandbox import landlock, layers
+from managed_tools.sandbox import bwrap, landlock, layers
 from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.runtime import open_runtime
@@ -203,11 +204,14 @@ def assert_held(place: Place, status: str, escaped: str, calls: str) -> None:
     assert refused["/dev/kmsg"] != 0, refused
 
 
-@pytest.mark.parametrize("force", ["", "landlock-only", "preexec"])
+@pytest.mark.parametrize("force", ["", "no-userns", "landlock-only", "preexec"])
 async def test_a_root_servers_command_and_upstream_hold_no_capability_and_reach_no_canary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: str
 ) -> None:
-    if force:
+    if force == "no-userns":  # a kernel that refuses user namespaces: bubblewrap as root without one
+        found = bwrap.find()
+        monkeypatch.setattr(bwrap, "find", lambda: dataclasses.replace(found, userns=False))
+    elif force:
         monkeypatch.setenv(FORCE_ENV, force)
     place = Place(tmp_path, {"mcpServers": {"probe": {}}})
     place.control()
@@ -225,7 +229,8 @@ async def test_a_root_servers_command_and_upstream_hold_no_capability_and_reach_
             assert "echo: hi" in json.dumps((await client.call_tool("probe__echo", {"text": "hi"})).model_dump())
         state = {layer.name: layer for layer in layers.describe(rt.confinement)}
     assert state["capabilities"].in_force and state["syscalls"].in_force, state
-    if not force:
+    assert ("user namespace" in state["capabilities"].detail) == (force == ""), state["capabilities"]
+    if force in ("", "no-userns"):
         assert seen == []  # the full sandbox: every command ran unasked
     assert_held(place, status["stdout"], escaped["stdout"], calls["stdout"])
     assert named["stdout"].splitlines()[0] == hostname == socket.gethostname()
@@ -373,3 +378,20 @@ async def test_a_non_root_servers_command_and_upstream_hold_no_capability_and_re
     files = [(place.workspace / f"upstream-{n}.txt").read_text() for n in ("status", "escape", "calls")]
     assert_held(place, *files)
     assert (place.workspace / "upstream-status.txt").stat().st_uid == NOBODY
+
+
+async def test_a_root_server_that_cannot_drop_capabilities_says_why_and_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root without CAP_SETPCAP and without bubblewrap: the capabilities layer is missing, in one line, so
+    --auto-sandboxed asks and --require-confinement refuses (the launcher itself refuses to run the program)."""
+    monkeypatch.setenv(FORCE_ENV, "landlock-only")
+    monkeypatch.setattr(layers, "_effective_caps", lambda: ((1 << 41) - 1) & ~(1 << layers.CAP_SETPCAP))
+    place = Place(tmp_path)
+    config = ServeConfig.build(workspace=place.workspace, data_dir=place.data_dir, auto_sandboxed=True)
+    async with open_runtime(config) as rt:
+        state = {layer.name: layer for layer in layers.describe(rt.confinement)}
+        gap = layers.shortfall(rt.confinement) or ""
+    assert not state["capabilities"].in_force
+    assert "without CAP_SETPCAP" in state["capabilities"].detail and "\n" not in state["capabilities"].detail
+    assert "the capabilities layer is missing here (a root server without CAP_SETPCAP" in gap, gap
