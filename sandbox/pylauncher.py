@@ -15,8 +15,11 @@ import ctypes
 import os
 import resource
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+
+TYPE_CHECKING = False  # typing and collections.abc cost a launch ~8 ms of imports: only the type checker reads these
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
 
 PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 23, 24, 28, 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 22, 2, 47, 4
