@@ -24,6 +24,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from managed_tools.sandbox.policy import Grant, SandboxPolicy, merged
 
@@ -78,10 +79,13 @@ def namespaces(bwrap: Bubblewrap) -> list[str]:
             "--cap-drop", "ALL", *setpcap, "--die-with-parent"]  # fmt: skip
 
 
-def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: Iterable[str]) -> list[str]:
-    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, and
-    what the launcher reads (`launcher`, bound read-only at its own path where no grant binds it already: it runs
-    before Landlock and must be there to be run)."""
+def prefix(
+    bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: Iterable[str], hidden: Iterable[Path] = ()
+) -> list[str]:
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, what
+    the launcher reads (`launcher`, bound read-only at its own path where no grant binds it already: it runs before
+    Landlock and must be there to be run), and an empty directory or /dev/null laid over each `hidden` path
+    (credentials a grant covers; sandbox/grants.py)."""
     argv = namespaces(bwrap)
     if policy.network != "host":
         argv.append("--unshare-net")
@@ -89,9 +93,11 @@ def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: Iterable[str])
     for bind in policy.addition.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
     bound = [grant.path for grant in merged(policy.grants)]
-    for path in launcher:
-        if not _under(path, bound):
-            argv += ["--ro-bind", path, path]
+    for read in launcher:
+        if not _under(read, bound):
+            argv += ["--ro-bind", read, read]
+    for path in hidden:
+        argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     return [*argv, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
 
 

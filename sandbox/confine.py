@@ -134,17 +134,50 @@ def shell_policy(
 
 def upstream_policy(
     name: str, mounts: Iterable[Mount], home: Path, programs: Iterable[Path], *, network: bool,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits = DEFAULT_LIMITS, grants: Grants = NO_GRANTS,
 ) -> SandboxPolicy:  # fmt: skip
     """An upstream MCP server (server/upstream/): the shell's system view, the workspace as its mount says, vault
-    names, its own private dir, and the directories its program is installed in (read and run); nothing in the
-    data dir (the agent substrate lives there), no other upstream's private dir, not the shell's. Upstreams are
-    long-lived: no CPU-time limit."""
+    names, its own private dir, the directories its program is installed in and the shell's toolchain (read and
+    run, never write: the person's writePaths are the shell's); nothing in the data dir (the agent substrate lives
+    there), no other upstream's private dir, not the shell's. Upstreams are long-lived: no CPU-time limit."""
     reachable = [m for m in mounts if m.kind in ("workspace", "vault")]
-    grants = [*_shell_system(), *_mount_grants(reachable, writable=True), Grant(str(home), "write")]
-    grants += [Grant(str(p), "run") for p in programs]
+    allowed = [*_shell_system(), *_mount_grants(reachable, writable=True), Grant(str(home), "write")]
+    allowed += [Grant(str(p), "run") for p in [*programs, *(g.path for g in grants.grants)]]
     always = Limits(limits.processes, limits.memory_mb, limits.file_size_mb, 0)
-    return SandboxPolicy(f"upstream:{name}", tuple(grants), _network(network), always)
+    return SandboxPolicy(f"upstream:{name}", tuple(allowed), _network(network), always)
+
+
+def toolchain_env(root: Path, grants: Grants) -> dict[str, str]:
+    """A domain's caches, each through the tool's own variable, in its private dir `root` (made here), so pip,
+    npm, go and cargo never write the person's home; the person's Go module cache and cargo registry are read
+    through them where granted (a file:// GOPROXY; links in the private CARGO_HOME). VIRTUAL_ENV as an activated
+    venv sets it."""
+    cache, cargo, gopath = root / "cache", root / "cargo", root / "go"
+    for where in (cache, cargo, gopath):
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shared = dict(grants.shared)
+    for role in ("registry", "git"):
+        source = shared.get(f"cargo-{role}")
+        if source is not None and not (cargo / role).is_symlink():
+            (cargo / role).symlink_to(source)
+    env = {"XDG_CACHE_HOME": str(cache), "PIP_CACHE_DIR": str(cache / "pip"), "npm_config_cache": str(cache / "npm"),
+           "npm_config_update_notifier": "false", "GOPATH": str(gopath), "GOCACHE": str(cache / "go-build"),
+           "GOFLAGS": "-modcacherw", "CARGO_HOME": str(cargo), **dict(grants.env)}  # fmt: skip
+    if (modcache := shared.get("go-modcache")) is not None:
+        env["GOPROXY"] = f"file://{modcache}/cache/download,https://proxy.golang.org,direct"
+    return env
+
+
+def hidden(policy: SandboxPolicy, denied: Iterable[Path]) -> list[Path]:
+    """The denied paths that exist beneath one of `policy`'s grants (a workspace that holds a ~/.ssh): Landlock
+    cannot carve them out, so the view lays something empty over them."""
+    return [p for p in denied if os.path.lexists(p) and any(inside(p, g.path) and str(p) != g.path
+                                                            for g in policy.grants)]  # fmt: skip
+
+
+def runs_in(grants: Iterable[Grant], path: str) -> bool:
+    """Whether a domain of `grants` may execute the real file `path`."""
+    return any(g.access in ("run", "write") and inside(path, g.path) for g in grants)
 
 
 @dataclass
@@ -157,7 +190,8 @@ class Confinement:
     shell_network: bool = True
     limits: Limits = field(default_factory=Limits)
     grants: Grants = NO_GRANTS  # the writable shell's toolchain beyond its mounts (sandbox/grants.py)
-    shell_path: str = DEFAULT_PATH  # the writable shell's PATH: the server's entries it may run from
+    shell_path: str = DEFAULT_PATH  # the writable shell's PATH: the workspace's bins, the server's it may run from
+    shell_env: dict[str, str] = field(default_factory=dict)  # its caches and VIRTUAL_ENV (toolchain_env)
     shell_grants: tuple[Grant, ...] = ()  # the writable shell's policy, for saying why a command could not run
     read_only: Domain | None = None
     shell: Domain | None = None
@@ -186,13 +220,17 @@ class Confinement:
 
     def shell_runs(self, path: str) -> bool:
         """Whether the writable shell may execute the real file `path`."""
-        return any(g.access in ("run", "write") and inside(path, g.path) for g in self.shell_grants)
+        return runs_in(self.shell_grants, path)
 
     def upstream_home(self, name: str) -> Path:
         """Upstream `name`'s private dir (its HOME, with its TMPDIR inside), 0700, seen by no other domain."""
         home = self.private / "upstreams" / name
         (home / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
         return home
+
+    def upstream_env(self, name: str) -> dict[str, str]:
+        """What upstream `name` starts with beyond HOME and TMPDIR: the shell's PATH, its own caches."""
+        return {"PATH": self.shell_path, **toolchain_env(self.upstream_home(name) / "toolchain", self.grants)}
 
     def domain(self, policy: SandboxPolicy) -> Domain | None:
         """A domain of its own for `policy` (None in argv-only mode); its ruleset lives as long as the runtime."""
@@ -210,8 +248,9 @@ class Confinement:
         if self.spawn == "preexec" or self.launcher is None:
             return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups, prefix=added.prefix, env=added.env,
                           filter=seccomp, program=program)  # fmt: skip
+        covered = hidden(policy, self.grants.denied)
         reads = self.launcher.reads
-        view = tuple(bwrap.prefix(self.bwrap, policy, launcher=reads)) if self.bwrap is not None else ()
+        view = () if self.bwrap is None else tuple(bwrap.prefix(self.bwrap, policy, launcher=reads, hidden=covered))
         return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env,
                       seccomp, program)  # fmt: skip
 
@@ -262,12 +301,13 @@ def open_confinement(
     private = _private_dir(roots)
     version = kernel_abi()
     search = shell_path(os.environ.get("PATH", ""), grants, roots, fallback=DEFAULT_PATH)
+    env = toolchain_env(private / "shell", grants)
     if version == 0:
         reason = "forced by " + FORCE_ENV if forced() == "argv-only" else "the kernel offers no Landlock"
-        return Confinement("argv-only", 0, private, network, limits, grants, search, mode_reason=reason, notices=[
-            f"confinement: argv-only ({reason}); spawned programs are limited by argument checks alone, not "
-            "by the kernel.", *grants.notices])  # fmt: skip
-    confinement = Confinement("landlock", version, private, network, limits, grants, search,
+        return Confinement("argv-only", 0, private, network, limits, grants, search, env, mode_reason=reason,
+                           notices=[f"confinement: argv-only ({reason}); spawned programs are limited by argument "
+                                    "checks alone, not by the kernel.", *grants.notices])  # fmt: skip
+    confinement = Confinement("landlock", version, private, network, limits, grants, search, env,
                               notices=list(grants.notices))  # fmt: skip
     shell = shell_policy(mounts, private / "shell", network=network, limits=limits, grants=grants)
     policies = (read_only_policy(mounts, binaries, limits), shell)
@@ -293,6 +333,13 @@ def open_confinement(
         raise
     data = Path(os.path.realpath(data_dir))
     exposed = [m.mount_path for m, root in zip(mounts, roots, strict=True) if m.kind != "vault" and inside(data, root)]
+    covered = [str(p) for p in grants.denied if os.path.lexists(p) and any(inside(p, root) for root in roots)]
+    if covered:
+        confinement.notices.append(
+            f"confinement: {', '.join(covered)} lies inside a mount; "
+            + ("the view hides it, " if confinement.bwrap is not None else "")
+            + "but Landlock cannot exclude a subdirectory: keep credentials outside the workspace."
+        )
     if exposed:
         confinement.notices.append(
             f"confinement: the data dir lies inside {exposed[0]}, so spawned programs can read it (Landlock grants "

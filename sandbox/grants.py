@@ -13,20 +13,32 @@ Two sources, both read by the server, never by a confined program:
 * the person's configuration, `sandbox.readPaths` (read and execute) and `sandbox.writePaths` (read, execute and
   write): for nvm, pyenv, caches. A configured path that overlaps a protected one is refused at start-up.
 
-The result is a plain list of `ToolchainGrant`s, which every confinement layer is built from.
+* the toolchain managers' installs under the person's home (sandbox/toolchains.py: pyenv, nvm, rustup, Go, ...),
+  each checked as a real install, granted read and execute, never write.
+
+A deny-list of credential places (`DENIED`: ~/.ssh, ~/.aws, keyrings, shell histories, ...) always wins: Landlock
+cannot carve a subpath out of a granted directory, so nothing that is or contains one is ever granted (a detected
+install is skipped, a configured path refused), and the bubblewrap view hides one that a mount still covers.
+
+The result is a plain list of `ToolchainGrant`s, which every confinement layer is built from, and the shell's
+PATH as the project expects it: the workspace venv's `bin/` and `node_modules/.bin` first, shims replaced by the
+real bin/ they select, the server's own virtualenv never on it.
 """
 
 from __future__ import annotations
 
 import configparser
 import glob
+import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from managed_tools.sandbox.paths import inside
+from managed_tools.sandbox.toolchains import Shims, detect
 from managed_tools.stores.errors import StoreError
 
 GrantAccess = Literal["run", "write"]  # run: read and execute; write: read, execute and write (as sandbox/policy.py)
@@ -35,6 +47,18 @@ MAX_CHILDREN = 256  # subdirectories of the workspace looked into for a virtuale
 MAX_CFG_BYTES = 16 * 1024
 SYSTEM_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # already granted to every domain
 READ_KEY, WRITE_KEY = "sandbox.readPaths", "sandbox.writePaths"
+# Credentials and private traces under the home that no grant may reach, whatever covers them.
+DENIED = (".ssh", ".aws", ".config/gcloud", ".azure", ".kube", ".docker/config.json", ".netrc", ".gnupg", ".npmrc",
+          ".pypirc", ".local/share/keyrings", ".mozilla", ".config/google-chrome", ".config/chromium",
+          ".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history", ".mysql_history",
+          ".sqlite_history", ".lesshst", ".local/share/fish/fish_history", ".cargo/credentials",
+          ".cargo/credentials.toml", ".git-credentials", ".config/git/credentials", ".config/gh", ".pgpass",
+          ".vault-token", ".password-store", ".terraform.d/credentials.tfrc.json", ".gem/credentials")  # fmt: skip
+
+
+def config_line(path: str) -> str:
+    """The config.json line that grants `path` read and execute (as a 126/127 note gives it)."""
+    return json.dumps({"sandbox": {READ_KEY.removeprefix("sandbox."): [path]}})
 
 
 class GrantError(StoreError):
@@ -56,7 +80,12 @@ class Grants:
 
     grants: tuple[ToolchainGrant, ...] = ()
     notices: tuple[str, ...] = ()
-    protected: tuple[Path, ...] = ()  # real paths never granted (the data dirs, the vault keys, the vaults)
+    protected: tuple[Path, ...] = ()  # real paths never granted (the data dirs, the vault keys, the vaults, DENIED)
+    front: tuple[Path, ...] = ()  # first on PATH: the workspace venv's bin/, node_modules/.bin
+    env: tuple[tuple[str, str], ...] = ()  # VIRTUAL_ENV, as an activated venv sets it
+    shims: tuple[Shims, ...] = ()  # shims dirs and the real bins that stand for them on PATH
+    shared: tuple[tuple[str, Path], ...] = ()  # the person's caches a private one reads through (toolchains.Found)
+    denied: tuple[Path, ...] = ()  # the deny-list's real paths, hidden in the view where a mount covers one
 
     def covering(self, path: str | os.PathLike[str]) -> ToolchainGrant | None:
         """The grant a real `path` lies under, if any."""
@@ -143,10 +172,29 @@ def _prefix(interpreter: Path) -> Path | None:
     return prefix if landmarks else None
 
 
+def denied(home: Path) -> dict[str, Path]:
+    """The deny-list under `home`, named as a person writes it (`~/.ssh`)."""
+    return {f"~/{where} (credentials or private traces)": home / where for where in DENIED}
+
+
+def _refusal(path: Path, protected: Mapping[str, Path]) -> str | None:
+    """Why `path` is never granted: it overlaps a protected or denied place, or holds the whole home."""
+    why = _overlap(path, protected)
+    if why is None and inside(os.path.realpath(Path.home()), path):
+        why = "it contains the user's home directory"
+    return why
+
+
+def _needs_no_grant(path: Path, workspace: Path) -> bool:
+    return any(inside(path, system) for system in SYSTEM_PREFIXES) or inside(path, workspace)
+
+
 def venv_interpreters(workspace: Path, protected: Mapping[str, Path]) -> Grants:
-    """Read and execute on the install prefix of each interpreter a workspace virtualenv points to."""
+    """Read and execute on the install prefix of each interpreter a workspace virtualenv points to; the first
+    venv of the workspace root whose interpreter runs goes first on PATH, with VIRTUAL_ENV set."""
     grants: dict[Path, ToolchainGrant] = {}
     notices: list[str] = []
+    active: Path | None = None
     for cfg_path in _venv_configs(workspace):
         shown = os.path.relpath(cfg_path, workspace)
         try:
@@ -163,33 +211,82 @@ def venv_interpreters(workspace: Path, protected: Mapping[str, Path]) -> Grants:
         if interpreter is None or prefix is None:
             notices.append(f"toolchain: skipped {shown}: {home} holds no Python install (bin/python, lib/python3*)")
             continue
-        if any(inside(prefix, system) for system in SYSTEM_PREFIXES) or inside(prefix, workspace):
-            continue  # already readable by the shell
-        why = _overlap(prefix, protected)
-        if why is None and inside(os.path.realpath(Path.home()), prefix):
-            why = "it contains the user's home directory"
-        if why is not None:
-            notices.append(f"toolchain: not granting {prefix} ({shown}): {why}")
+        if not _needs_no_grant(prefix, workspace):
+            if (why := _refusal(prefix, protected)) is not None:
+                notices.append(f"toolchain: not granting {prefix} ({shown}): {why}")
+                continue
+            grants.setdefault(prefix, ToolchainGrant(prefix, "run", f"interpreter of {shown}"))
+        if active is None and cfg_path.parent.parent == workspace:
+            active = cfg_path.parent
+    front = () if active is None else (active / "bin",)
+    env = () if active is None else (("VIRTUAL_ENV", str(active)),)
+    return Grants(tuple(grants.values()), tuple(notices), front=front, env=env)
+
+
+def detected(workspace: Path, protected: Mapping[str, Path], server_path: str) -> Grants:
+    """The toolchain managers' installs (sandbox/toolchains.py) that overlap nothing protected or denied, read
+    and execute; their shims dirs with only the bins so granted."""
+    home = Path(os.path.realpath(Path.home()))
+    found = detect(home, os.environ, workspace, server_path, own=own_venv())
+    grants: list[ToolchainGrant] = []
+    notices: list[str] = []
+    for path, manager in found.installs:
+        if _needs_no_grant(path, workspace):
             continue
-        grants.setdefault(prefix, ToolchainGrant(prefix, "run", f"interpreter of {shown}"))
-    return Grants(tuple(grants.values()), tuple(notices))
+        if (why := _refusal(path, protected)) is not None:
+            notices.append(f"toolchain: not granting {path} ({manager}): {why}")
+            continue
+        grants.append(ToolchainGrant(path, "run", f"detected {manager}"))
+    granted = Grants(tuple(grants))
+    shims = tuple(
+        Shims(s.dir, tuple(b for b in s.bins if granted.covering(b) is not None), s.manager, s.keep)
+        for s in found.shims
+    )
+    shared = tuple((role, path) for role, path in found.shared if granted.covering(path) is not None)
+    return Grants(granted.grants, tuple(notices), shims=shims, shared=shared)
+
+
+def own_venv() -> Path | None:
+    """The server's own virtualenv (real path), which is never handed to a spawned program."""
+    return Path(os.path.realpath(sys.prefix)) if sys.prefix != sys.base_prefix else None
 
 
 def shell_path(server_path: str, grants: Grants, mounts: Iterable[Path], *, fallback: str) -> str:
-    """The writable shell's PATH: the server's own entries that the shell may run from (a system directory or a
-    grant), in their order, then `fallback`'s. Relative entries and entries inside a mount are left out: what a
-    command name runs must not depend on the cwd or on files a cloned repository ships."""
+    """The writable shell's PATH: `grants.front` (the workspace's venv and node_modules/.bin, as an activated
+    venv and npm put them), then the server's own entries that the shell may run from (a system directory or a
+    grant, by its real path: the view binds grants there), a shims dir replaced by the bins it selects, in their
+    order, then `fallback`'s. Relative entries, other entries inside a mount and the server's own virtualenv are
+    left out: a command name must not depend on the cwd, on other files a cloned repository ships, or run us."""
     roots = [os.path.realpath(m) for m in mounts]
-    kept: list[str] = []
+    own = own_venv()
+    kept: list[str] = [str(p) for p in grants.front]
     for entry in [*server_path.split(os.pathsep), *fallback.split(os.pathsep)]:
-        if not os.path.isabs(entry) or entry in kept:
+        if not os.path.isabs(entry):
             continue
         real = os.path.realpath(entry)
+        shims = next((s for s in grants.shims if str(s.dir) == real), None)
+        if shims is not None:
+            kept += [str(b) for b in shims.bins if str(b) not in kept]
+            if not shims.keep:
+                continue
         if any(inside(real, root) for root in roots) or not os.path.isdir(real):
             continue
-        if any(inside(real, system) for system in SYSTEM_PREFIXES) or grants.covering(real) is not None:
-            kept.append(entry)
+        if own is not None and inside(real, own):
+            continue
+        if any(inside(real, system) for system in SYSTEM_PREFIXES):
+            chosen = entry
+        elif grants.covering(real) is not None:
+            chosen = real
+        else:
+            continue
+        if chosen not in kept:
+            kept.append(chosen)
     return os.pathsep.join(kept)
+
+
+def node_bin(workspace: Path) -> tuple[Path, ...]:
+    """`node_modules/.bin` of a Node project at the workspace root (there or not yet: `npm install` makes it)."""
+    return (workspace / "node_modules" / ".bin",) if (workspace / "package.json").is_file() else ()
 
 
 def toolchain_grants(
@@ -198,9 +295,18 @@ def toolchain_grants(
     read_paths: Sequence[Path] = (),
     write_paths: Sequence[Path] = (),
     protected: Mapping[str, Path],
+    server_path: str = "",
 ) -> Grants:
-    """Everything the writable shell gets beyond its mounts: configured paths first, then venv interpreters.
-    Raises GrantError for a configured path that overlaps a protected one."""
-    found = venv_interpreters(workspace, protected)
-    never = tuple(Path(os.path.realpath(where)) for where in protected.values())
-    return Grants((*configured(read_paths, write_paths, protected), *found.grants), found.notices, never)
+    """Everything the writable shell gets beyond its mounts: configured paths first, then venv interpreters, then
+    the detected toolchains. Raises GrantError for a configured path that overlaps a protected or denied one."""
+    workspace = Path(os.path.realpath(workspace))
+    deny = denied(Path(os.path.realpath(Path.home())))
+    refused = {**protected, **deny}
+    venvs = venv_interpreters(workspace, refused)
+    found = detected(workspace, refused, server_path)
+    never = tuple(Path(os.path.realpath(where)) for where in refused.values())
+    everything = (*configured(read_paths, write_paths, refused), *venvs.grants, *found.grants)
+    return Grants(
+        everything, (*venvs.notices, *found.notices), never, (*venvs.front, *node_bin(workspace)), venvs.env,
+        found.shims, found.shared, tuple(Path(os.path.realpath(p)) for p in deny.values()),
+    )  # fmt: skip

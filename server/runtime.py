@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -149,6 +150,7 @@ def shell_grants(config: ServeConfig) -> Grants:
             read_paths=config.sandbox.read_paths,
             write_paths=config.sandbox.write_paths,
             protected=protected,
+            server_path=os.environ.get("PATH", ""),
         )
     except GrantError as exc:
         raise StartupError(str(exc)) from exc

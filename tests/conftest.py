@@ -109,6 +109,7 @@ SLOW_MODULES = {
     "test_fuzz_tools": "hypothesis over every tool",
     "test_fuzz_frames": "hypothesis over raw protocol frames",
     "test_upstream_npm": "a Node.js upstream server from npm",
+    "test_toolchain_found": "a server process per test running pytest, pip, npm, go and cargo in the sandbox",
     "test_startup": "a CLI process per start-up failure",
     "test_stdio": "a server process per test, over stdio",
     "test_shutdown": "signals to server processes",

@@ -340,7 +340,9 @@ def nobody_place() -> Iterator[Place]:
 @asynccontextmanager
 async def as_nobody(place: Place) -> AsyncIterator[Client]:
     root = place.workspace.parent
-    env = {"PATH": os.environ["PATH"], "HOME": str(root / "home"), "XDG_CACHE_HOME": str(root / "cache"),
+    # our venv's bin (rg), then the system's: not this root's PATH, whose dirs under /root the uid cannot read
+    search = f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin"
+    env = {"PATH": search, "HOME": str(root / "home"), "XDG_CACHE_HOME": str(root / "cache"),
            "XDG_STATE_HOME": str(root / "state"), "LANG": "C.UTF-8",
            "PYTHONPATH": os.pathsep.join([str(TESTS.parent), SITE])}  # fmt: skip
     serve = ["serve", "--workspace", str(place.workspace), "--data-dir", str(place.data_dir), "--auto-sandboxed"]

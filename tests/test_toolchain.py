@@ -7,24 +7,32 @@ a real Python install.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import data
+from conftest import data, upstreams_started
 from test_permissions import answer, client_for
-from toolchain_fixtures import make_venv, outside_install
+from test_toolchain_found import UPSTREAM
+from toolchain_fixtures import SYSTEM_PYTHON, make_venv, outside_install, pyenv_home
 
 from managed_tools.sandbox import landlock
 from managed_tools.sandbox.grants import (
     GrantError,
     Grants,
     ToolchainGrant,
+    config_line,
     configured,
     shell_path,
+    toolchain_grants,
     venv_interpreters,
 )
+from managed_tools.sandbox.paths import inside
+from managed_tools.sandbox.toolchains import VARIABLES
 from managed_tools.server.config import ServeConfig
 from managed_tools.server.config_files import user_config_file
 from managed_tools.server.runtime import StartupError, open_runtime
@@ -33,6 +41,17 @@ from managed_tools.tools.shell.diagnose import _needs
 pytestmark = pytest.mark.anyio
 YES = answer("accept", {"approve": True})
 needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel offers no Landlock")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of the test's own: the toolchains detected are the ones a test puts there, not this machine's."""
+    where = tmp_path / "home"
+    where.mkdir()
+    monkeypatch.setenv("HOME", str(where))
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return where
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +257,7 @@ async def test_126_or_127_names_the_interpreter_outside_and_the_key_that_grants_
     real = (workspace / ".venv" / "bin" / "python").resolve()
     assert ran["exitCode"] in (126, 127), ran  # 127 where bubblewrap's view does not even show the path
     assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
-    assert "config sandbox.readPaths" in ran["stderr"] and "[managed-tools]" in ran["text"]
+    assert config_line(str(real.parent.parent)) in ran["stderr"] and "[managed-tools]" in ran["text"]
     assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
 
 
@@ -259,7 +278,57 @@ async def test_127_names_a_tool_on_the_users_path_the_shell_cannot_see(
         script = data(await client.call_tool("shell_run", {"command": "./script"}))
     assert missing["exitCode"] == 127 and f"{tools / 'mytool'} lies outside" in missing["stderr"], missing
     note = script["stderr"].split("[managed-tools]")[1]
-    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note and "sandbox.readPaths" in note, script
+    assert script["exitCode"] in (126, 127) and f"{tools / 'mytool'}" in note, script
+    followed = re.search(r"config\.json \((\{.*?\})\)", note)  # the line the note gives, written as given
+    assert followed is not None and json.loads(followed[1]) == {"sandbox": {"readPaths": [str(tools.parent)]}}, note
+    _write_config(tmp_path / "data", json.loads(followed[1]))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        again = data(await client.call_tool("shell_run", {"command": "mytool && ./script"}))
+    assert again["exitCode"] == 0 and again["stdout"] == "ran\nran\n", again
+
+
+@needs_landlock
+async def test_a_shim_is_never_the_grant_and_the_servers_own_venv_never_runs(
+    workspace: Path, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyenv_home(home, "3.11.99")
+    (home / ".pyenv" / "version").write_text("3.99\n")  # selects a version that is not installed
+    own = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", os.pathsep.join([str(own), str(home / ".pyenv" / "shims"), "/usr/bin", "/bin"]))
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        shim = data(await client.call_tool("shell_run", {"command": "python -c pass"}))
+        ours = data(await client.call_tool("shell_run", {"command": "managed-tools --version"}))
+        assert str(own) not in rt.confinement.shell_path and "shims" not in rt.confinement.shell_path
+    assert shim["exitCode"] in (126, 127) and "is a pyenv shim, which the sandbox never runs" in shim["stderr"], shim
+    assert "readPaths" not in shim["stderr"]  # nothing to grant: no install holds the version it selects
+    assert ours["exitCode"] == 127 and "found only in the server's own virtualenv" in ours["stderr"], ours
+
+
+@needs_landlock
+async def test_an_upstream_that_cannot_start_says_what_to_grant_and_following_it_works(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not SYSTEM_PYTHON.exists():
+        pytest.skip(f"no {SYSTEM_PYTHON} to run the upstream with")
+    server = tmp_path / "tools" / "bin" / "venv-server"
+    server.parent.mkdir(parents=True)
+    server.write_text(f"#!{SYSTEM_PYTHON}\n{UPSTREAM}")
+    server.chmod(0o755)
+    _write_config(tmp_path / "data", {"mcpServers": {"tool": {"command": str(server)}}})
+    config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
+    with caplog.at_level(logging.WARNING, logger="managed_tools.upstream"):
+        async with open_runtime(config) as rt:
+            await upstreams_started(rt, "tool")
+    note = next((r.getMessage() for r in caplog.records if "[managed-tools]" in r.getMessage()), "")
+    followed = re.search(r"config\.json \((\{.*?\})\)", note)
+    assert f"{server} lies outside upstream tool's sandbox" in note and followed is not None, caplog.text
+    assert json.loads(followed[1]) == {"sandbox": {"readPaths": [str(server.parent.parent)]}}
+    _write_config(tmp_path / "data", {**json.loads(followed[1]), "mcpServers": {"tool": {"command": str(server)}}})
+    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")) as rt:
+        await upstreams_started(rt, "tool")
+        assert rt.registry.absent_reason("tool__prefix") is None
 
 
 def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path) -> None:
@@ -268,3 +337,111 @@ def test_the_elf_loader_and_the_shebang_are_what_a_program_needs(workspace: Path
     assert needs[0] == str(workspace / "tool") and "the interpreter of" in needs[1]
     loader = [real for real, _ in _needs(Path("/bin/sh"), "/usr/bin")][1]
     assert "ld-linux" in loader or "ld-musl" in loader
+
+
+# ---- toolchain managers, found ---------------------------------------------------------------------------------
+
+
+def _tool(where: Path, *names: str) -> Path:
+    """An install at `where` with executables `names` in its bin/."""
+    (where / "bin").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (where / "bin" / name).write_text("#!/bin/sh\n")
+        (where / "bin" / name).chmod(0o755)
+    return where
+
+
+def _python_install(where: Path) -> Path:
+    _tool(where, "python3.12")
+    (where / "lib" / "python3.12").mkdir(parents=True)
+    (where / "lib" / "python3.12" / "os.py").write_text("")
+    return where
+
+
+def _layouts(home: Path) -> dict[str, Path]:
+    """One install of each manager, as each lays it out; the path each is granted at."""
+    asdf = _tool(home / ".asdf" / "installs" / "nodejs" / "22.11.0", "node")
+    (home / ".asdf" / "shims").mkdir(parents=True)
+    (home / ".tool-versions").write_text("nodejs 22.11.0\n")
+    mise = _tool(home / ".local" / "share" / "mise" / "installs" / "go" / "1.23.2", "go")
+    rustup = _tool(home / ".rustup" / "toolchains" / "stable-x86_64-unknown-linux-gnu", "cargo", "rustc")
+    (home / ".rustup" / "settings.toml").write_text('default_toolchain = "stable-x86_64-unknown-linux-gnu"\n')
+    cargo = _tool(home / ".cargo", "cargo") / "bin"
+    (home / ".cargo" / "credentials.toml").write_text("token")
+    go = _tool(home / "sdk" / "go1.22.0", "go")
+    (go / "src" / "runtime").mkdir(parents=True)
+    brew = _tool(home / ".linuxbrew", "brew")
+    (brew / "Cellar").mkdir()
+    conda = _tool(home / "miniforge3", "conda")
+    (conda / "conda-meta").mkdir()
+    sdkman = home / ".sdkman" / "candidates"
+    _tool(sdkman / "java" / "21.0.1", "java")
+    _tool(home / ".sdkman", "sdkman-init.sh")
+    volta = _tool(home / ".volta" / "tools" / "image" / "node" / "20.1.0", "node")
+    (home / ".volta" / "bin").mkdir()
+    (home / ".volta" / "tools" / "user").mkdir(parents=True)
+    (home / ".volta" / "tools" / "user" / "platform.json").write_text('{"node": {"runtime": "20.1.0"}}')
+    return {
+        "pyenv": _python_install(home / ".pyenv" / "versions" / "3.12.7"),
+        "uv": _python_install(home / ".local" / "share" / "uv" / "python" / "cpython-3.12.7-linux-x86_64-gnu"),
+        "nvm": _tool(home / ".nvm" / "versions" / "node" / "v22.11.0", "node"),
+        "fnm": _tool(home / ".local" / "share" / "fnm" / "node-versions" / "v20.0.0" / "installation", "node"),
+        "asdf": asdf, "mise": mise, "rustup": rustup, "cargo": cargo, "go": go, "homebrew": brew, "conda": conda,
+        "sdkman": sdkman, "volta": volta,
+    }  # fmt: skip
+
+
+def test_each_managers_install_is_found_checked_and_granted_read_and_execute(home: Path, workspace: Path) -> None:
+    expected = _layouts(home)
+    _tool(home / ".nvm" / "versions" / "node" / "v0.0.1")  # no bin/node: not an install
+    found = toolchain_grants(workspace, protected={})
+    granted = {g.path: g.source for g in found.grants}
+    for manager, path in expected.items():
+        assert granted.get(path.resolve()) == f"detected {manager}", (manager, sorted(granted))
+    assert all(g.access == "run" for g in found.grants)
+    assert not any(inside(str(home / ".cargo" / "credentials.toml"), g.path) for g in found.grants)
+    assert (home / ".nvm" / "versions" / "node" / "v0.0.1").resolve() not in granted
+
+
+def test_shims_on_the_path_become_the_real_bin_they_select(home: Path, workspace: Path) -> None:
+    installs = _layouts(home)
+    (home / ".pyenv" / "shims").mkdir()
+    (home / ".pyenv" / "version").write_text("3.12\n")  # fuzzy, as pyenv takes it: the newest 3.12.x
+    (workspace / ".tool-versions").write_text("nodejs 22.11\n")  # the workspace selects among the installs only
+    shims = [home / ".pyenv" / "shims", home / ".asdf" / "shims", home / ".cargo" / "bin", home / ".volta" / "bin"]
+    server = os.pathsep.join([*map(str, shims), "/usr/bin"])
+    grants = toolchain_grants(workspace, protected={}, server_path=server)
+    path = shell_path(server, grants, [workspace], fallback="/bin").split(os.pathsep)
+    real = {name: str(p.resolve() / "bin") for name, p in installs.items()}
+    assert path == [real["pyenv"], real["asdf"], real["rustup"], str(installs["cargo"]), real["volta"], "/usr/bin",
+                    "/bin"]  # fmt: skip
+
+
+def test_the_deny_list_wins_over_every_grant(home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (home / ".ssh").mkdir()
+    with pytest.raises(GrantError, match=r"~/.ssh \(credentials"):
+        toolchain_grants(workspace, read_paths=[home], protected={})
+    with pytest.raises(GrantError, match=r"~/.aws"):
+        toolchain_grants(workspace, read_paths=[Path("~/.aws/cli")], protected={})
+    conda = _tool(home / ".docker", "conda")  # an "install" holding ~/.docker/config.json
+    (conda / "conda-meta").mkdir()
+    monkeypatch.setenv("CONDA_EXE", str(conda / "bin" / "conda"))
+    found = toolchain_grants(workspace, protected={})
+    assert all(not inside(str(home / ".docker"), g.path) for g in found.grants)
+    assert any("not granting" in n and "~/.docker/config.json" in n for n in found.notices), found.notices
+    assert home.resolve() / ".ssh" in found.denied and found.protects(str(home / ".ssh" / "id"))
+
+
+@needs_landlock
+async def test_a_denied_path_a_mount_covers_is_hidden_in_the_view(home: Path, tmp_path: Path) -> None:
+    """Serving the home itself: Landlock cannot carve ~/.ssh out of the workspace, so the view hides it."""
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("canary")
+    (home / ".netrc").write_text("canary")
+    config = ServeConfig.build(workspace=home, data_dir=tmp_path / "data")
+    async with open_runtime(config) as rt, client_for(rt, elicitation_callback=YES) as client:
+        read = data(await client.call_tool("shell_run", {"command": "cat .ssh/id_ed25519 .netrc; ls -a .ssh"}))
+        layers = rt.confinement.bwrap is not None
+    assert any(".ssh" in n and "lies inside a mount" in n for n in rt.confinement.notices), rt.confinement.notices
+    if layers:  # an empty directory over ~/.ssh, /dev/null over ~/.netrc
+        assert "canary" not in read["stdout"] and read["stdout"].split() == [".", ".."], read

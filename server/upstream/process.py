@@ -33,9 +33,9 @@ STOP_GRACE_SECONDS = 0.5  # after its stdin closes, then again after SIGTERM (MC
 
 
 def base_env(home: Path) -> dict[str, str]:
-    """What every upstream starts from: a PATH, its own HOME and TMPDIR, a locale; none of our variables."""
+    """What every upstream starts from: its own HOME and TMPDIR, a locale; none of our variables (its PATH and
+    caches are the confinement's: `Confinement.upstream_env`)."""
     return {
-        "PATH": os.environ.get("PATH", os.defpath),
         "HOME": str(home),
         "TMPDIR": str(home / "tmp"),
         "LANG": os.environ.get("LANG", "C.UTF-8"),

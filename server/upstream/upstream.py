@@ -25,9 +25,10 @@ from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from managed_tools.sandbox.confine import Confinement, upstream_policy
+from managed_tools.sandbox.confine import Confinement, runs_in, upstream_policy
 from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
+from managed_tools.sandbox.policy import Grant
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.library import MAX_COMPLETIONS
 from managed_tools.server.upstream import process
@@ -46,6 +47,7 @@ from managed_tools.tools.framework.errors import RegistryError, ToolError
 from managed_tools.tools.framework.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.redaction import scrub
 from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.shell.diagnose import CODES, program_note
 
 log = limited("managed_tools.upstream")
 CONNECT_SECONDS = 20.0  # for each step of starting (the handshake, each page of its tools)
@@ -86,6 +88,7 @@ class Upstream:
         self._mounts = mounts
         self._workspace = workspace
         self._domain: Domain | None = None
+        self._view: tuple[Grant, ...] | None = None  # its domain's grants, to say why its program cannot run
         self._programs = [Path(os.path.realpath(p)) for p in spec.read_paths] if isinstance(spec, StdioUpstream) else []
         self._client: Client | None = None
         self._process: process.UpstreamProcess | None = None
@@ -147,7 +150,7 @@ class Upstream:
                 log.warning("%s", exc)
                 self._down = str(exc).removeprefix(f"upstream '{self.name}' ").rstrip(".")
             except Exception as exc:
-                log.warning("upstream %s failed: %s%s", self.name, _why(exc), self._stderr_tail())
+                log.warning("upstream %s failed: %s%s%s", self.name, _why(exc), self._stderr_tail(), self._note(exc))
                 self._down = "stopped and is restarting" if self._listed else "failed to start (see the server log)"
             if anyio.current_time() - began >= STABLE_SECONDS:
                 failures = 0
@@ -217,9 +220,10 @@ class Upstream:
         c = self._confinement
         if self._domain is None and c.mode == "landlock":
             policy = upstream_policy(self.name, self._mounts, home, self._programs, network=c.shell_network,
-                                     limits=c.limits)  # fmt: skip
+                                     limits=c.limits, grants=c.grants)  # fmt: skip
             # With the network on, it goes out as the shell's commands do: only through the egress proxy.
             self._domain = c.domain(policy if c.egress is None else c.egress.confine(policy))
+            self._view = policy.grants
         async with AsyncExitStack() as stack:
             if c.egress is not None and self._domain is not None:
                 channel = await c.egress.open_channel()
@@ -227,7 +231,8 @@ class Upstream:
                 channel.notify = functools.partial(_refused, self.name, secrets)
                 env = {**env, SOCKET_ENV: str(channel.path)}
             started = await stack.enter_async_context(process.started(
-                self.name, [spec.command, *spec.args], domain=self._domain, env={**process.base_env(home), **env},
+                self.name, [spec.command, *spec.args], domain=self._domain,
+                env={**process.base_env(home), **c.upstream_env(self.name), **env},
                 cwd=self._workspace, secrets=secrets))  # fmt: skip
             yield started
 
@@ -240,6 +245,19 @@ class Upstream:
         self._client = None
         self._down = "stopped and is restarting"
         self._dead.set()
+
+    def _note(self, exc: Exception) -> str:
+        """Why its program could not start, when the sandbox is the cause (the launcher's 126, or a name not on
+        its PATH): the install to grant and the config line, as a shell command's 126/127 says it."""
+        exited = None if self._process is None else self._process.process.returncode
+        if self._view is None or not isinstance(self.spec, StdioUpstream):
+            return ""
+        if exited not in CODES and not isinstance(exc, FileNotFoundError):
+            return ""
+        c, view = self._confinement, self._view
+        note = program_note([self.spec.command], self._workspace, runs=functools.partial(runs_in, view),
+                            grants=c.grants, search=c.shell_path, domain=f"upstream {self.name}'s sandbox")  # fmt: skip
+        return "" if note is None else "\n" + note
 
     def _stderr_tail(self) -> str:
         """The last lines its process wrote on stderr (scrubbed of its secrets), for our log only."""

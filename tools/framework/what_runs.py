@@ -109,7 +109,10 @@ class WhatRuns(BaseModel):
             )
         lines = [f"Command, run {self.runner}:", f"    {command}", f"Working directory: {visible(self.cwd)}"]
         if self.env:  # none set: the fixed minimal env alone, nothing for a person to judge
-            lines += ["Environment set with shell_set_env (on top of a fixed minimal env: PATH, LANG, HOME, TMPDIR):"]
+            lines += [
+                "Environment set with shell_set_env (on top of a fixed minimal env: PATH, LANG, HOME, TMPDIR, "
+                "private caches):"
+            ]
             lines += [env]
         if self.shell_names:
             names = ", ".join(visible(name) for name in self.shell_names)

@@ -142,8 +142,9 @@ def check_env_key(key: str) -> None:
 
 
 def base_env(runtime: Runtime, session_id: str, cwd: str, session_env: dict[str, str]) -> dict[str, str]:
-    """The minimal environment every command gets: nothing of the server's own environment leaks in."""
-    env = {k: v for k, v in session_env.items() if ENV_KEY.match(k)}
+    """The minimal environment every command gets: nothing of the server's own environment leaks in. The
+    toolchain's (private caches, VIRTUAL_ENV) comes first, so shell_set_env can point a tool elsewhere."""
+    env = {**runtime.confinement.shell_env, **{k: v for k, v in session_env.items() if ENV_KEY.match(k)}}
     env.update(
         {
             "PATH": runtime.confinement.shell_path,
