@@ -9,6 +9,9 @@ a mount view of only the policy's grants, a PID namespace, and a network namespa
   namespace (a `setsid` or double-forked child included), and `--die-with-parent` ends it if the server goes.
 * Network namespace: loopback only (no TCP, UDP or DNS out; abstract unix sockets are per namespace, so the
   host's are unreachable). With the network on, the host's network is shared (egress filtering comes separately).
+* No capability: `--cap-drop ALL` (bwrap started by root otherwise keeps every one), and a user namespace where the
+  kernel allows one, so that uid 0 inside (a root server's commands) holds no capability over anything outside; a
+  UTS namespace (no hostname of the host's to set) and a cgroup namespace where the kernel has one.
 
 The argv is built once per domain (`prefix`), then per spawn only the cwd and the program are added.
 """
@@ -34,9 +37,11 @@ FRESH = ("/dev", "/proc")
 
 @dataclass(frozen=True)
 class Bubblewrap:
-    """A bwrap that works on this system (found and probed once per process)."""
+    """A bwrap that works on this system (found and probed once per process); `userns`: it can make a user
+    namespace here."""
 
     path: str
+    userns: bool = True
 
 
 class BwrapUnavailable(Exception):
@@ -63,17 +68,34 @@ def _view(grants: Iterable[Grant]) -> list[str]:
     return argv
 
 
-def prefix(bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: str, hidden: Iterable[Path] = ()) -> list[str]:
-    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, the
-    launcher (bound read-only at its own path: it runs before Landlock and must be there to be run), and an empty
-    directory or /dev/null laid over each `hidden` path (credentials a grant covers; sandbox/grants.py)."""
-    argv = [bwrap.path, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+def namespaces(bwrap: Bubblewrap) -> list[str]:
+    """The namespace and capability options every sandbox gets (the probe's too). Without a user namespace, bwrap
+    run by root drops every capability but leaves the bounding set (so uid 0 could regain them at an exec without
+    no-new-privs): it keeps CAP_SETPCAP alone, with which the launcher drops the bounding set, locks the securebits
+    and then drops CAP_SETPCAP too."""
+    user = ["--unshare-user"] if bwrap.userns else []
+    setpcap = ["--cap-add", "CAP_SETPCAP"] if not bwrap.userns and os.geteuid() == 0 else []
+    return [bwrap.path, *user, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--cap-drop", "ALL", *setpcap, "--die-with-parent"]  # fmt: skip
+
+
+def prefix(
+    bwrap: Bubblewrap, policy: SandboxPolicy, *, launcher: Iterable[str], hidden: Iterable[Path] = ()
+) -> list[str]:
+    """Everything before `--chdir`: the namespaces, the view of `policy`'s grants and its additions' binds, what
+    the launcher reads (`launcher`, bound read-only at its own path where no grant binds it already: it runs before
+    Landlock and must be there to be run), and an empty directory or /dev/null laid over each `hidden` path
+    (credentials a grant covers; sandbox/grants.py)."""
+    argv = namespaces(bwrap)
     if policy.network != "host":
         argv.append("--unshare-net")
     argv += _view(policy.grants)
     for bind in policy.addition.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.dest]
-    argv += ["--ro-bind", launcher, launcher]
+    bound = [grant.path for grant in merged(policy.grants)]
+    for read in launcher:
+        if not _under(read, bound):
+            argv += ["--ro-bind", read, read]
     for path in hidden:
         argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     return [*argv, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
@@ -102,26 +124,41 @@ def probe_early() -> None:
 
 
 @cache
-def _started() -> tuple[str, subprocess.Popen[bytes]] | str:
+def _started(userns: bool = True) -> tuple[Bubblewrap, subprocess.Popen[bytes]] | str:
     """The probe, running (started once per process, early or by `find`), or why it could not start."""
     path = shutil.which("bwrap", path=BWRAP_PATH)
     if path is None:
         return "bubblewrap is not installed (apt install bubblewrap)"
-    probe = [path, "--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/",
-             "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]  # fmt: skip
+    found = Bubblewrap(path, userns)
+    probe = [*namespaces(found), "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+             "/bin/true"]  # fmt: skip
     try:  # its few lines of stderr fit in the pipe's buffer, so it never waits for us to read them
-        return path, subprocess.Popen(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, env={})  # fmt: skip
+        return found, subprocess.Popen(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, env={})  # fmt: skip
     except OSError as exc:
         return f"bubblewrap could not run: {exc}"
 
 
 @cache
 def _probe() -> Bubblewrap | str:
-    started = _started()
+    """A user namespace first; where the kernel (or its policy) refuses one to a process that does not need it
+    (root, or a setuid bwrap), the same without."""
+    first = _answer(_started())
+    if isinstance(first, Bubblewrap) or not (os.geteuid() == 0 or _setuid()):
+        return first
+    second = _answer(_started(False))
+    return second if isinstance(second, Bubblewrap) else first
+
+
+def _setuid() -> bool:
+    path = shutil.which("bwrap", path=BWRAP_PATH)
+    return path is not None and bool(os.stat(path).st_mode & 0o4000)
+
+
+def _answer(started: tuple[Bubblewrap, subprocess.Popen[bytes]] | str) -> Bubblewrap | str:
     if isinstance(started, str):
         return started
-    path, process = started
+    found, process = started
     try:
         _, stderr = process.communicate(timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -131,4 +168,4 @@ def _probe() -> Bubblewrap | str:
     if process.returncode != 0:
         why = stderr.decode(errors="replace").strip().splitlines()
         return f"bubblewrap cannot make namespaces here: {why[-1] if why else f'exit {process.returncode}'}"
-    return Bubblewrap(path)
+    return found

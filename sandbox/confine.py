@@ -13,8 +13,9 @@ another's. None is granted /proc of the host (a fresh one of its own PID namespa
 home, /run or /tmp.
 
 The layers (sandbox/layers.py reports them): Landlock (files, and TCP when the network is off), then around it
-bubblewrap's mount view, PID and network namespaces (sandbox/bwrap.py), the resource limits the launcher sets, and
-a cgroup per spawn for processes and memory (sandbox/cgroups.py). Where Landlock is missing, children run with the
+bubblewrap's mount view, PID, network and user namespaces (sandbox/bwrap.py), the resource limits the launcher
+sets, a cgroup per spawn for processes and memory (sandbox/cgroups.py), no capability (bwrap's and the
+launcher's drop) and a syscall filter (sandbox/syscalls.py). Where Landlock is missing, children run with the
 argument checks only (`argv-only`) and the server says so. MANAGED_TOOLS_CONFINEMENT forces a weaker mode for
 tests: `argv-only`, `preexec` (no launcher, hence no bubblewrap), `landlock-only` (no bubblewrap, no cgroups).
 """
@@ -30,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from managed_tools.sandbox import bwrap, landlock
+from managed_tools.sandbox import bwrap, landlock, syscalls
 from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
 from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, bridge
 from managed_tools.sandbox.grants import NO_GRANTS, Grants, ToolchainGrant, shell_path
-from managed_tools.sandbox.launcher import LauncherError, cache_root, launcher
+from managed_tools.sandbox.launcher import Launcher, LauncherError, cache_root, compiled_launcher, interpreter
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
 from managed_tools.sandbox.policy import Grant, Limits, Network, SandboxPolicy
@@ -195,8 +196,8 @@ class Confinement:
     read_only: Domain | None = None
     shell: Domain | None = None
     spawn: Spawn | None = None  # None in argv-only mode
-    spawn_reason: str = ""  # why children enter through a preexec_fn rather than the launcher
-    launcher: str | None = None
+    spawn_reason: str = ""  # why children enter through a preexec_fn or the interpreter, not the compiled launcher
+    launcher: Launcher | None = None
     bwrap: bwrap.Bubblewrap | None = None
     bwrap_reason: str = ""  # why there is no mount view, PID or network namespace
     cgroups: Cgroups | None = None
@@ -204,6 +205,8 @@ class Confinement:
     mode_reason: str = ""  # why argv-only
     egress: Egress | None = None  # the proxy the shell's commands go out through (None: network off, or direct)
     egress_reason: str = ""  # why commands with network reach it directly, unfiltered
+    filter: syscalls.Filter | None = None  # the seccomp filter every child loads (None: none here)
+    filter_reason: str = ""  # why there is none
     notices: list[str] = field(default_factory=list)
     _fds: list[int] = field(default_factory=list)
 
@@ -241,12 +244,15 @@ class Confinement:
             raise ConfinementError(f"Landlock is present but a ruleset could not be built: {exc}") from exc
         self._fds.append(fd)
         added = policy.addition
+        seccomp, program = (self.filter.fd, self.filter.program) if self.filter is not None else (None, None)
         if self.spawn == "preexec" or self.launcher is None:
-            return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups, prefix=added.prefix, env=added.env)
+            return Domain(fd, "preexec", policy.limits, cgroups=self.cgroups, prefix=added.prefix, env=added.env,
+                          filter=seccomp, program=program)  # fmt: skip
         covered = hidden(policy, self.grants.denied)
-        view = () if self.bwrap is None else tuple(bwrap.prefix(self.bwrap, policy, launcher=self.launcher,
-                                                                hidden=covered))  # fmt: skip
-        return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env)
+        reads = self.launcher.reads
+        view = () if self.bwrap is None else tuple(bwrap.prefix(self.bwrap, policy, launcher=reads, hidden=covered))
+        return Domain(fd, "launcher", policy.limits, self.launcher, view, self.cgroups, added.prefix, added.env,
+                      seccomp, program)  # fmt: skip
 
     def close(self) -> None:
         if self.egress is not None:
@@ -308,6 +314,10 @@ def open_confinement(
     confinement.shell_grants = shell.grants
     confinement.launcher, confinement.spawn_reason = _launcher(policies)
     confinement.spawn = "preexec" if confinement.launcher is None else "launcher"
+    try:
+        confinement.filter = syscalls.program()
+    except syscalls.SeccompUnavailable as exc:
+        confinement.filter_reason = str(exc)
     _outer_layers(confinement)
     if network:
         confinement.egress, confinement.egress_reason = _egress(confinement, allowed or NetworkConfig())
@@ -366,17 +376,34 @@ def _outer_layers(confinement: Confinement) -> None:
         confinement.cgroups_reason = str(exc)
 
 
-def _launcher(policies: Iterable[SandboxPolicy]) -> tuple[str | None, str]:
-    """The launcher's path, or None and why children will confine themselves in a preexec_fn instead. A launcher
-    runs before the domain is entered, so one that a confined program could replace is never used."""
+def _launcher(policies: Iterable[SandboxPolicy]) -> tuple[Launcher | None, str]:
+    """The launcher, and why it is not the compiled one (or None and why children will confine themselves in a
+    preexec_fn instead). A launcher runs before the domain is entered, so one that a confined program could
+    replace, or whose interpreter or standard library it could change, is never used."""
     if forced() == "preexec":
         return None, f"forced by {FORCE_ENV}"
+    writable = [os.path.realpath(g.path) for policy in policies for g in policy.grants if g.access == "write"]
+
+    def unsafe(paths: Iterable[str]) -> str | None:
+        for path in paths:
+            for grant in writable:
+                if inside(path, grant) or inside(grant, path):
+                    return path
+        return None
+
     root = Path(os.path.realpath(cache_root()))
-    for policy in policies:
-        for grant in policy.grants:
-            if grant.access == "write" and inside(root, os.path.realpath(grant.path)):
-                return None, f"the cache dir {root} lies where confined programs may write; set XDG_CACHE_HOME"
+    if unsafe([str(root)]):
+        why = f"the cache dir {root} lies where confined programs may write; set XDG_CACHE_HOME"
+    else:
+        try:
+            return compiled_launcher(root), ""
+        except (OSError, LauncherError) as exc:
+            why = f"no compiled launcher ({exc})"
     try:
-        return str(launcher(root)), ""
-    except (OSError, LauncherError) as exc:
-        return None, f"no launcher ({exc})"
+        found = interpreter()
+    except LauncherError as exc:
+        return None, f"{why}; {exc}"
+    exposed = unsafe(found.reads)
+    if exposed:
+        return None, f"{why}; the interpreter's {exposed} lies where confined programs may write"
+    return found, f"{why}; the server's interpreter launches instead (slower to start, as confined)"

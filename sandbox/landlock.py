@@ -1,8 +1,9 @@
 """A thin ctypes layer over Linux Landlock: build a ruleset in the parent, enforce it in the child before exec.
 
-The ruleset (an fd) is built once per policy in the server; the child only calls prctl(PR_SET_NO_NEW_PRIVS) and
-landlock_restrict_self(fd) through ctypes function objects prepared here, so the code that runs between fork and
-exec allocates nothing of note. A child that cannot confine itself raises, and then the exec never happens.
+The ruleset (an fd) is built once per policy in the server; the child (`restrictor`) drops its capabilities, calls
+prctl(PR_SET_NO_NEW_PRIVS) and landlock_restrict_self(fd) and loads the syscall filter through ctypes function
+objects prepared beforehand (sandbox/pylauncher.py), so the code that runs between fork and exec allocates
+nothing of note. A child that cannot confine itself raises, and then the exec never happens.
 See docs/decisions/landlock-confinement.md and https://docs.kernel.org/userspace-api/landlock.html.
 """
 
@@ -14,13 +15,13 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from managed_tools.sandbox import pylauncher
 from managed_tools.sandbox.policy import Access, Grant
 
 # x86-64, arm64 and every other architecture share these numbers (they came after the syscall table unification).
-SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
+SYS_CREATE_RULESET, SYS_ADD_RULE = 444, 445
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 # Filesystem access rights, and the ABI that introduced each one past the first.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -132,19 +133,18 @@ def _add_path_rule(ruleset: int, rule: Rule, handled_fs: int) -> None:
         os.close(target)
 
 
-def restrictor(ruleset: int, before: Callable[[], None] | None = None) -> Callable[[], None]:
-    """The child-side step (a `preexec_fn`): `before` (limits, cgroups), no new privileges, then enforce
-    `ruleset`; raise if any fails, so the exec never happens unconfined. Arguments are converted here, once."""
-    assert _libc is not None
-    prctl, syscall = _libc.prctl, _libc.syscall
-    no_new_privs = (ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                    ctypes.c_ulong(0))  # fmt: skip
-    restrict = (ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+def restrictor(ruleset: int, program: bytes | None, before: Callable[[], None]) -> Callable[[], None]:
+    """The child-side step (a `preexec_fn`): `before` (limits, cgroups), then what the launcher does
+    (sandbox/pylauncher.py `confiner`: every capability dropped, no new privileges, `ruleset` enforced, the syscall
+    filter `program` loaded); raise if any fails, so the exec never happens unconfined. Arguments are converted
+    here, once."""
+    confine = pylauncher.confiner(ruleset, program)
 
-    def confine() -> None:
-        if before is not None:
-            before()
-        if prctl(*no_new_privs) != 0 or syscall(*restrict) != 0:
-            raise OSError(ctypes.get_errno(), "Landlock: could not confine the child; it was not started.")
+    def step() -> None:
+        before()
+        try:
+            confine()
+        except OSError as exc:
+            raise OSError(exc.errno, f"{exc.strerror}; the child was not started.") from None
 
-    return confine
+    return step

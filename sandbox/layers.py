@@ -7,6 +7,7 @@ way start-up does, for `managed-tools where` (it starts nothing, and removes any
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,8 @@ from typing import Literal
 
 from managed_tools.sandbox.confine import Confinement, open_confinement
 
-LayerName = Literal["files", "view", "processes", "network", "limits", "cgroup"]
+LayerName = Literal["files", "view", "processes", "network", "limits", "cgroup", "capabilities", "syscalls"]
+CAP_SETPCAP = 8
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,56 @@ def missing(layers: list[Layer]) -> list[Layer]:
     return [layer for layer in layers if not layer.in_force]
 
 
+def _entry(c: Confinement) -> str:
+    """How a child enters its domain, in words."""
+    if c.launcher is None:
+        return f"{c.spawn}"
+    return "compiled launcher" if c.launcher.kind == "compiled" else "launcher in the server's interpreter (slower)"
+
+
+def _effective_caps() -> int:
+    """This process's effective capabilities, as /proc/self/status shows them."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _capabilities(c: Confinement, no_kernel: str) -> Layer:
+    blocks = ("any capability in a spawned program, a root server's included: opening files by handle through a "
+              "bind mount, overriding file permissions, setting the hostname, reading the kernel log")  # fmt: skip
+    if c.mode != "landlock":
+        return Layer("capabilities", False, blocks, no_kernel)
+    again = f"the {c.spawn} drops the bounding set and every capability set before Landlock, and checks"
+    if c.bwrap is not None:
+        user = " in a user namespace (uid 0 inside has no power outside)" if c.bwrap.userns else ""
+        return Layer("capabilities", True, blocks, f"bubblewrap --cap-drop ALL{user}; {again}")
+    if os.geteuid() != 0 and not _effective_caps():
+        return Layer("capabilities", True, blocks, f"the server holds none; the {c.spawn} clears every set; the "
+                     "bounding set stays (only a process with CAP_SETPCAP may drop it) and no new privileges keeps "
+                     "exec from granting any")  # fmt: skip
+    if _effective_caps() >> CAP_SETPCAP & 1:
+        return Layer("capabilities", True, blocks, f"{again}; securebits keep uid 0 from regaining any at exec")
+    return Layer("capabilities", False, blocks, "a root server without CAP_SETPCAP and without bubblewrap cannot "
+                 "drop the bounding set: the launcher refuses to start confined programs")  # fmt: skip
+
+
+def _syscalls(c: Confinement, no_kernel: str) -> Layer:
+    blocks = ("calls that step around the other layers or that no tool needs: open_by_handle_at, fanotify, bpf, "
+              "perf, io_uring, keyrings, modules, kexec, clocks, syslog, mounts, new namespaces")  # fmt: skip
+    if c.mode != "landlock":
+        return Layer("syscalls", False, blocks, no_kernel)
+    if c.filter is None:
+        return Layer("syscalls", False, blocks, c.filter_reason)
+    return Layer("syscalls", True, blocks, f"a seccomp filter (libseccomp, {len(c.filter.program) // 8} "
+                 f"instructions) loaded by the {c.spawn} last: {len(c.filter.denied)} calls answer EPERM, clone3 "
+                 "ENOSYS, other architectures' calls ENOSYS")  # fmt: skip
+
+
 def _layers(c: Confinement) -> list[Layer]:
     kernel = c.mode == "landlock"
     outer = c.bwrap is not None
@@ -64,7 +116,7 @@ def _layers(c: Confinement) -> list[Layer]:
             "files",
             kernel,
             "reads, writes and runs outside the policy's grants; TCP when the network is off" + scope,
-            f"Landlock ABI {c.abi}, entered by the {c.spawn}" if kernel else no_kernel,
+            f"Landlock ABI {c.abi}, entered by the {_entry(c)}" if kernel else no_kernel,
         ),
         Layer(
             "view",
@@ -109,13 +161,28 @@ def _layers(c: Confinement) -> list[Layer]:
             if kernel and cg is not None
             else c.cgroups_reason or no_kernel,
         ),
+        _capabilities(c, no_kernel),
+        _syscalls(c, no_kernel),
     ]
 
 
+def _by_reason(lacking: list[Layer]) -> list[tuple[list[str], str]]:
+    """The missing layers grouped by why: a reason shared by several is said once."""
+    why: dict[str, list[str]] = {}
+    for layer in lacking:
+        why.setdefault(layer.detail, []).append(layer.name)
+    return [(names, detail) for detail, names in why.items()]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def summary(layers: list[Layer]) -> str:
-    """One line for the log: each layer, and what is missing with why."""
+    """One line for the log: each layer, and what is missing with why (said once for the layers missing for the
+    same reason)."""
     held = ", ".join(layer.name for layer in layers if layer.in_force) or "none"
-    lacking = "; ".join(f"{layer.name}: {layer.detail}" for layer in missing(layers))
+    lacking = "; ".join(f"{', '.join(names)}: {detail}" for names, detail in _by_reason(missing(layers)))
     return f"sandbox layers in force: {held}" + (f"; missing: {lacking}" if lacking else "")
 
 
@@ -125,7 +192,10 @@ def shortfall(c: Confinement) -> str | None:
     `contained`)."""
     lacking = missing(_layers(c))
     if lacking:
-        return "; ".join(f"the {layer.name} layer is missing here ({layer.detail})" for layer in lacking)
+        return "; ".join(
+            f"the {_listed(names)} layer{'s are' if len(names) > 1 else ' is'} missing here ({detail})"
+            for names, detail in _by_reason(lacking)
+        )
     if c.shell_network and c.egress is None:
         return f"the shell's network is unrestricted, not filtered by the egress allowlist ({c.egress_reason})"
     return None

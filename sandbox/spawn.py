@@ -1,10 +1,12 @@
 """Starting a child process, sandboxed or not: the one function every spawn point uses.
 
 A `Domain` is one policy's layers as a child enters them: the Landlock ruleset (an fd the server holds), the
-resource limits, the cgroups its spawns get a group in, and the bubblewrap view around it (sandbox/bwrap.py).
+syscall filter (a sealed memfd, sandbox/syscalls.py), the resource limits, the cgroups its spawns get a group in,
+and the bubblewrap view around it (sandbox/bwrap.py).
 
-* `launcher`: the child execs mt-confine (sandbox/launcher.c) with the ruleset and cgroup fds passed down; it sets
-  the limits, joins the group, confines itself and execs the program. Where bubblewrap works, bwrap runs first
+* `launcher`: the child execs mt-confine (sandbox/launcher.c, or its Python twin sandbox/pylauncher.py where no
+  compiler is) with the ruleset, filter and cgroup fds passed down; it sets the limits, joins the group, drops
+  every capability, confines itself, loads the filter and execs the program. Where bubblewrap works, bwrap runs first
   (namespaces and the mount view) and execs the launcher inside. No `preexec_fn`, so CPython uses vfork
   (`start_new_session` and `pass_fds` keep it: only a preexec_fn, uid/gid/groups changes or `_USE_VFORK = False`
   turn it off in 3.11).
@@ -21,15 +23,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import resource
 import shutil
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
-from managed_tools.sandbox import bwrap, landlock
+from managed_tools.sandbox import bwrap, landlock, pylauncher
 from managed_tools.sandbox.cgroups import Cgroups, Group
+from managed_tools.sandbox.launcher import Launcher
 from managed_tools.sandbox.policy import MIB, Limits
 
 Spawn = Literal["launcher", "preexec"]
@@ -44,16 +45,18 @@ LIMIT_UNITS = {"processes": "processes at once", "memoryMB": "MB of memory", "fi
 
 @dataclass(frozen=True)
 class Domain:
-    """One policy's ruleset fd, limits, cgroups and outer view, and the way children enter them."""
+    """One policy's ruleset fd, syscall filter, limits, cgroups and outer view, and the way children enter them."""
 
     ruleset: int
     spawn: Spawn
     limits: Limits = field(default_factory=Limits)
-    launcher: str | None = None
+    launcher: Launcher | None = None
     view: tuple[str, ...] = ()  # bwrap's argv up to the cwd (sandbox/bwrap.py); empty: no outer layers
     cgroups: Cgroups | None = None
     prefix: tuple[str, ...] = ()  # what the program runs behind, inside every layer (policy.addition.prefix)
     env: tuple[tuple[str, str], ...] = ()  # what the policy adds to every program's environment (addition.env)
+    filter: int | None = None  # the seccomp filter's sealed memfd (None: no filter on this system)
+    program: bytes | None = None  # the same filter's bytes, for the preexec way
 
     def rlimits(self) -> tuple[int, int, int]:
         """CPU seconds, file bytes, address-space bytes (0: unlimited). The address space is capped only where no
@@ -111,21 +114,6 @@ def _resolve(program: str, env: dict[str, str]) -> str:
     return found
 
 
-def _before(cpu: int, fsize: int, memory: int, groups: list[int]) -> Callable[[], None]:
-    """The preexec way's limits and cgroup joins (what the launcher does in C)."""
-
-    def step() -> None:
-        for which, value, hard in ((resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_FSIZE, fsize, fsize),
-                                   (resource.RLIMIT_AS, memory, memory)):  # fmt: skip
-            if value:
-                resource.setrlimit(which, (value, hard))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        for fd in groups:
-            os.write(fd, b"0")
-
-    return step
-
-
 async def spawn(
     argv: list[str],
     *,
@@ -151,14 +139,18 @@ async def spawn(
     extra: dict[str, Any] = {}
     if domain.spawn == "launcher":
         assert domain.launcher is not None
-        argv = [domain.launcher, str(domain.ruleset), f"{cpu},{fsize},{memory}", ",".join(map(str, fds)) or "-",
-                _resolve(program[0], env), *program]  # fmt: skip
+        held = (domain.ruleset,) if domain.filter is None else (domain.ruleset, domain.filter)
+        argv = [*domain.launcher.argv, str(domain.ruleset), str(domain.filter) if len(held) > 1 else "-",
+                f"{cpu},{fsize},{memory}", ",".join(map(str, fds)) or "-", _resolve(program[0], env),
+                *program]  # fmt: skip
         if domain.view:
             argv = [*bwrap.command(list(domain.view), os.fspath(cwd) if cwd is not None else "/"), *argv]
-        extra["pass_fds"] = (domain.ruleset, *fds)
+        extra["pass_fds"] = (*held, *fds)
     else:
         argv = program
-        extra["preexec_fn"] = landlock.restrictor(domain.ruleset, _before(cpu, fsize, memory, fds))
+        extra["preexec_fn"] = landlock.restrictor(
+            domain.ruleset, domain.program, lambda: pylauncher.limits(cpu, fsize, memory, fds)
+        )
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=new_session, **extra

@@ -182,6 +182,7 @@ SLOW_TESTS = frozenset({
     "test_sandbox_layers::test_a_fork_bomb_is_bounded_and_reported",
     "test_sandbox_layers::test_require_confinement_names_the_missing_layers",
     "test_sandbox_routes::test_an_approval_of_one_action_is_not_one_of_another",
+    "test_privileges::test_a_non_root_servers_command_and_upstream_hold_no_capability_and_reach_no_canary",
     "test_provenance::test_a_real_upstream_server_taints_the_session",
     "test_secret_scanning::test_a_secret_in_an_upstream_argument_asks_a_person_first",
     "test_secret_scanning::test_a_secret_in_an_upstream_result_is_masked",

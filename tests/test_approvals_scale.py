@@ -196,8 +196,16 @@ async def test_auto_sandboxed_runs_the_loop_unasked_and_the_sandbox_still_holds(
 @pytest.mark.parametrize(
     ("network", "forced", "why"),
     [
-        (False, "landlock-only", "the view layer is missing here (forced off by"),  # no bubblewrap, no cgroups
-        (True, "landlock-only", "the view layer is missing here (forced off by"),  # nor a namespace for the proxy
+        (
+            False,
+            "landlock-only",
+            "the view, processes, network and cgroup layers are missing here (forced off by",
+        ),  # no bubblewrap, no cgroups
+        (
+            True,
+            "landlock-only",
+            "the view, processes, network and cgroup layers are missing here (forced off by",
+        ),  # nor a namespace for the proxy
     ],
 )
 async def test_auto_sandboxed_asks_when_the_sandbox_falls_short(  # noqa: PLR0917 (fixtures and parameters)

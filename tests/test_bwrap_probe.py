@@ -4,6 +4,7 @@ server and `find` reads its answer, the same answer a probe started by `find` gi
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 from collections.abc import Iterator
@@ -86,3 +87,18 @@ def test_a_bubblewrap_that_hangs_is_refused(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(bwrap, "PROBE_TIMEOUT_S", 0.3)
     found = outcome(early=early)
     assert isinstance(found, str) and found.startswith("bubblewrap could not run:") and "timed out" in found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root (or a setuid bwrap) runs bubblewrap without a user namespace")
+@pytest.mark.parametrize("early", [True, False])
+def test_where_user_namespaces_are_refused_root_probes_again_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, early: bool
+) -> None:
+    refuses = 'echo "bwrap: No permissions to create a new namespace" >&2; exit 1'
+    fake_bwrap(tmp_path, f'if [ "$1" = --unshare-user ]; then {refuses}; fi')
+    monkeypatch.setattr(bwrap, "BWRAP_PATH", str(tmp_path))
+    found = outcome(early=early)
+    assert found == bwrap.Bubblewrap(str(tmp_path / "bwrap"), userns=False)
+    options = bwrap.namespaces(found)
+    # bwrap as root keeps the bounding set without a user namespace: CAP_SETPCAP stays for the launcher to drop it
+    assert "--unshare-user" not in options and options[options.index("ALL") + 1 :][:2] == ["--cap-add", "CAP_SETPCAP"]

@@ -20,7 +20,7 @@ from conftest import data
 from mcp import Client
 from test_permissions import answer, client_for
 
-from managed_tools.sandbox import landlock, launcher
+from managed_tools.sandbox import confine, landlock, launcher
 from managed_tools.sandbox.confine import FORCE_ENV, shell_policy
 from managed_tools.sandbox.mounts import substrate_dir
 from managed_tools.sandbox.spawn import Domain
@@ -147,7 +147,7 @@ async def test_a_child_that_cannot_confine_itself_never_runs(rt: Runtime, bad: s
         os.close(not_a_ruleset)
     try:
         if domain.spawn == "launcher":  # the launcher reports it and exits 126, before the program
-            broken = Domain(not_a_ruleset, "launcher", launcher=domain.launcher, view=domain.view)
+            broken = Domain(not_a_ruleset, "launcher", launcher=domain.launcher, view=domain.view, filter=domain.filter)
             code, out, err = await run(rt, ["/bin/sh", "-c", "touch ran.txt; echo ran"], broken)
             assert (code, out) == (126, "") and "could not confine the program" in err and "not run" in err
         else:  # the preexec_fn raises, so CPython never execs
@@ -383,7 +383,7 @@ def fake_compiler(where: Path, script: str) -> str:
         ("unconfined", "could not build the launcher"),
     ],
 )
-async def test_without_a_working_compiler_children_confine_themselves(
+async def test_without_a_working_compiler_the_interpreter_launches(
     config: ServeConfig, fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, compiler: str,
     reason: str,
 ) -> None:  # fmt: skip
@@ -392,8 +392,18 @@ async def test_without_a_working_compiler_children_confine_themselves(
     path = "" if compiler == "none" else fake_compiler(tmp_path / "bin", scripts[compiler])
     monkeypatch.setattr(launcher, "COMPILER_PATH", path)
     how = await confined_still(config)
-    assert how.startswith("preexec: ") and reason in how, how
+    assert how.startswith("launcher: ") and reason in how and "the server's interpreter launches" in how, how
     assert not list((fresh_cache / "managed-tools").glob("launcher-*"))
+
+
+@needs_landlock
+async def test_without_a_compiler_or_a_safe_interpreter_children_confine_themselves(
+    config: ServeConfig, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "COMPILER_PATH", "")
+    monkeypatch.setattr(confine, "interpreter", lambda: launcher.Launcher("interpreter", ("python3",), ("/",)))
+    how = await confined_still(config)
+    assert how.startswith("preexec: ") and "the interpreter's / lies where confined programs may write" in how, how
 
 
 @needs_landlock
@@ -402,7 +412,7 @@ async def test_a_confined_program_cannot_replace_the_launcher(rt: Runtime) -> No
     assert domain is not None
     if domain.launcher is None:
         pytest.skip("the preexec_fn path has no launcher")
-    target = Path(domain.launcher)
+    target = Path(domain.launcher.argv[0])
     before = os.stat(target)
     for script in (f"cp /bin/true {target}", f"rm -f {target}", f"touch {target.parent}/planted",
                    f"echo x > {target}"):  # fmt: skip
@@ -419,7 +429,7 @@ async def test_a_cache_dir_a_confined_program_may_write_is_not_used(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(config.workspace / ".cache"))
     how = await confined_still(config)
-    assert how.startswith("preexec: ") and "XDG_CACHE_HOME" in how, how
+    assert how.startswith("launcher: ") and "XDG_CACHE_HOME" in how and "interpreter launches" in how, how
 
 
 @needs_compiler
