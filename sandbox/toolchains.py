@@ -58,6 +58,23 @@ class Found:
             self.installs.append((real, manager))
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False where a directory on the way may not be searched (a non-root server's PATH may
+    name /root/...: pathlib raises PermissionError there, and one unreadable entry must not stop detection)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    """`path.is_dir()`, False where a directory on the way may not be searched (as `_is_file`)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _children(root: Path) -> list[Path]:
     try:
         names = sorted(e.name for e in os.scandir(root) if e.is_dir())
@@ -81,15 +98,15 @@ def python_prefix(path: Path) -> bool:
 
 
 def _node(path: Path) -> bool:
-    return (path / "bin" / "node").is_file()
+    return _is_file(path / "bin" / "node")
 
 
 def _has_bin(path: Path) -> bool:
-    return (path / "bin").is_dir()
+    return _is_dir(path / "bin")
 
 
 def _go_root(path: Path) -> bool:
-    return (path / "bin" / "go").is_file() and (path / "src" / "runtime").is_dir()
+    return _is_file(path / "bin" / "go") and _is_dir(path / "src" / "runtime")
 
 
 def _best(installs: list[Path], wanted: str) -> Path | None:
@@ -134,7 +151,7 @@ def _versioned(found: Found, root: Path, manager: str, chosen: Mapping[str, str]
         pick = _best(versions, chosen[tool.name]) if tool.name in chosen else None
         if pick is not None:
             bins.append(Path(os.path.realpath(pick / "bin")))
-    if (root / "shims").is_dir():
+    if _is_dir(root / "shims"):
         found.shims.append(Shims(Path(os.path.realpath(root / "shims")), tuple(bins), manager))
 
 
@@ -145,7 +162,7 @@ def _pyenv(found: Found, home: Path, environ: Mapping[str, str]) -> None:
         found.add(version, "pyenv")
     chosen = (environ.get("PYENV_VERSION") or _read(root / "version")).replace(":", " ").split()
     picks = [_best(versions, name) for name in chosen if name != "system"]
-    if (root / "shims").is_dir():
+    if _is_dir(root / "shims"):
         bins = tuple(Path(os.path.realpath(p / "bin")) for p in picks if p is not None)
         found.shims.append(Shims(Path(os.path.realpath(root / "shims")), bins, "pyenv"))
 
@@ -163,7 +180,7 @@ def _node_managers(found: Found, home: Path, environ: Mapping[str, str], data: P
     for versions in images.values():
         for version in versions:
             found.add(version, "volta")
-    if (volta / "bin").is_dir():
+    if _is_dir(volta / "bin"):
         try:
             platform = json.loads(_read(volta / "tools" / "user" / "platform.json") or "{}").get("node", {})
         except ValueError:
@@ -176,13 +193,13 @@ def _node_managers(found: Found, home: Path, environ: Mapping[str, str], data: P
 
 def _rust(found: Found, home: Path, environ: Mapping[str, str]) -> None:
     rustup = Path(environ.get("RUSTUP_HOME") or home / ".rustup")
-    toolchains = [t for t in _children(rustup / "toolchains") if (t / "bin" / "cargo").is_file()]
+    toolchains = [t for t in _children(rustup / "toolchains") if _is_file(t / "bin" / "cargo")]
     for toolchain in toolchains:
         found.add(toolchain, "rustup")
     cargo = Path(environ.get("CARGO_HOME") or home / ".cargo")
     # Never ~/.cargo whole: credentials.toml lives there. Its bin/ (rustup's proxies and installed programs), and
     # the registry and git checkouts a private CARGO_HOME links to, read-only.
-    if (cargo / "bin").is_dir():
+    if _is_dir(cargo / "bin"):
         found.add(cargo / "bin", "cargo")
         default = ""
         for line in _read(rustup / "settings.toml").splitlines():
@@ -194,7 +211,7 @@ def _rust(found: Found, home: Path, environ: Mapping[str, str]) -> None:
         bins = (Path(os.path.realpath(pick / "bin")),) if pick is not None else ()
         found.shims.append(Shims(Path(os.path.realpath(cargo / "bin")), bins, "rustup", keep=True))
     for role in ("registry", "git"):
-        if (cargo / role).is_dir():
+        if _is_dir(cargo / role):
             found.add(cargo / role, "cargo")
             found.shared.append((f"cargo-{role}", Path(os.path.realpath(cargo / role))))
 
@@ -206,10 +223,10 @@ def _go(found: Found, home: Path, environ: Mapping[str, str], server_path: str) 
         if _go_root(root):
             found.add(root, "go")
     gopath = Path(environ.get("GOPATH", "").split(os.pathsep)[0] or home / "go")
-    if (gopath / "bin").is_dir():
+    if _is_dir(gopath / "bin"):
         found.add(gopath / "bin", "go")
     modcache = Path(environ.get("GOMODCACHE") or gopath / "pkg" / "mod")
-    if (modcache / "cache" / "download").is_dir():
+    if _is_dir(modcache / "cache" / "download"):
         found.add(modcache, "go")
         found.shared.append(("go-modcache", Path(os.path.realpath(modcache))))
 
@@ -222,26 +239,26 @@ def _python_managers(found: Found, home: Path, environ: Mapping[str, str], data:
     pipx = Path(environ.get("PIPX_HOME") or data / "pipx")
     tools = Path(environ.get("UV_TOOL_DIR") or data / "uv" / "tools")
     for venv in [*_children(pipx / "venvs"), *_children(tools)]:
-        if (venv / "pyvenv.cfg").is_file() and (own is None or os.path.realpath(venv) != str(own)):
+        if _is_file(venv / "pyvenv.cfg") and (own is None or os.path.realpath(venv) != str(own)):
             found.add(venv, "pipx" if venv.parent.parent == pipx else "uv")
     roots = [Path(exe).parent.parent for exe in (environ.get("CONDA_EXE"), environ.get("MAMBA_EXE")) if exe]
     roots += [Path(environ["MAMBA_ROOT_PREFIX"])] if environ.get("MAMBA_ROOT_PREFIX") else []
     roots += [home / name for name in ("miniconda3", "anaconda3", "miniforge3", "mambaforge", "micromamba")]
     roots += [Path("/opt/conda"), Path("/opt/miniconda3"), Path("/opt/miniforge3")]
     for root in roots:
-        if (root / "conda-meta").is_dir():
+        if _is_dir(root / "conda-meta"):
             found.add(root, "conda")
 
 
 def _elsewhere(found: Found, home: Path, environ: Mapping[str, str]) -> None:
     prefixes = [environ.get("HOMEBREW_PREFIX", ""), "/home/linuxbrew/.linuxbrew", str(home / ".linuxbrew")]
     for prefix in (Path(p) for p in prefixes if p):
-        if (prefix / "bin" / "brew").exists() and (prefix / "Cellar").is_dir():
+        if _is_file(prefix / "bin" / "brew") and _is_dir(prefix / "Cellar"):
             found.add(prefix, "homebrew")
     sdkman = Path(environ.get("SDKMAN_DIR") or home / ".sdkman")
-    if (sdkman / "candidates").is_dir() and (sdkman / "bin" / "sdkman-init.sh").is_file():
+    if _is_dir(sdkman / "candidates") and _is_file(sdkman / "bin" / "sdkman-init.sh"):
         found.add(sdkman / "candidates", "sdkman")
-    if (home / ".local" / "bin").is_dir():
+    if _is_dir(home / ".local" / "bin"):
         found.add(home / ".local" / "bin", "~/.local/bin")  # pipx's, uv's and pip --user's entry points
 
 

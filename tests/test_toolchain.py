@@ -10,7 +10,10 @@ import json
 import logging
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -445,3 +448,38 @@ async def test_a_denied_path_a_mount_covers_is_hidden_in_the_view(home: Path, tm
     assert any(".ssh" in n and "lies inside a mount" in n for n in rt.confinement.notices), rt.confinement.notices
     if layers:  # an empty directory over ~/.ssh, /dev/null over ~/.netrc
         assert "canary" not in read["stdout"] and read["stdout"].split() == [".", ".."], read
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run detection as another uid")
+def test_a_path_entry_the_server_may_not_search_is_passed_over() -> None:
+    """A non-root server whose PATH names a directory it may not search (/root/.cargo/bin) detects the rest
+    instead of failing at start-up with a PermissionError."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    base = Path(tempfile.mkdtemp(prefix="mt-unsearchable-"))  # pytest's tmp root is 0700: uid 65534 cannot enter
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        (closed / "bin").mkdir(parents=True)
+        closed.chmod(0o700)
+        home = base / "home"
+        (home / ".local" / "bin").mkdir(parents=True)
+        home.chmod(0o755)
+        done = _detect_as_nobody(setpriv, home, f"{closed / 'bin'}:/usr/bin")
+    finally:
+        shutil.rmtree(base)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['~/.local/bin']"  # what lies beyond the closed entry is still found
+
+
+def _detect_as_nobody(setpriv: str, home: Path, server_path: str) -> subprocess.CompletedProcess[str]:
+    script = (
+        "import sys; from pathlib import Path; from managed_tools.sandbox.toolchains import detect; "
+        "found = detect(Path(sys.argv[1]), {}, Path(sys.argv[1]), sys.argv[2]); "
+        "print(sorted(m for _, m in found.installs))"
+    )
+    argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script, str(home),
+            server_path]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
