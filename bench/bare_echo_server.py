@@ -88,7 +88,7 @@ async def main() -> None:
 
 async def main_http() -> None:
     """The SDK's own Streamable HTTP app (stateful, its defaults) on uvicorn, with the uvicorn settings managed-tools
-    serves with (server/http.py `http_server`), so that the ratio compares the same HTTP server: the httptools
+    serves with (server/http/transport.py `http_server`), so that the ratio compares the same HTTP server: the httptools
     parser (ours is its subclass with deadlines and a connection bound), no WebSocket support, no access log, the
     asyncio event loop of `anyio.run`, a loopback socket bound before serving, uvicorn's default backlog."""
     import uvicorn

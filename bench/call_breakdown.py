@@ -32,11 +32,11 @@ from mcp.client.session import ClientSession
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bare_echo_server
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.db.sqlite import SqliteDatabase
-from managed_tools.tools.framework import executor
+from managed_tools.tools.framework.calls import executor
 
 Steps = dict[str, list[float]]
 ORDER = [

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anyio.lowlevel
 import bare_echo_server
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
 
 CONCURRENT = ("bare echo", "memory_read", "memory_write")
 SERIES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -3,7 +3,7 @@
 One fresh state is filled through a real in-process client (sessions, calls, learnings, files), then each
 list-shaped tool is called at several sizes. For every result the bench takes the JSON text the server sends by
 default (the baseline, from this same run) and the compact text of the same structuredContent
-(tools/framework/compact.py), and estimates tokens as characters / 4. It prints each result's figures, then the
+(tools/framework/wire/compact.py), and estimates tokens as characters / 4. It prints each result's figures, then the
 median and p95 of the compact/JSON ratio. Always exits 0.
 
     python bench/compact.py            # about 10 s
@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
-from managed_tools.tools.framework.compact import compact_text
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
+from managed_tools.tools.framework.wire.compact import compact_text
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
     *(("session_list", {"limit": n}) for n in (5, 20, 50)),

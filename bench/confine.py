@@ -34,12 +34,12 @@ from noports import PORTS
 
 from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.server.attach import attach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.ids import utc_now
-from managed_tools.tools.framework.context import Attachment, Runtime
-from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Runtime
 from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 
 Series = dict[str, Callable[[], Awaitable[None]]]

@@ -1,16 +1,16 @@
 """The crash suite's long form: kill -9 a real stdio server at random moments of a mixed workload, N times.
 
 Each round starts `managed-tools serve` (resuming one session), checks the state against everything the client
-saw acknowledged so far (tests/crash_workload.py: integrity_check, memory versions, substrate versions and the
+saw acknowledged so far (tests/support/crash_workload.py: integrity_check, memory versions, substrate versions and the
 file agreeing with its history, granted approvals, completed shell commands), runs memory writes with CAS,
 substrate promotions, shell commands and one `managed-tools approve` until a SIGKILL of the server's process group
 after a random delay, and notes whether the kill left a pending substrate write for start-up to settle.
 
-`--engine postgresql` (or `both`) runs the same rounds on a throwaway PostgreSQL cluster (tests/postgres_server.py)
-and checks its rows; `--pg-restart-at K` stops and starts that cluster once in the middle of round K, while the
-server is connected and working (calls refused meanwhile with `state_unavailable` were not acknowledged). It
-prints, per engine, the seed, the counts, lost acknowledged writes, start-up times (median, p95) and every
-violation. A benchmark: it exits 0 whatever it finds.
+`--engine postgresql` (or `both`) runs the same rounds on a throwaway PostgreSQL cluster
+(tests/support/postgres_server.py) and checks its rows; `--pg-restart-at K` stops and starts that cluster once in the
+middle of round K, while the server is connected and working (calls refused meanwhile with `state_unavailable` were not
+acknowledged). It prints, per engine, the seed, the counts, lost acknowledged writes, start-up times (median, p95) and
+every violation. A benchmark: it exits 0 whatever it finds.
 
     python bench/crash.py [--engine sqlite|postgresql|both] [--kills 100] [--pg-restart-at K] [--max-delay 1.5]
                           [--seed N] [--json]
@@ -34,8 +34,8 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from crash_workload import Crashes
-from postgres_server import Cluster, cluster
+from support.crash_workload import Crashes
+from support.postgres_server import Cluster, cluster
 
 LOST = re.compile(r" lost|no longer granted")  # the check's words for an acknowledged write that is gone
 OUTAGE_S = 1.0  # how long PostgreSQL stays down in the restart

@@ -28,8 +28,8 @@ from confine import compare, interleaved, table
 from managed_tools.sandbox.confine import FORCE_ENV
 from managed_tools.sandbox.egress import Egress, Match, NetworkConfig, Streams
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.ids import utc_now
 from managed_tools.tools.shell.runner import SAFE_PATH, Job, Output, start_process
 

@@ -34,10 +34,10 @@ from noports import PORTS
 
 from managed_tools.sandbox import files, fsaccess
 from managed_tools.sandbox.paths import PathGuard
-from managed_tools.server.attach import attach, detach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
-from managed_tools.tools.framework.executor import execute
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach, detach
+from managed_tools.server.runtime.opening import open_runtime
+from managed_tools.tools.framework.calls.executor import execute
 
 PATH = "src/a/b/file.txt"
 LIMIT = 48_004  # what read asks for with the default maxChars

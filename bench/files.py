@@ -45,12 +45,12 @@ import anyio
 from noports import PORTS
 
 from managed_tools.sandbox import ripgrep
-from managed_tools.server.attach import attach, detach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach, detach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.tools.files.tools import MAX_SCAN, GrepHit, GrepOutput, _directories, _preview, glob_regex
-from managed_tools.tools.framework.context import Attachment, Runtime
-from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Runtime
 
 TARGET_RATIO = 1.5
 FILES_PER_DIR = 20

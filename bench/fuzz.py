@@ -1,6 +1,6 @@
 """The long fuzz run: malformed frames against real stdio and HTTP servers in both eras, and schema-driven
-arguments for every tool in both eras; the same generators and rules as tests/test_fuzz_frames.py and
-tests/test_fuzz_tools.py, with a bigger budget and a seed of your choosing.
+arguments for every tool in both eras; the same generators and rules as tests/server/stdio/test_fuzz_frames.py and
+tests/tools/framework/test_fuzz_tools.py, with a bigger budget and a seed of your choosing.
 
 It reports counts, every rule broken (the frame or arguments, and why) and the time taken. It is a benchmark,
 not a test: it exits 0 whatever it finds.
@@ -20,13 +20,13 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the generators live beside the tests
 
-from fuzz_arguments import Verdicts, fuzz_catalogue
-from fuzz_frames import ERAS, Era, HttpServer, StdioServer, Tally, fuzz_http, fuzz_stdio
 from mcp import Client
+from support.fuzz_arguments import Verdicts, fuzz_catalogue
+from support.fuzz_frames import ERAS, Era, HttpServer, StdioServer, Tally, fuzz_http, fuzz_stdio
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.tools.catalogue import build_registry
 
 

@@ -15,7 +15,7 @@ The three servers of a mode run side by side, so that the machine's load falls o
   shared machine the steadiest of the three). The servers take turns `--repeat` times; managed/bare is
   the median of the runs' ratios.
 
-Both servers run uvicorn with the same settings (server/http.py `http_server`, bench/bare_echo_server.py
+Both servers run uvicorn with the same settings (server/http/transport.py `http_server`, bench/bare_echo_server.py
 `main_http`): the httptools parser, no WebSocket support, no access log, the asyncio loop, a loopback
 socket bound before serving.
 

@@ -45,17 +45,17 @@ from typing import Any, Literal
 import anyio
 from noports import PORTS
 
-from managed_tools.server.attach import attach, detach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach, detach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores import learnings, memory, search, sessions
 from managed_tools.stores.db import fulltext
 from managed_tools.stores.errors import DatabaseBusyError, PreconditionError
 from managed_tools.stores.provenance import Provenance
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Runtime, ToolContext
-from managed_tools.tools.framework.executor import execute
-from managed_tools.tools.framework.retrieval import STOPWORDS, build_query, search_parts
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Runtime, ToolContext
+from managed_tools.tools.framework.context.retrieval import STOPWORDS, build_query, search_parts
 from managed_tools.tools.memory.search import CANDIDATES, SearchArgs, memory_search
 
 TARGET_P95_MS = 5.0

@@ -25,12 +25,12 @@ from typing import Any, cast
 
 import anyio
 
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores import events, sessions, shell
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
-from managed_tools.tools.framework.context import Runtime, ToolContext
+from managed_tools.tools.framework.context.context import Runtime, ToolContext
 from managed_tools.tools.memory.search import checkpoint_rows
 
 OUTPUT = "line of output " * 200  # about 3 KB of stdout a command

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from managed_tools.tools.framework.context import Ports
-from managed_tools.tools.framework.ports import ApprovalDecision, ApprovalRequest, LogLevel, SamplingUnavailableError
+from managed_tools.tools.framework.context.context import Ports
+from managed_tools.tools.framework.context.ports import (
+    ApprovalDecision,
+    ApprovalRequest,
+    LogLevel,
+    SamplingUnavailableError,
+)
 
 
 class NoConsent:

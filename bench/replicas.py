@@ -1,12 +1,13 @@
 """Replicas behind nginx: tool calls per second with one and two `serve --transport http` replicas, in one run.
 
 Each setup starts its replicas on a fresh workspace and data dir behind Debian's nginx running deploy/nginx.conf
-(tests/replica_cluster.py, the harness the tests use; one replica: every route of the config leads to it). For
+(tests/support/replica_cluster.py, the harness the tests use; one replica: every route of the config leads to it). For
 each number of concurrent clients, that many `mcp.Client`s (2026-07-28, no MCP session, so nginx spreads their
 calls round-robin) call as fast as answers come for `--seconds`: calls/s, median and p95 latency. The first setup
 (one replica on SQLite) is the baseline of the ratios. `--engines sqlite postgresql` runs the one- and two-replica
 setups on each engine in the same run: on PostgreSQL (`serve --database`) each setup gets a fresh database on a
-throwaway server the bench starts (Debian's binaries, tests/postgres_server.py), or on `--database URL` if given.
+throwaway server the bench starts (Debian's binaries, tests/support/postgres_server.py), or on `--database URL` if
+given.
 
 Two workloads: `read` (session_get_events, limit 5) and `write` (memory_write appending to the working buffer,
 a durable transaction each). The clients run in this one process, on the same machine as the servers: on a
@@ -37,8 +38,8 @@ from mcp import Client
 from roundtrip import percentile_95, progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from postgres_server import binaries, database_url, running_server  # the tests' harness, on the path just above
-from replica_cluster import cluster
+from support.postgres_server import binaries, database_url, running_server  # the tests' harness, on the path just above
+from support.replica_cluster import cluster
 
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {
     "read": ("session_get_events", {"limit": 5}),

@@ -51,8 +51,8 @@ from managed_tools.sandbox import launcher as launchers
 from managed_tools.sandbox import layers
 from managed_tools.sandbox.launcher import compiled
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import open_runtime
 
 BEFORE = "58b256f"  # main before issue 34
 NEW_OPTIONS = ("--unshare-user", "--unshare-uts", "--unshare-cgroup-try")

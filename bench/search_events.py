@@ -37,13 +37,13 @@ import anyio
 from memory import Language, Stat, bench_config, progress
 from noports import PORTS
 
-from managed_tools.server.attach import attach, detach
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.connection.attach import attach, detach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.db import Database, Tx
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Runtime, ToolContext
-from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Runtime, ToolContext
 from managed_tools.tools.recall.events import ContextSearchArgs, session_search_context
 
 TARGET_P95_MS = 10.0

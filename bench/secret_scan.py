@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from managed_tools.tools.framework import redaction, secret_scan
+from managed_tools.tools.framework.wire import redaction, secret_scan
 
 REPO = Path(__file__).resolve().parent.parent
 SUFFIXES = (".py", ".md", ".c", ".toml", ".json", ".yml", ".txt", ".sh", ".in")

@@ -24,13 +24,13 @@ from typing import Any
 import anyio
 from noports import PORTS
 
-from managed_tools.server.attach import attach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores import events, sessions
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Runtime
-from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Runtime
 
 
 def quantiles(samples: list[float]) -> dict[str, float]:

@@ -32,12 +32,12 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from noports import PORTS
 
-from managed_tools.server.attach import attach, detach
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.connection.attach import attach, detach
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.db.wal_check import read_wal
-from managed_tools.tools.framework.context import Runtime
-from managed_tools.tools.framework.executor import execute
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Runtime
 
 READ = ("memory_read", {"target": "session_state"})
 

@@ -1,6 +1,6 @@
 """What our gate costs an upstream MCP server's tool call (issue 15).
 
-The same upstream (tests/upstream_server.py, a Python SDK server over stdio) is called twice: directly by
+The same upstream (tests/support/upstream_server.py, a Python SDK server over stdio) is called twice: directly by
 `mcp.Client` (the baseline), and through our server as `probe__<tool>`, where each call is validated, checked
 against the policy, recorded as span events, bounded, and an image is stored as a session attachment. Both
 series run in this process one after the other; the ratio is gated over direct at p50 and p95.
@@ -26,12 +26,12 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
-UPSTREAM = TESTS / "upstream_server.py"
+UPSTREAM = TESTS / "support" / "upstream_server.py"
 CALLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "image": {}}
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]

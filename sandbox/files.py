@@ -36,7 +36,7 @@ BINARY_SNIFF_BYTES = 8192
 TEMP_NONCE_BYTES = 6
 TEMP_MAC_BYTES = 8  # a write's temporary file: `.<name>.<12 + 16 hex digits>.tmp`
 # The key that marks this server's temporary files as its own: per process until the runtime sets the data dir's
-# (server/runtime.py), so that a later start recognises what a killed one left. Process-wide, as the writes are.
+# (server/runtime/opening.py), so that a later start recognises what a killed one left. Process-wide, as the writes are.
 _temp_key = [secrets.token_bytes(32)]
 
 

@@ -9,7 +9,7 @@ refused by name. The guard's answer is a check, not a handle: sandbox/fsaccess.p
 returns beneath a descriptor of the root, so a link swapped in after the check fails the open.
 
 `/attachments/<session id>/<attachment id>` is no mount: only `read` takes it, once the caller checked the owner
-(tools/framework/attachments.py), and `PathGuard.attachment` contains it in the data dir's attachments
+(tools/framework/context/attachments.py), and `PathGuard.attachment` contains it in the data dir's attachments
 directory with no link allowed anywhere under it.
 """
 

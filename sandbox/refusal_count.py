@@ -1,5 +1,5 @@
-"""How often the sandbox refused something, as an OpenTelemetry counter (a no-op until server/otel.py installs a
-provider; tools/framework/telemetry.py has the tools' own). Only the kind is counted, never what was refused."""
+"""How often the sandbox refused something, as an OpenTelemetry counter (a no-op until server/runtime/otel.py installs a
+provider; tools/framework/context/telemetry.py has the tools' own). Only the kind is counted, never what was refused."""
 
 from __future__ import annotations
 

@@ -1,3 +1,3 @@
-from managed_tools.server.cli import main
+from managed_tools.server.cli.command import main
 
 raise SystemExit(main())

@@ -87,7 +87,7 @@ async def write(
     expected_content_hash: str | None = None,
     searchable_title: str,
 ) -> tuple[VersionRecord, str | None, str]:
-    """Write a new version with these sources (the caller's rule: tools/framework/provenance.py); returns
+    """Write a new version with these sources (the caller's rule: tools/framework/context/provenance.py); returns
     (version, previous version id, new content).
 
     Raises PreconditionError, naming the latest version, when an expectation does not hold.

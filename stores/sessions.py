@@ -13,7 +13,7 @@ from managed_tools.stores.errors import AccessDeniedError, NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
 SessionStatus = Literal["idle", "running", "requires_action", "terminated"]
-LOCAL_OWNER = ""  # the one principal of stdio and static-token set-ups (an OAuth principal: server/principal.py)
+LOCAL_OWNER = ""  # the one principal of stdio and static-token set-ups (an OAuth principal: server/auth/principal.py)
 
 
 class SessionRecord(BaseModel):

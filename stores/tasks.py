@@ -1,4 +1,4 @@
-"""Tasks: long tool calls a client follows by id (server/tasks.py speaks the protocol; this keeps them).
+"""Tasks: long tool calls a client follows by id (server/mcp/tasks.py speaks the protocol; this keeps them).
 
 A task is written before its id is handed out and every change is one UPDATE, so `tasks/get` answers the same
 from any process sharing the store. Terminal states (completed, failed, cancelled) never change again. A task

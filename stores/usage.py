@@ -1,4 +1,4 @@
-"""What each session has used: its recorded calls, their tokens and their time (tools/framework/budget.py says
+"""What each session has used: its recorded calls, their tokens and their time (tools/framework/context/budget.py says
 what counts). One row per session, added to as each call's completion is recorded, so a budget holds across
 connections and processes. A call is added to its session and to every ancestor (the sessions that delegated it,
 up the chain), so a session's use includes its children's and a child cannot spend a budget of its own."""

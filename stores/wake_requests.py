@@ -1,7 +1,7 @@
 """Wake requests: a session asks to be woken at a time, for a reason (seed 004's proactive wakes).
 
 Not `stores.sessions`' wakes, which are the connections attached to a session: a wake request is what a scheduler
-in a running server acts on when it falls due (server/wake_scheduler.py). Every transition is one conditional
+in a running server acts on when it falls due (server/mcp/wake_scheduler.py). Every transition is one conditional
 UPDATE, so when several server processes share the store exactly one of them takes a due request.
 """
 

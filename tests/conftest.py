@@ -19,15 +19,15 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
-from postgres_server import SKIP_REASON, TEMPLATE, binaries, database_url, running_server
+from support.postgres_server import SKIP_REASON, TEMPLATE, binaries, database_url, running_server
 
-from managed_tools.server.app import build_server
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.data_dir import state_root
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.data_dir import state_root
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.mcp.app import build_server
+from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.db.sqlite import SqliteDatabase
-from managed_tools.tools.framework.context import Runtime
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.context.context import Runtime
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
 ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era (2025-11-25)
 
@@ -78,8 +78,8 @@ async def browser() -> AsyncIterator[Any]:
 
 @pytest.fixture
 def probe_config(workspace: Path) -> ServeConfig:
-    """SQLite, and the probe tools (tests/probe_tools.py: an always_ask write whose rows can be counted)."""
-    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("probe_tools",))
+    """SQLite, and the probe tools (tests/support/probe_tools.py: an always_ask write whose rows can be counted)."""
+    return ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=("support.probe_tools",))
 
 
 @pytest.fixture

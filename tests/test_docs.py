@@ -13,8 +13,8 @@ import pytest
 import yaml
 from conftest import Connect, data
 
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import open_runtime
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import open_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.runtime import StartupError, startup_extensions
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import StartupError, startup_extensions
 
 pytestmark = pytest.mark.anyio
 
 EXTENSION = """
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import NoArguments, WireModel
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.models import NoArguments, WireModel
 
 
 class Echo(WireModel):

@@ -55,9 +55,9 @@ def test_our_code_is_imported_only_by_its_installed_name() -> None:
 
 def test_the_rules_see_what_they_forbid(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("import mcp.types\nfrom managed_tools.server.app import x\nfrom tools.definition import y\n")
+    probe.write_text("import mcp.types\nfrom managed_tools.server.mcp.app import x\nfrom tools.definition import y\n")
     names = imported(probe)
-    assert within("managed_tools.server.app", FORBIDDEN["tools"]) == {"managed_tools.server"}
+    assert within("managed_tools.server.mcp.app", FORBIDDEN["tools"]) == {"managed_tools.server"}
     assert {n for n in names if n.split(".")[0] in BARE} == {"tools.definition"}
     assert set().union(*(within(n, FORBIDDEN["stores"]) for n in names)) == {"mcp", "managed_tools.server"}
 

@@ -7,12 +7,19 @@ from collections.abc import Mapping, Sequence
 from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.environment import tools as environment
 from managed_tools.tools.files import tools as file_tools
-from managed_tools.tools.framework import published
-from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
-from managed_tools.tools.framework.errors import RegistryError
-from managed_tools.tools.framework.overrides import ToolOverride, overridden
-from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.toolsets import ALL, PRESETS, USER_TOOLSETS, ToolSelection, did_you_mean, select
+from managed_tools.tools.framework.definitions import published
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.overrides import ToolOverride, overridden
+from managed_tools.tools.framework.definitions.registry import Registry
+from managed_tools.tools.framework.definitions.toolsets import (
+    ALL,
+    PRESETS,
+    USER_TOOLSETS,
+    ToolSelection,
+    did_you_mean,
+    select,
+)
+from managed_tools.tools.framework.wire.errors import RegistryError
 from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search
 from managed_tools.tools.memory import tools as memory_tools
@@ -59,8 +66,8 @@ PURPOSES: dict[str, str] = {
     "extensions": "--tools-module tools",
     "mcp": "upstream MCP servers' tools",
 }
-# Every tool the package defines, as tools/framework/published.py publishes their schemas: the families, the way
-# back for latent calls, and tool search's own.
+# Every tool the package defines, as tools/framework/definitions/published.py publishes their schemas: the families, the
+# way back for latent calls, and tool search's own.
 BUILT_IN: tuple[ToolDefinition, ...] = (
     *(d for family in FAMILIES.values() for d in family),
     *latent_calls.DEFINITIONS,
@@ -113,7 +120,8 @@ def build_registry(
 
     `policy` is the user's per-tool override of permissionPolicy; naming a tool that does not exist is an error,
     so a typo never silently leaves a tool ungated (a tool the selection hides may be named). `overrides` (config
-    `overrides`, tools/framework/overrides.py) are checked and applied after it, and name tools the same way.
+    `overrides`, tools/framework/definitions/overrides.py) are checked and applied after it, and name tools the same
+    way.
     `upstreams` are the configured upstream servers, whose tools the selection may name before they are listed.
     """
     groups = toolsets(extra, extensions)

@@ -16,13 +16,11 @@ from managed_tools.sandbox import ripgrep
 from managed_tools.sandbox.files import read_limited
 from managed_tools.stores import attachments
 from managed_tools.stores.errors import NotFoundError
-from managed_tools.tools.framework.attachments import read_owned
-from managed_tools.tools.framework.call_result import CallResult
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.framework.uris import (
+from managed_tools.tools.framework.calls.call_result import CallResult
+from managed_tools.tools.framework.context.attachments import read_owned
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.context.uris import (
     AGENT_TARGETS,
     FILE_MOUNTS,
     SCHEME,
@@ -36,6 +34,8 @@ from managed_tools.tools.framework.uris import (
     parse_file,
     view_uri,
 )
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.registry import Registry
 from managed_tools.tools.memory.targets import STORES, render
 from managed_tools.tools.outcomes.gate import posture
 

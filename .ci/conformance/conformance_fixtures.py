@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import anyio
 
-from managed_tools.server.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
-from managed_tools.tools.framework.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definition import Handler, Render, ToolDefinition
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
+from managed_tools.server.runtime.extensions import Prompt, PromptArgument, PromptMessage, Resource, ResourceTemplate
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definitions.definition import Handler, Render, ToolDefinition
+from managed_tools.tools.framework.wire.content import AudioBlock, Block, ImageBlock, ResourceBlock, TextBlock
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments, WireModel
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

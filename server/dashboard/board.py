@@ -1,5 +1,5 @@
 """One dashboard: its capabilities (the URL token, the CSRF token), and its answers to permission requests,
-each bound to its request and taken once (server/bound_answers.py)."""
+each bound to its request and taken once (server/consent/bound_answers.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from managed_tools.server.bound_answers import Answered, BoundAnswers, Decision
-from managed_tools.server.human import question
+from managed_tools.server.consent.bound_answers import Answered, BoundAnswers, Decision
+from managed_tools.server.consent.human import question
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx

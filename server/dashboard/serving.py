@@ -9,10 +9,10 @@ import sys
 
 import anyio
 
+from managed_tools.server.consent.board import Pages
+from managed_tools.server.consent.human import StateAt, state_database
 from managed_tools.server.dashboard.board import Dashboard
 from managed_tools.server.dashboard.site import DashboardSite
-from managed_tools.server.human import StateAt, state_database
-from managed_tools.server.pages.board import Pages
 from managed_tools.server.pages.serving import serving_loopback
 from managed_tools.stores.db import Database, redacted
 

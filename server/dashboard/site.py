@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from managed_tools.server.bound_answers import Decision
+from managed_tools.server.consent.bound_answers import Decision
 from managed_tools.server.dashboard import page
 from managed_tools.server.dashboard.board import Dashboard, pending_views
 from managed_tools.server.pages.site import foreign_post, read_form

@@ -7,7 +7,7 @@ import hashlib
 from html import escape
 from typing import Any
 
-from managed_tools.server.pages.board import Page
+from managed_tools.server.consent.board import Page
 
 MAX_SECRET_CHARS = 8192
 MAX_FIELD_CHARS = 2000

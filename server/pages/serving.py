@@ -18,8 +18,8 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from managed_tools.server.config import ServeConfig
-from managed_tools.server.pages.board import Pages
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.consent.board import Pages
 from managed_tools.server.pages.site import PageSite
 
 LOOPBACK = "127.0.0.1"
@@ -32,7 +32,7 @@ def pages_for(config: ServeConfig) -> Pages:
 
 class _PageServer(uvicorn.Server):
     @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the MCP server's stop ends this one (server/stopping.py)
+    def capture_signals(self) -> Iterator[None]:  # the MCP server's stop ends this one (server/runtime/stopping.py)
         yield
 
 
@@ -70,7 +70,7 @@ async def serving_loopback(app: ASGIApp, *, when: anyio.Event | None = None) -> 
 async def _serve(app: ASGIApp, sock: socket.socket, when: anyio.Event | None, started: list[_PageServer]) -> None:
     if when is not None:
         await when.wait()
-    from managed_tools.server.http_limits import ConnectionLimits, limited_protocol  # imports httptools
+    from managed_tools.server.http.limits import ConnectionLimits, limited_protocol  # imports httptools
 
     config = uvicorn.Config(
         app,

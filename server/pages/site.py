@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.types import Receive, Scope, Send
 
+from managed_tools.server.consent.board import Page, PageAnswer, Pages
 from managed_tools.server.pages import html
-from managed_tools.server.pages.board import Page, PageAnswer, Pages
 
 PAGE_PATH = re.compile(r"/p/([A-Za-z0-9_-]{43})")
 MAX_BODY_BYTES = 16384

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from managed_tools.server.providers.openai_chat import ReplyError, error_text
-from managed_tools.tools.framework.ports import ModelCall, ModelTurn, ToolSpec
+from managed_tools.tools.framework.context.ports import ModelCall, ModelTurn, ToolSpec
 
 API_VERSION = "2023-06-01"
 __all__ = ["body", "error_text", "headers", "parse"]  # the error body has the same shape as OpenAI's

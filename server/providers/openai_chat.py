@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from managed_tools.tools.framework.ports import ModelCall, ModelTurn, ToolSpec
+from managed_tools.tools.framework.context.ports import ModelCall, ModelTurn, ToolSpec
 
 
 class ReplyError(ValueError):

@@ -16,11 +16,17 @@ from typing import Any
 import anyio
 import httpx2
 
+from managed_tools.server.config.provider_spec import VAULT_REFERENCE, ModelProviderSpec
 from managed_tools.server.providers import anthropic_messages, openai_chat
-from managed_tools.server.providers.spec import VAULT_REFERENCE, ModelProviderSpec
 from managed_tools.server.upstream.secrets import SecretLookup
-from managed_tools.tools.framework.ports import ChildMode, Consent, ModelTurn, SamplingUnavailableError, ToolSpec
-from managed_tools.tools.framework.redaction import KNOWN, scrub
+from managed_tools.tools.framework.context.ports import (
+    ChildMode,
+    Consent,
+    ModelTurn,
+    SamplingUnavailableError,
+    ToolSpec,
+)
+from managed_tools.tools.framework.wire.redaction import KNOWN, scrub
 
 APIS: dict[str, ModuleType] = {"openai": openai_chat, "anthropic": anthropic_messages}
 SAMPLING_SYSTEM = "Answer exactly as the user's message asks."

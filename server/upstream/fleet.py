@@ -16,14 +16,14 @@ import anyio
 
 from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.mounts import Mount
+from managed_tools.server.config.upstream_spec import UpstreamSpecs
 from managed_tools.server.upstream.gateway import gateway_for
 from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import SecretLookup, no_vault
-from managed_tools.server.upstream.spec import UpstreamSpecs
 from managed_tools.server.upstream.upstream import Upstream
-from managed_tools.tools.framework.definition import PermissionPolicy
-from managed_tools.tools.framework.overrides import ToolOverride
-from managed_tools.tools.framework.registry import GROUP_SEPARATOR, Registry
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy
+from managed_tools.tools.framework.definitions.overrides import ToolOverride
+from managed_tools.tools.framework.definitions.registry import GROUP_SEPARATOR, Registry
 
 # How long start-up waits, at most and all together, for the first start of the upstreams with no remembered tools
 # (an upstream that hung at initialize held every start-up 21 s). `managed-tools tools` waits LISTING_WAIT_SECONDS:

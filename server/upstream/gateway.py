@@ -15,7 +15,7 @@ import mcp_types as types
 from mcp import MCPError
 
 from managed_tools.server.upstream.names import inner_name, inner_uri
-from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.definitions.registry import Registry
 
 if TYPE_CHECKING:
     from managed_tools.server.upstream.upstream import Upstream
@@ -24,7 +24,7 @@ RESOURCE_NOT_FOUND = -32002
 
 
 class Listener(Protocol):
-    """What a server does with an upstream's notifications (server/resources.py `Notifier`)."""
+    """What a server does with an upstream's notifications (server/mcp/resources.py `Notifier`)."""
 
     async def list_changed(self) -> None: ...
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from managed_tools.server.upstream.spec import UPSTREAM_NAME
-from managed_tools.tools.framework.registry import GROUP_SEPARATOR
+from managed_tools.server.config.upstream_spec import UPSTREAM_NAME
+from managed_tools.tools.framework.definitions.registry import GROUP_SEPARATOR
 
 SCHEME = "upstream"
 PREFIX = f"{SCHEME}://"

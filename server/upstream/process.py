@@ -23,7 +23,7 @@ from mcp.shared.message import SessionMessage
 
 from managed_tools.sandbox.spawn import Child, Domain, spawn
 from managed_tools.server.upstream.log_repeats import limited
-from managed_tools.tools.framework.redaction import scrub
+from managed_tools.tools.framework.wire.redaction import scrub
 
 log = limited("managed_tools.upstream")
 CHUNK = 1 << 16

@@ -31,12 +31,12 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from managed_tools.server.consent import form_schema
-from managed_tools.server.pages.board import PageAnswer, Pages, PagesFull
+from managed_tools.server.consent.board import PageAnswer, Pages, PagesFull
+from managed_tools.server.consent.consent import form_schema
 from managed_tools.stores.events import append_event
-from managed_tools.tools.framework.arguments import clip
-from managed_tools.tools.framework.context import Attachment, Runtime
-from managed_tools.tools.framework.what_runs import visible
+from managed_tools.tools.framework.calls.arguments import clip
+from managed_tools.tools.framework.context.context import Attachment, Runtime
+from managed_tools.tools.framework.context.what_runs import visible
 
 log = logging.getLogger("managed_tools.upstream")
 MAX_MESSAGE_CHARS = 2000
@@ -159,7 +159,7 @@ def web_address(url: str) -> str | None:
     return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
 
 
-# The asker of the `tools/call` now running in this task (set by server/app.py around the executor), so the
+# The asker of the `tools/call` now running in this task (set by server/mcp/app.py around the executor), so the
 # upstream that call reaches knows whom its questions are for.
 asking: ContextVar[Questions | None] = ContextVar("managed_tools_upstream_asking", default=None)
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
+from managed_tools.server.config.upstream_spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.log_repeats import limited
-from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
-from managed_tools.tools.framework.redaction import scrub
+from managed_tools.tools.framework.wire.redaction import scrub
 
 log = limited("managed_tools.upstream")
 MAX_FILE_BYTES = 8 << 20

@@ -2,7 +2,7 @@
 
 The lookup is injected (`SecretLookup`), so this package never holds a vault. A value that is missing stops that
 upstream from starting, with a message naming the variable and the command that sets it. A resolved value joins
-the process's known secrets (tools/framework/redaction.py): it is removed from every result, error and event the
+the process's known secrets (tools/framework/wire/redaction.py): it is removed from every result, error and event the
 executor records, from the upstream's stderr and from every log line.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping
 
-from managed_tools.tools.framework.redaction import KNOWN
+from managed_tools.tools.framework.wire.redaction import KNOWN
 
 SecretLookup = Callable[[str], Awaitable[str | None]]
 REFERENCE = re.compile(r"\$\{vault:([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -15,17 +15,17 @@ from pydantic import ValidationError
 
 from managed_tools.server.upstream.log_repeats import limited
 from managed_tools.stores.attachments import AttachmentError
-from managed_tools.tools.framework.content import Block, TextBlock
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.custom import schema_model
-from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
-from managed_tools.tools.framework.errors import RegistryError, ToolError
-from managed_tools.tools.framework.models import Arguments, WireModel
-from managed_tools.tools.framework.registry import (
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.custom import schema_model
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.registry import (
     GROUP_SEPARATOR,
     MAX_UPSTREAM_DESCRIPTION_CHARS,
     UPSTREAM_NAME_PATTERN,
 )
+from managed_tools.tools.framework.wire.content import Block, TextBlock
+from managed_tools.tools.framework.wire.errors import RegistryError, ToolError
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 log = limited("managed_tools.upstream")
 MAX_TEXT_CHARS = 100_000  # what one result may put into the conversation as text

@@ -30,7 +30,8 @@ from managed_tools.sandbox.egress import SOCKET_ENV, Refusal
 from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.policy import Grant
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.server.library import MAX_COMPLETIONS
+from managed_tools.server.config.upstream_spec import HttpUpstream, StdioUpstream
+from managed_tools.server.mcp.library import MAX_COMPLETIONS
 from managed_tools.server.upstream import process
 from managed_tools.server.upstream.gateway import Gateway
 from managed_tools.server.upstream.log_repeats import limited
@@ -39,14 +40,13 @@ from managed_tools.server.upstream.names import outer_content, outer_uri
 from managed_tools.server.upstream.questions import Questions, addressee, asking
 from managed_tools.server.upstream.remembered import ToolMemory
 from managed_tools.server.upstream.secrets import MissingSecret, SecretLookup, resolve
-from managed_tools.server.upstream.spec import HttpUpstream, StdioUpstream
 from managed_tools.server.upstream.tools import definitions
-from managed_tools.tools.framework import telemetry
-from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition
-from managed_tools.tools.framework.errors import RegistryError, ToolError
-from managed_tools.tools.framework.overrides import ToolOverride, overridden
-from managed_tools.tools.framework.redaction import scrub
-from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.context import telemetry
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.overrides import ToolOverride, overridden
+from managed_tools.tools.framework.definitions.registry import Registry
+from managed_tools.tools.framework.wire.errors import RegistryError, ToolError
+from managed_tools.tools.framework.wire.redaction import scrub
 from managed_tools.tools.shell.diagnose import CODES, program_note
 
 log = limited("managed_tools.upstream")

@@ -35,7 +35,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         "sessions owned by a principal",
         (
             # Who a session belongs to within its agent: '' is the local principal (stdio, the static token), an
-            # OAuth principal is its issuer and subject (server/principal.py). It never changes after creation.
+            # OAuth principal is its issuer and subject (server/auth/principal.py). It never changes after creation.
             "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
             "CREATE INDEX sessions_owner ON sessions(agent_id, owner, last_activity_at)",
             # The event index's `agent` token carries the owner too, so a search stays inside the principal's
@@ -90,9 +90,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         13,
         "change notices between the server processes sharing this store",
         (
-            # SQLite: a short log that every process polls (stores/notices.py): a resource one process changed is
-            # notified to the subscribers of every other. Pruned to the newest rows; nothing here outlives a poll or
-            # two. PostgreSQL needs no table: LISTEN/NOTIFY carries the notices (stores/notices_postgres.py).
+            # SQLite: a short log that every process polls (stores/notices/__init__.py): a resource one process changed
+            # is notified to the subscribers of every other. Pruned to the newest rows; nothing here outlives a poll or
+            # two. PostgreSQL needs no table: LISTEN/NOTIFY carries the notices (stores/notices/postgres.py).
             Each(
                 """CREATE TABLE notices (
                 seq INTEGER PRIMARY KEY AUTOINCREMENT,

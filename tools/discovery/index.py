@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
 # Field weights: a word in the name says most, then the title, the description, the argument names, the examples.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0, 1.0)

@@ -17,12 +17,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from managed_tools.tools.discovery.index import ToolIndex
-from managed_tools.tools.framework import executor
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import PermissionPolicy, ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, WireModel
-from managed_tools.tools.framework.registry import Registry
+from managed_tools.tools.framework.calls import executor
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition, ToolExample
+from managed_tools.tools.framework.definitions.registry import Registry
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 SEARCH, DESCRIBE, CALL = "tools_search", "tools_describe", "tools_call"
 OWN = (SEARCH, DESCRIBE, CALL)

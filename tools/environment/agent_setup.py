@@ -17,12 +17,12 @@ from managed_tools.tools.environment.setup import (
     recorded_setup,
     vaults,
 )
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import Arguments, NoArguments, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.framework.sections import one_of
-from managed_tools.tools.framework.uris import view_uri
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.context.uris import view_uri
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments, SessionId, WireModel
+from managed_tools.tools.framework.wire.sections import one_of
 
 
 class SetupInput(Arguments):

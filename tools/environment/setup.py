@@ -15,10 +15,10 @@ from managed_tools.sandbox.layers import describe
 from managed_tools.sandbox.mounts import default_mounts
 from managed_tools.stores import sessions, setups
 from managed_tools.stores.ids import canonical_json, sha256_hex
-from managed_tools.tools.framework.context import Runtime, ToolContext
-from managed_tools.tools.framework.models import WireModel
-from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.sections import Partial
+from managed_tools.tools.framework.context.context import Runtime, ToolContext
+from managed_tools.tools.framework.definitions.registry import Registry
+from managed_tools.tools.framework.wire.models import WireModel
+from managed_tools.tools.framework.wire.sections import Partial
 
 
 class MountedResource(WireModel):

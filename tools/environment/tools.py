@@ -18,11 +18,11 @@ from managed_tools.tools.environment.setup import (
     live_setup,
     mounted_resources,
 )
-from managed_tools.tools.framework.context import Runtime, ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import Arguments, WireModel
-from managed_tools.tools.framework.registry import Registry
-from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
+from managed_tools.tools.framework.context.context import Runtime, ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.registry import Registry
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
+from managed_tools.tools.framework.wire.sections import PART_NAMES, Partial, one_of
 
 
 class SandboxInfo(WireModel):

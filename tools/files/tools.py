@@ -23,13 +23,13 @@ from managed_tools.sandbox.files import BINARY_SNIFF_BYTES, atomic_write, open_r
 from managed_tools.sandbox.fsaccess import kind_name
 from managed_tools.sandbox.paths import Resolved, attachment_parts
 from managed_tools.stores import images
-from managed_tools.tools.framework.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
-from managed_tools.tools.framework.content import Block, TextBlock
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, Formatted, NonEmptyStr, NoNul, WireModel
-from managed_tools.tools.framework.uris import file_uri
+from managed_tools.tools.framework.context.attachments import INLINE_IMAGE_BYTES, ResultFile, image_block, owned
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.uris import file_uri
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.content import Block, TextBlock
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, Formatted, NonEmptyStr, NoNul, WireModel
 
 PathArg = Annotated[str, Field(min_length=1, max_length=4096, description="Relative to /workspace, or virtual.")]
 DEFAULT_READ_CHARS = 12_000

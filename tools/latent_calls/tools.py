@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from managed_tools.stores import latent_calls
-from managed_tools.tools.framework import latent
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.custom import OutputMismatch, check_output
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, WireModel
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions import latent
+from managed_tools.tools.framework.definitions.custom import OutputMismatch, check_output
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 
 class SubmitArgs(Arguments):

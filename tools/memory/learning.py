@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from managed_tools.stores import learnings
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, WireModel
-from managed_tools.tools.framework.uris import memory_uri
-from managed_tools.tools.framework.what_runs import visible
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.uris import memory_uri
+from managed_tools.tools.framework.context.what_runs import visible
+from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import enforce_gate
 
 

@@ -9,11 +9,11 @@ from pydantic import Field
 from managed_tools.stores import memory
 from managed_tools.stores.memory import VersionRecord
 from managed_tools.stores.provenance import Trust
-from managed_tools.tools.framework import provenance
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.models import Arguments, NoArguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session_id
-from managed_tools.tools.framework.uris import memory_uri
+from managed_tools.tools.framework.context import provenance
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session_id
+from managed_tools.tools.framework.context.uris import memory_uri
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.memory.targets import DEFAULT_READ_CHARS, STORES, Target, VersionedTarget, render, scope_of
 
 

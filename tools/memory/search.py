@@ -18,12 +18,12 @@ from managed_tools.stores import memory, outcomes, search, sessions
 from managed_tools.stores.provenance import Trust
 from managed_tools.stores.search import SearchRow, make_snippet
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Formatted, NextTool, NonEmptyStr, WireModel
-from managed_tools.tools.framework.retrieval import build_query, outcome_affinity, score_text, search_parts
-from managed_tools.tools.framework.scope import Lineage, in_lineage, relation
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import build_query, outcome_affinity, score_text, search_parts
+from managed_tools.tools.framework.context.scope import Lineage, in_lineage, relation
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Formatted, NextTool, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation
 
 SOURCE_BOOST = {

@@ -8,7 +8,7 @@ from typing import Literal
 
 from managed_tools.stores import events, learnings, memory, outcomes, sessions
 from managed_tools.stores.provenance import Provenance
-from managed_tools.tools.framework.context import ToolContext
+from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.shell import posture as shell_core
 
 Target = Literal["session_state", "working_buffer", "workspace_memory", "workspace_memory_notes", "checkpoint",

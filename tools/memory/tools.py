@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.models import NoArguments
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.models import NoArguments
 from managed_tools.tools.memory.learning import (
     LearningListArgs,
     LearningListOutput,

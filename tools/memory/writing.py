@@ -9,10 +9,12 @@ from pydantic import Field
 
 from managed_tools.stores import memory
 from managed_tools.stores.provenance import Provenance, Trust
-from managed_tools.tools.framework import provenance
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import (
+from managed_tools.tools.framework.context import provenance
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session_id
+from managed_tools.tools.framework.context.uris import memory_uri
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -20,8 +22,6 @@ from managed_tools.tools.framework.models import (
     SessionId,
     WireModel,
 )
-from managed_tools.tools.framework.scope import scoped_session_id
-from managed_tools.tools.framework.uris import memory_uri
 from managed_tools.tools.memory.targets import DEFAULT_READ_CHARS, MAX_CONTENT_CHARS, STORES, WritableTarget, scope_of
 from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
 

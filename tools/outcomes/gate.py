@@ -15,10 +15,10 @@ from typing import Literal
 
 from managed_tools.stores import approvals, memory, outcomes, sessions, wake_requests
 from managed_tools.stores.outcomes import Outcome
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.errors import Refused
-from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.framework.retrieval import build_query, score_text
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import build_query, score_text
+from managed_tools.tools.framework.wire.errors import Refused
+from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.shell import posture as shell_core
 
 GradeStatus = Literal["missing_outcome", "blocked", "sleeping", "in_progress", "done_candidate"]

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from managed_tools.stores import events, outcomes
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session_id
-from managed_tools.tools.framework.uris import evaluation_uri, memory_uri
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session_id
+from managed_tools.tools.framework.context.uris import evaluation_uri, memory_uri
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.outcomes.gate import (
     Evaluation,
     Grade,

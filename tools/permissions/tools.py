@@ -14,12 +14,12 @@ from pydantic import Field
 
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
-from managed_tools.tools.framework.arguments import ArgumentError, approval_digest, parse_call
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolEffect, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
-from managed_tools.tools.framework.permission import argument_secrets, env_secrets
+from managed_tools.tools.framework.calls.arguments import ArgumentError, approval_digest, parse_call
+from managed_tools.tools.framework.calls.permission import argument_secrets, env_secrets
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolEffect, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash

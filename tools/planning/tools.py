@@ -12,9 +12,9 @@ from pydantic import Field, model_validator
 
 from managed_tools.stores import plans
 from managed_tools.stores.plans import Plan
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments, WireModel
 
 Title = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
 StepStatus = Literal["pending", "in_progress", "done"]

@@ -13,11 +13,11 @@ from pydantic import Field
 from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.event_search import EventMatch, EventScope
 from managed_tools.stores.search import make_snippet
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, NonEmptyStr, WireModel
-from managed_tools.tools.framework.retrieval import Query, build_query, score_text, search_parts
-from managed_tools.tools.framework.scope import Lineage, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import Query, build_query, score_text, search_parts
+from managed_tools.tools.framework.context.scope import Lineage, in_lineage, relation, scoped_session
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NextTool, NonEmptyStr, WireModel
 from managed_tools.tools.recall.hits import RecallHit, SessionFacts, needles, ranked, session_facts, setup_aware
 
 CONTEXT_BOOST = 2

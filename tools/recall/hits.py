@@ -13,10 +13,10 @@ from managed_tools.stores import outcomes, sessions
 from managed_tools.stores.provenance import Trust
 from managed_tools.stores.sessions import SessionRecord
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.framework.retrieval import Query, outcome_affinity
-from managed_tools.tools.framework.scope import Relation, relation
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import Query, outcome_affinity
+from managed_tools.tools.framework.context.scope import Relation, relation
+from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.outcomes.gate import Evaluation
 
 Backend = Literal["memory", "session_context", "session_trace"]

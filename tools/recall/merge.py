@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.framework.scope import Relation
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import Relation
+from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.memory.search import SearchArgs, memory_search
 from managed_tools.tools.outcomes.gate import posture
 from managed_tools.tools.recall.events import RecallArgs, context_hits, parse_query, trace_hits

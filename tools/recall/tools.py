@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.recall.events import (
     ContextSearchArgs,
     ContextSearchOutput,

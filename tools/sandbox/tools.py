@@ -24,11 +24,11 @@ from pydantic import BaseModel, Field
 from managed_tools.sandbox import files
 from managed_tools.tools.environment.setup import ConfinementView, confinement_view, mounted_resources
 from managed_tools.tools.files import tools as file_tools
-from managed_tools.tools.framework import executor
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.calls import executor
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments, WireModel
 
 Action = Literal[
     "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",

@@ -18,11 +18,17 @@ import anyio
 from managed_tools.stores import delegations, events, outcomes, sessions
 from managed_tools.stores.db import Tx
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.context import Attachment, Ports, Runtime
-from managed_tools.tools.framework.executor import execute
-from managed_tools.tools.framework.models import WireModel
-from managed_tools.tools.framework.ports import ChildModel, ModelTurn, NoChildModel, SamplingUnavailableError, ToolSpec
-from managed_tools.tools.framework.uris import view_uri
+from managed_tools.tools.framework.calls.executor import execute
+from managed_tools.tools.framework.context.context import Attachment, Ports, Runtime
+from managed_tools.tools.framework.context.ports import (
+    ChildModel,
+    ModelTurn,
+    NoChildModel,
+    SamplingUnavailableError,
+    ToolSpec,
+)
+from managed_tools.tools.framework.context.uris import view_uri
+from managed_tools.tools.framework.wire.models import WireModel
 
 MAX_MODEL_TOKENS = 4000
 HISTORY_MESSAGES = 40  # the conversation a run starts from: the last N messages of the session

@@ -13,11 +13,11 @@ from pydantic import Field
 from managed_tools.stores import setups
 from managed_tools.stores.setups import ResultSize
 from managed_tools.tools.environment.setup import recorded_setup
-from managed_tools.tools.framework.budget import estimated_tokens
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import Arguments, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.context.budget import estimated_tokens
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.models import Arguments, SessionId, WireModel
 
 TOP = 5
 # A nominal 128k-token window: a quarter of it used is worth a look, three quarters is pressing.

@@ -20,12 +20,12 @@ from managed_tools.stores import attachments, delegations, events, outcomes, pla
 from managed_tools.stores.delegations import ParentCommunication
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
-from managed_tools.tools.framework.attachments import AttachmentRef, copy
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
+from managed_tools.tools.framework.context.attachments import AttachmentRef, copy
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.sessions.child_run import ANSWER_EVENT, CallRecord, SessionRun, StopReason, run_session
 from managed_tools.tools.sessions.tools import Known, SessionFilters, SessionSummary, sort_sessions, summary_fields
 

@@ -14,12 +14,9 @@ from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
 from managed_tools.stores.usage import Usage
 from managed_tools.tools.environment.setup import setup_fingerprint
-from managed_tools.tools.framework.budget import CallLimits, SessionLimits, session_over
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, Formatted, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.framework.scope import (
+from managed_tools.tools.framework.context.budget import CallLimits, SessionLimits, session_over
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import (
     Lineage,
     Relation,
     in_lineage,
@@ -27,7 +24,10 @@ from managed_tools.tools.framework.scope import (
     scoped_session,
     scoped_session_id,
 )
-from managed_tools.tools.framework.sections import PART_NAMES, Partial, one_of
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, Formatted, NonEmptyStr, SessionId, WireModel
+from managed_tools.tools.framework.wire.sections import PART_NAMES, Partial, one_of
 from managed_tools.tools.outcomes.gate import EvalStatus, Evaluation, OutcomePosture, Trend, posture
 from managed_tools.tools.sessions import context, wakes
 from managed_tools.tools.shell import posture as shell_core
@@ -72,8 +72,9 @@ class SessionSummary(WireModel):
 
 
 class BudgetView(WireModel):
-    """What the session has used (every recorded call, its delegated sessions' included; tools/framework/budget.py
-    says what counts) against the limits configured (config.json `budgets`; null: none)."""
+    """What the session has used (every recorded call, its delegated sessions' included;
+    tools/framework/context/budget.py says what counts) against the limits configured (config.json `budgets`; null:
+    none)."""
 
     used: Usage
     per_session: SessionLimits

@@ -1,5 +1,5 @@
 """Proactive wakes (seed 004): a session asks to be woken later, for a reason; a running server's scheduler wakes
-it (server/wake_scheduler.py). Wake *requests*, not the wakes of session_list_traces (one per connection)."""
+it (server/mcp/wake_scheduler.py). Wake *requests*, not the wakes of session_list_traces (one per connection)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from managed_tools.stores import wake_requests
 from managed_tools.stores.db import Tx
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.wake_requests import Priority, WakeRequest, WakeStatus
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.framework.uris import view_uri
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.context.uris import view_uri
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, SessionId, WireModel
 
 MAX_QUEUED = 3  # per session, as the reference's loop directive allows
 MAX_DELAY = timedelta(hours=24)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from managed_tools.sandbox.files import require_regular
 from managed_tools.sandbox.fsaccess import FileAccessError
 from managed_tools.sandbox.paths import PathError, PathGuard, Resolved
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.shell.flags import PROGRAMS, Flag, Program
 from managed_tools.tools.shell.runner import SAFE_PATH
 

@@ -33,7 +33,7 @@ import anyio
 from managed_tools.sandbox.files import is_dir, sha256_file
 from managed_tools.sandbox.fsaccess import FileAccessError
 from managed_tools.sandbox.paths import PathError, PathGuard
-from managed_tools.tools.framework.what_runs import BoundFile, WhatRuns
+from managed_tools.tools.framework.context.what_runs import BoundFile, WhatRuns
 from managed_tools.tools.shell.posture import to_virtual
 
 MAX_BOUND = 32  # files per command; past it the rest is not bound, and the question says so

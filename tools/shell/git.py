@@ -16,7 +16,7 @@ import posixpath
 
 from managed_tools.sandbox.paths import PathGuard, Resolved
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.shell import git_repository
 from managed_tools.tools.shell.argv import (
     Parser,

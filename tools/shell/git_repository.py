@@ -32,7 +32,7 @@ from managed_tools.sandbox import files
 from managed_tools.sandbox.fsaccess import FileAccessError, kind_name
 from managed_tools.sandbox.paths import PathError, PathGuard, Resolved, inside
 from managed_tools.sandbox.spawn import Domain, spawn
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.shell.argv import FIXED_ENV
 from managed_tools.tools.shell.posture import virtualize
 

@@ -9,11 +9,11 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from managed_tools.stores import shell as store
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, Formatted, NextTool, SessionId, WireModel
-from managed_tools.tools.framework.scope import scoped_session_id
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session_id
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, Formatted, NextTool, SessionId, WireModel
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.jobs import HANDLE_AFTER_MS, CommandResult, command_result, follow, stored_result
 

@@ -17,11 +17,11 @@ from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.ids import utc_now
-from managed_tools.tools.framework import secret_scan
-from managed_tools.tools.framework.context import Runtime, ToolContext
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import NextTool, WireModel
-from managed_tools.tools.framework.what_runs import WhatRuns, changed_files, visible
+from managed_tools.tools.framework.context.context import Runtime, ToolContext
+from managed_tools.tools.framework.context.what_runs import WhatRuns, changed_files, visible
+from managed_tools.tools.framework.wire import secret_scan
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.diagnose import CODES, sandbox_note
 from managed_tools.tools.shell.runner import Job, OnDone, Output

@@ -11,10 +11,10 @@ from pydantic import Field
 
 from managed_tools.sandbox.egress import Egress
 from managed_tools.sandbox.spawn import Domain
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.models import Arguments, NoNul
-from managed_tools.tools.framework.what_runs import WhatRuns
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.what_runs import WhatRuns
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.models import Arguments, NoNul
 from managed_tools.tools.shell import git
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.argv import plan as bash_plan

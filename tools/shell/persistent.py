@@ -15,12 +15,12 @@ from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
-from managed_tools.tools.framework.context import Runtime, ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NoArguments
-from managed_tools.tools.framework.scope import scoped_session
-from managed_tools.tools.framework.what_runs import WhatRuns
+from managed_tools.tools.framework.context.context import Runtime, ToolContext
+from managed_tools.tools.framework.context.scope import scoped_session
+from managed_tools.tools.framework.context.what_runs import WhatRuns
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NoArguments
 from managed_tools.tools.shell import posture as core
 from managed_tools.tools.shell.binds import bind
 from managed_tools.tools.shell.jobs import (

@@ -16,10 +16,10 @@ from pydantic import Field
 from managed_tools.sandbox.paths import PathGuard
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
-from managed_tools.tools.framework.arguments import clip
-from managed_tools.tools.framework.context import Runtime
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import NextTool, WireModel
+from managed_tools.tools.framework.calls.arguments import clip
+from managed_tools.tools.framework.context.context import Runtime
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.shell.runner import Job, PersistentShell
 
 PREVIEW_CHARS = 400

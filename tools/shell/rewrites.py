@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any
 
-from managed_tools.tools.framework.models import NextTool
+from managed_tools.tools.framework.wire.models import NextTool
 from managed_tools.tools.shell import git
 from managed_tools.tools.shell.argv import flags_allowed
 from managed_tools.tools.shell.posture import ShellPosture

@@ -5,7 +5,7 @@ order; each declaration lives beside its handler in `oneshot`, `persistent` or `
 
 from __future__ import annotations
 
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
 from managed_tools.tools.shell import history, oneshot, persistent
 
 DEFINITIONS: tuple[ToolDefinition, ...] = (*oneshot.DEFINITIONS, *persistent.DEFINITIONS, *history.DEFINITIONS)

@@ -23,7 +23,7 @@ import os
 import re
 
 from managed_tools.sandbox.paths import PathError, PathGuard
-from managed_tools.tools.framework.errors import ToolError
+from managed_tools.tools.framework.wire.errors import ToolError
 
 _BEFORE = r"(?<![^\s'\"=:;|&<>(,`])"  # the start, or one of these before it
 _AFTER = r"(?![^/\s'\"=:;|&<>),`])"  # the end, or one of these after it

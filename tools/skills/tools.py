@@ -9,11 +9,11 @@ import anyio
 from pydantic import Field
 
 from managed_tools.stores.skills import Skill
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, NonEmptyStr, WireModel
-from managed_tools.tools.framework.retrieval import build_query, score_text
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import build_query, score_text
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NextTool, NonEmptyStr, WireModel
 
 DEFAULT_MAX_CHARS = 24_000
 

@@ -15,10 +15,10 @@ from managed_tools.sandbox.paths import Resolved
 from managed_tools.stores import substrate
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import NonEmptyStr
-from managed_tools.tools.framework.uris import substrate_uri
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.uris import substrate_uri
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import NonEmptyStr
 from managed_tools.tools.substrate.line_diff import Diff, line_diff
 
 SUBSTRATE = "/workspace/agent"

@@ -13,7 +13,7 @@ import logging
 from managed_tools.stores import substrate
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.provenance import Provenance, Source
-from managed_tools.tools.framework.context import Runtime
+from managed_tools.tools.framework.context.context import Runtime
 from managed_tools.tools.substrate.access import SUBSTRATE
 
 log = logging.getLogger("managed_tools.substrate")

@@ -14,9 +14,9 @@ import anyio
 from managed_tools.sandbox import fsaccess
 from managed_tools.stores import substrate
 from managed_tools.tools.environment.setup import MountedResource, mounted_resources
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import NoArguments, WireModel
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.models import NoArguments, WireModel
 from managed_tools.tools.substrate.access import SUBSTRATE
 
 MAX_LISTED_FILES = 200

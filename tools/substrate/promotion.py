@@ -16,11 +16,12 @@ from managed_tools.stores import substrate
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.provenance import Provenance, Source
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.framework import provenance
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import (
+from managed_tools.tools.framework.context import provenance
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.uris import substrate_uri
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import (
     Arguments,
     ExpectedContentHash,
     ExpectedVersionId,
@@ -28,7 +29,6 @@ from managed_tools.tools.framework.models import (
     RequireOutcomePass,
     WireModel,
 )
-from managed_tools.tools.framework.uris import substrate_uri
 from managed_tools.tools.outcomes.gate import Evaluation, enforce_gate
 from managed_tools.tools.substrate.access import (
     DraftPath,

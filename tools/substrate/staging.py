@@ -18,10 +18,10 @@ from managed_tools.stores import substrate
 from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.substrate import StagedDraft
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition, ToolExample
-from managed_tools.tools.framework.errors import ToolError
-from managed_tools.tools.framework.models import Arguments, NextTool, WireModel
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
+from managed_tools.tools.framework.wire.errors import ToolError
+from managed_tools.tools.framework.wire.models import Arguments, NextTool, WireModel
 from managed_tools.tools.substrate.access import (
     WORKSPACE,
     DraftPath,

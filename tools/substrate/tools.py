@@ -11,7 +11,7 @@ This module assembles the family's `DEFINITIONS` in publishing order; each decla
 
 from __future__ import annotations
 
-from managed_tools.tools.framework.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
 from managed_tools.tools.substrate import listing, promotion, staging, versions
 
 DEFINITIONS: tuple[ToolDefinition, ...] = (

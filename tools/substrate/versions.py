@@ -11,10 +11,10 @@ from pydantic import Field
 from managed_tools.stores import substrate
 from managed_tools.stores.provenance import Trust
 from managed_tools.stores.substrate import SubstrateVersion
-from managed_tools.tools.framework import provenance
-from managed_tools.tools.framework.context import ToolContext
-from managed_tools.tools.framework.definition import ToolDefinition
-from managed_tools.tools.framework.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.context import provenance
+from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, WireModel
 from managed_tools.tools.substrate.access import SubstratePath, resolve_substrate
 
 

@@ -1,0 +1,1 @@
+"""server/auth/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""server/cli/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,262 @@
+"""What each `managed-tools` command does, once server/cli/command.py has parsed its arguments.
+
+A person approving a paused call is on the agent's critical path, so the approval commands (`pending`, `approve`,
+`deny`, `respond`, `interrupt`), the views of what agents did (`sessions`, `events`, `memory`, `outcomes`,
+`approvals`, `audit export`), `wakes`, `dashboard` (and its page server) and `where` load only the stores and the
+config files: not the MCP SDK, not the catalogue's hundreds of models. Those load with server/cli/serving.py (`serve`,
+`tools`, `migrate`), or when an approval command's tool selection hides some tools and it must know which. `secret`
+loads the whole configuration (server/config/serve_config.py), not the SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from managed_tools.server.config.config_files import ConfigFiles
+from managed_tools.server.config.data_dir import ConfigError
+from managed_tools.server.config.state_place import StatePlace, database_url
+
+if TYPE_CHECKING:
+    from managed_tools.server.config.serve_config import Selecting, ServeConfig
+    from managed_tools.tools.framework.definitions.definition import ToolDefinition
+    from managed_tools.tools.framework.definitions.registry import Registry
+
+ANSWERING = ("pending", "approve", "deny", "respond", "interrupt")
+VIEWS = ("sessions", "events", "memory", "outcomes", "approvals")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a parsed command line (server/cli/command.py parses it without loading any of this).
+
+    Whatever stops a command is one line on stderr and a non-zero status; `--log-level debug` adds the traceback.
+    """
+    try:
+        if args.command in ANSWERING:
+            return cut_short_quietly(lambda: _answer(args))
+        if args.command == "dashboard":
+            import anyio
+
+            from managed_tools.server.dashboard import serving as dashboard
+
+            anyio.run(dashboard.run, StatePlace.of(args))
+            return 0
+        if args.command == "wakes":
+            return cut_short_quietly(lambda: _wakes(args))
+        if args.command in VIEWS:
+            from managed_tools.server.cli import views
+
+            return cut_short_quietly(lambda: views.run(args))
+        if args.command == "audit":
+            from managed_tools.server.cli import audit
+
+            return cut_short_quietly(lambda: audit.run(args))
+        if args.command == "where":
+            from managed_tools.server.cli import where
+
+            return where.run(args)
+        if args.command == "secret":
+            return cut_short_quietly(lambda: _secret(args))
+        if args.command == "adopt":
+            from managed_tools.server.cli.adopt import adopt
+
+            return adopt(args.workspace, args.data_dir, yes=args.yes)
+        if args.command == "serve":
+            from managed_tools.sandbox import confine
+
+            confine.probe_early()  # before the import below, which takes far longer than the probe
+            gc.disable()  # until start-up is over (serving.collecting_from_here)
+        try:
+            from managed_tools.server.cli import serving
+
+            return serving.run(args)
+        finally:
+            gc.unfreeze()
+            gc.enable()
+    except Exception as exc:
+        if args.log_level == "DEBUG":
+            traceback.print_exception(exc, file=sys.stderr)
+        message, status = _failure(exc, args.command)
+        print(f"managed-tools: {message}", file=sys.stderr)
+        return status
+
+
+def _failure(exc: Exception, command: str) -> tuple[str, int]:
+    """What a person reads when `command` fails, and the exit status."""
+    from pydantic import ValidationError
+
+    human = sys.modules.get("managed_tools.server.consent.human")
+    runtime = sys.modules.get("managed_tools.server.runtime.opening")  # a StartupError exists only once it is loaded
+    if human is not None and isinstance(exc, human.HumanError):
+        return str(exc), 1
+    if isinstance(exc, ConfigError) or (runtime is not None and isinstance(exc, runtime.StartupError)):
+        return str(exc), 2
+    if isinstance(exc, ValidationError):  # the flags, checked as a whole
+        return f"invalid configuration: {exc.errors(include_url=False)[0]['msg']}", 2
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:  # a task group's one failure
+        exc = exc.exceptions[0]
+    return f"{command} stopped on an unexpected error: {type(exc).__name__}: {exc} (--log-level debug shows where).", 1
+
+
+def cut_short_quietly(command: Callable[[], int]) -> int:
+    """A reader that stops early (`| head -1`) ends a printout quietly and successfully, as with other tools."""
+    try:
+        status = command()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit and would report the same error: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return status
+
+
+class ServedTools:
+    """The tools served here, as the approval commands ask about them, loaded only when a question needs them.
+
+    With the default selection every tool is served, so no request is hidden and nothing loads; `respond` needs
+    the custom tool's output model, built from config.json alone when it is declared there.
+    """
+
+    def __init__(self, args: argparse.Namespace, files: ConfigFiles) -> None:
+        self._args, self._files = args, files
+        self._registry: Registry | None = None
+
+    def hidden(self, name: str) -> bool:
+        return not self._serves_everything() and self._catalogue().hidden(name)
+
+    def get(self, name: str) -> ToolDefinition | None:
+        from pydantic import TypeAdapter
+
+        from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
+
+        declared = self._files.merged.get("customTools")
+        specs = TypeAdapter(list[CustomToolSpec]).validate_python(declared if isinstance(declared, list) else [])
+        spec = next((s for s in specs if s.name == name), None)
+        return custom_tool(spec) if spec is not None else self._catalogue().get(name)
+
+    def _serves_everything(self) -> bool:
+        """The flags over config.json's keys select every tool (anything unusual loads the catalogue to decide)."""
+        merged = self._files.merged
+
+        def chosen(flag: str, key: str) -> Any:
+            given = getattr(self._args, flag, None)  # each repeated flag's names, or None when not given
+            return [name for names in given for name in names] if given is not None else merged.get(key)
+
+        toolsets, tools, excluded = (
+            chosen("toolsets", "toolsets"),
+            chosen("tools", "tools"),
+            chosen("exclude_tools", "excludeTools"),
+        )
+        preset = getattr(self._args, "preset", None)
+        if (merged.get("preset") if preset is None else preset) not in (None, "full"):
+            return False  # a preset that hides tools (or a name to refuse): the catalogue decides
+        read_only = getattr(self._args, "read_only", None)
+        read_only = merged.get("readOnly") if read_only is None else read_only
+        every = "all" in toolsets if isinstance(toolsets, list) else toolsets is None and not tools
+        return every and not excluded and read_only in (None, False)
+
+    def _catalogue(self) -> Registry:
+        if self._registry is None:
+            from managed_tools.server.cli import serving
+
+            self._registry = serving.approval_registry(self._args)
+        return self._registry
+
+
+def _answer(args: argparse.Namespace) -> int:
+    import anyio
+
+    from managed_tools.server.consent import human
+
+    place = StatePlace.of(args)
+    served = ServedTools(args, place.config_files())
+    commands: dict[str, Callable[[], Awaitable[None]]] = {
+        "pending": lambda: human.pending(place, served, as_json=args.json),
+        "approve": lambda: human.decide(
+            place, served, args.request_id, approve=True, note=args.note, remember=args.remember
+        ),
+        "deny": lambda: human.decide(place, served, args.request_id, approve=False, note=args.note),
+        "respond": lambda: human.respond(place, served, args.request_id, args.answer),
+        "interrupt": lambda: human.interrupt(place, args.session, note=args.note),
+    }
+    anyio.run(commands[args.command])
+    return 0
+
+
+def _wakes(args: argparse.Namespace) -> int:
+    import anyio
+
+    from managed_tools.server.cli.wakes_command import wakes
+
+    place = StatePlace.of(args)
+    anyio.run(lambda: wakes(place, agent=args.agent, include_done=args.all, as_json=args.json))
+    return 0
+
+
+def _secret(args: argparse.Namespace) -> int:
+    import anyio
+
+    from managed_tools.server.runtime import secrets
+
+    config = serve_config(args)
+    actions = {"set": secrets.secret_set, "delete": secrets.secret_delete}
+    if args.secret_command == "list":
+        anyio.run(secrets.secret_list, config)
+    else:
+        anyio.run(actions[args.secret_command], config, args.name)
+    return 0
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    """The whole configuration: the flags over the config files (server/config/serve_config.py)."""
+    from managed_tools.server.config.serve_config import ServeConfig
+
+    return ServeConfig.build(
+        workspace=args.workspace,
+        data_dir=args.data_dir,
+        agent=getattr(args, "agent", "default"),
+        session=getattr(args, "session", None) if args.command == "serve" else None,
+        allow=tuple(getattr(args, "allow", ())),
+        ask=tuple(getattr(args, "ask", ())),
+        approval_wait_seconds=getattr(args, "approval_wait", None),
+        tool_modules=tuple(getattr(args, "tools_module", ())),
+        vaults=_vaults(getattr(args, "vault", [])),
+        skills_dirs=tuple(Path(p) for p in getattr(args, "skills_dir", ())),
+        selection=_selecting(args),
+        database=database_url(args),
+        auto_sandboxed=True if getattr(args, "auto_sandboxed", False) else None,  # else config.json's
+        tool_search=getattr(args, "tool_search", None),
+        result_format=getattr(args, "result_format", None),
+    )
+
+
+def _selecting(args: argparse.Namespace) -> Selecting:
+    from managed_tools.server.config.serve_config import Selecting
+
+    def flattened(name: str) -> tuple[str, ...] | None:
+        given = getattr(args, name, None)
+        return None if given is None else tuple(n for names in given for n in names)
+
+    return Selecting(
+        preset=getattr(args, "preset", None),
+        toolsets=flattened("toolsets"),
+        tools=flattened("tools"),
+        exclude_tools=flattened("exclude_tools"),
+        read_only=getattr(args, "read_only", None),
+    )
+
+
+def _vaults(specs: list[str]) -> dict[str, Path]:
+    vaults: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise ConfigError(f"--vault takes NAME=DIR, not {spec!r}.")
+        vaults[name] = Path(directory)
+    return vaults

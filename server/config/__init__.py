@@ -1,0 +1,1 @@
+"""server/config/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""server/connection/ (docstring: issue 36 hand commit)."""

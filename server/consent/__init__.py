@@ -1,0 +1,1 @@
+"""server/consent/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""server/http/ (docstring: issue 36 hand commit)."""

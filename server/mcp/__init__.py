@@ -1,0 +1,1 @@
+"""server/mcp/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""server/publishing/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""server/runtime/ (docstring: issue 36 hand commit)."""

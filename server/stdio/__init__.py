@@ -1,0 +1,1 @@
+"""server/stdio/ (docstring: issue 36 hand commit)."""

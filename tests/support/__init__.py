@@ -1,0 +1,1 @@
+"""Helpers the tests share: servers, probes and fixtures they spawn or import."""

@@ -1,0 +1,1 @@
+"""tools/framework/calls/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""tools/framework/context/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,1 @@
+"""tools/framework/definitions/ (docstring: issue 36 hand commit)."""

@@ -1,0 +1,108 @@
+"""The built-in tools' schemas as published, generated into the package so that start-up builds no tool model.
+
+Every tool input and output is a `WireModel` with `defer_build=True` (tools/framework/wire/models.py): importing a tool
+family creates its classes without pydantic's validators and serializers, which are built when a call first uses
+them. What tools/list and the setup contract need of the models, their JSON schemas, is read from `published.json`
+beside this module: each built-in model's input or output schema as `definition.py` builds it, keyed by the
+model's `module:qualname`. docs/decisions/published-catalogue.md says why.
+
+The file is only ever read from the installed package, never from a workspace or mount, and only while it is
+current: it records a digest of the sources a schema can depend on (every module of `tools/` and `stores/` but the
+database engines, and the pydantic version). After an edit that was not regenerated, the digest differs and every
+schema is built live, as before; tests/tools/framework/test_published_catalogue.py fails in CI until it is regenerated
+with
+
+    PYTHONPATH=. python -m tests.support.snapshot_tools --update
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic
+
+if TYPE_CHECKING:
+    from managed_tools.tools.framework.definitions.definition import ToolDefinition
+
+PUBLISHED = Path(__file__).with_name("published.json")
+PACKAGE = Path(__file__).resolve().parent.parent.parent  # the directory holding tools/ and stores/
+SOURCES = ("tools", "stores")
+# Not the database engines: tools import only Tx, Database and NoTransaction from them, no type a schema can hold;
+# left out, a change to them (frequent) does not stale the file.
+NOT_SOURCES = frozenset({"stores/db"})
+Kind = Literal["input", "output"]
+
+
+def model_key(model: type) -> str:
+    return f"{model.__module__}:{model.__qualname__}"
+
+
+def sources_digest() -> str:
+    """sha256 over the sources a built-in schema depends on, and the pydantic version that builds it (~4 ms). Named
+    `sha256:`: a bare 64-digit hex string in a JSON file is what a secret scanner takes for a key."""
+    digest = hashlib.sha256(pydantic.VERSION.encode())
+    for source in SOURCES:
+        for root, dirs, files in os.walk(PACKAGE / source):
+            dirs[:] = sorted(d for d in dirs if Path(root, d).relative_to(PACKAGE).as_posix() not in NOT_SOURCES)
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = Path(root, name)
+                    digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
+                    digest.update(path.read_bytes())
+    return f"sha256:{digest.hexdigest()}"
+
+
+@functools.cache
+def _schemas() -> dict[str, dict[str, Any]] | None:
+    """The published schemas, or None when the file is missing or not built from these sources."""
+    try:
+        published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(published, dict) or published.get("digest") != sources_digest():
+        return None
+    schemas = published.get("schemas")
+    if not isinstance(schemas, dict) or not all(isinstance(schemas.get(kind), dict) for kind in ("input", "output")):
+        return None
+    return schemas
+
+
+def current() -> bool:
+    """Is the published file there and built from these sources?"""
+    return _schemas() is not None
+
+
+def schema(kind: Kind, model: type) -> dict[str, Any] | None:
+    """The published schema of this model, or None: not a built-in model (a custom tool's, a test's), or the file
+    is not current. A model is the published one only if it is the class its module defines under that name."""
+    schemas = _schemas()
+    found = None if schemas is None else schemas[kind].get(model_key(model))
+    if found is None:
+        return None
+    owner: Any = sys.modules.get(model.__module__)
+    for part in model.__qualname__.split("."):
+        owner = getattr(owner, part, None)
+    return found if owner is model else None
+
+
+def build(definitions: list[ToolDefinition]) -> dict[str, Any]:
+    """The file's content for these definitions, every schema built live from its model."""
+    from managed_tools.tools.framework.definitions.definition import built_input_schema, built_output_schema
+
+    inputs = {model_key(d.input_model): built_input_schema(d.input_model) for d in definitions}
+    outputs = {model_key(d.output_model): built_output_schema(d.output_model) for d in definitions}
+    return {
+        "digest": sources_digest(),
+        "schemas": {"input": dict(sorted(inputs.items())), "output": dict(sorted(outputs.items()))},
+    }
+
+
+def render(definitions: list[ToolDefinition]) -> str:
+    """The file as written: one key a line, so a regenerated file diffs by what changed."""
+    return json.dumps(build(definitions), indent=1, ensure_ascii=False) + "\n"

@@ -1,0 +1,1 @@
+"""tools/framework/wire/ (docstring: issue 36 hand commit)."""
