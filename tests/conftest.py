@@ -29,6 +29,10 @@ from managed_tools.stores.db.sqlite import SqliteDatabase
 from managed_tools.tools.framework.context.context import Runtime
 from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
+# The test modules import each other's helpers by name (`from test_http import serving`), as they did when they sat
+# side by side in tests/: every folder of tests/ that holds tests is on the path, as tests/ itself is.
+sys.path[1:1] = sorted({str(p.parent) for p in Path(__file__).parent.rglob("test_*.py")} - set(sys.path))
+
 ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era (2025-11-25)
 
 
