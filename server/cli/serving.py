@@ -19,7 +19,7 @@ import anyio
 from pydantic import ValidationError
 
 from managed_tools.sandbox import layers
-from managed_tools.server.cli.commands import cut_short_quietly, serve_config
+from managed_tools.server.cli.arguments import cut_short_quietly, serve_config
 from managed_tools.server.config.data_dir import tell
 from managed_tools.server.config.rules import DATABASE_ENV
 from managed_tools.server.config.serve_config import STATE_FILE, ConfigError, ServeConfig
