@@ -13,10 +13,9 @@ from mcp.server import ServerRequestContext
 
 from managed_tools.server.publishing.publish import to_mcp_content
 from managed_tools.server.runtime.extensions import Extensions, Prompt, Resource, ResourceTemplate
-from managed_tools.server.upstream.gateway import Gateway
+from managed_tools.server.upstream.gateway import MAX_COMPLETIONS, Gateway
 from managed_tools.tools.framework.context import telemetry
 
-MAX_COMPLETIONS = 100  # the spec's cap on completion values per response
 T = TypeVar("T")
 log = logging.getLogger("managed_tools.library")
 

@@ -9,18 +9,38 @@ on that registry (app.py) reads it and adds its `Notifier`.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import mcp_types as types
 from mcp import MCPError
 
+from managed_tools.server.upstream.mirror import Mirror
 from managed_tools.server.upstream.names import inner_name, inner_uri
 from managed_tools.tools.framework.definitions.registry import Registry
 
-if TYPE_CHECKING:
-    from managed_tools.server.upstream.upstream import Upstream
-
 RESOURCE_NOT_FOUND = -32002
+MAX_COMPLETIONS = 100  # the spec's cap on completion values per response, ours (server/mcp/library.py) and relayed
+
+
+class Upstream(Protocol):
+    """What the gateway asks of an upstream that joined it (upstream.py's `Upstream`; a Protocol, so that gateway.py
+    never imports upstream.py, which imports it)."""
+
+    @property
+    def mirror(self) -> Mirror: ...
+
+    async def read(self, uri: str) -> types.ReadResourceResult: ...
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult: ...
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult: ...
 
 
 class Listener(Protocol):

@@ -31,9 +31,8 @@ from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.policy import Grant
 from managed_tools.sandbox.spawn import Domain
 from managed_tools.server.config.upstream_spec import HttpUpstream, StdioUpstream
-from managed_tools.server.mcp.library import MAX_COMPLETIONS
 from managed_tools.server.upstream import process
-from managed_tools.server.upstream.gateway import Gateway
+from managed_tools.server.upstream.gateway import MAX_COMPLETIONS, Gateway
 from managed_tools.server.upstream.log_repeats import limited
 from managed_tools.server.upstream.mirror import Mirror
 from managed_tools.server.upstream.names import outer_content, outer_uri

@@ -28,6 +28,7 @@ from managed_tools.server.pages.serving import serving_pages
 from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.server.upstream.gateway import gateway_for
 from managed_tools.server.upstream.questions import web_address
+from managed_tools.server.upstream.upstream import Upstream
 from managed_tools.stores import approvals
 from managed_tools.tools.framework.context.context import Runtime
 
@@ -250,7 +251,7 @@ async def test_a_question_while_callers_of_two_sessions_wait_is_declined(workspa
 
 async def test_a_question_with_no_caller_waiting_is_declined(workspace: Path, tmp_path: Path) -> None:
     async with gateway(workspace, tmp_path) as (rt, _):
-        upstream = gateway_for(rt.registry).upstreams["asker"]
+        upstream = cast(Upstream, gateway_for(rt.registry).upstreams["asker"])  # the real one, its private handler
         question = types.ElicitRequestFormParams(message="who?", requested_schema={"type": "object", "properties": {}})
         answer = await upstream._on_elicit(cast(ClientRequestContext, None), question)
     assert answer.action == "decline"
