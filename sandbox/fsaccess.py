@@ -19,8 +19,8 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from managed_tools.errors import StoreError
 from managed_tools.sandbox import refusal_count
-from managed_tools.stores.errors import StoreError
 
 # struct open_how and the RESOLVE_* bits from <linux/openat2.h>; 437 is openat2 on x86_64 and aarch64.
 SYS_OPENAT2 = 437

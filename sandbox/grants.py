@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.errors import StoreError
 from managed_tools.sandbox.paths import inside
 from managed_tools.sandbox.toolchains import Shims, detect
-from managed_tools.stores.errors import StoreError
 
 GrantAccess = Literal["run", "write"]  # run: read and execute; write: read, execute and write (as sandbox/policy.py)
 VENV_DIRS = (".venv", "venv", "env")

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.errors import StoreError
 from managed_tools.sandbox import refusal_count
 from managed_tools.sandbox.mounts import Mount
-from managed_tools.stores.errors import StoreError
 
 MAX_PATH_CHARS = 4096
 # read and list follow links; write replaces whatever stands at the path (a link is replaced, never written

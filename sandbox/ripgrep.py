@@ -21,8 +21,8 @@ from pathlib import Path
 
 import anyio
 
+from managed_tools.errors import StoreError
 from managed_tools.sandbox.spawn import Domain, spawn
-from managed_tools.stores.errors import StoreError
 
 MAX_PREVIEW_CHARS = 240
 RG_ENV: dict[str, str] = {}  # rg needs nothing from the environment: it spawns nothing for these searches

@@ -2,13 +2,12 @@
 
 from typing import Literal
 
+# The base, below stores/ and sandbox/ both (managed_tools/errors.py), re-exported: every store error is one.
+from managed_tools.errors import StoreError as StoreError  # noqa: PLC0414
+
 # Why a write was refused, as a result's error kind: another writer held the lock, the state file was replaced,
 # PostgreSQL cannot be reached, the disk is full, the file system turned read-only.
 UnwritableKind = Literal["busy", "state_gone", "state_unavailable", "disk_full", "state_read_only"]
-
-
-class StoreError(Exception):
-    """A store refused an operation for a reason the caller can act on."""
 
 
 class NotFoundError(StoreError):
