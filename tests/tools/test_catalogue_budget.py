@@ -18,7 +18,7 @@ from managed_tools.tools.catalogue import PURPOSES, build_registry
 from managed_tools.tools.discovery.tools import DEFINITIONS as SEARCH_TOOLS
 from managed_tools.tools.framework.context.budget import estimated_tokens
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definitions.definition import (
+from managed_tools.tools.framework.definitions.schemas import (
     hoist_repeats,
     inline_single_use,
     lean_output,

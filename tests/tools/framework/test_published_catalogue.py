@@ -23,8 +23,8 @@ import pytest
 from managed_tools.tools.catalogue import BUILT_IN, build_registry, checked
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
-from managed_tools.tools.framework.definitions.definition import built_input_schema, built_output_schema
 from managed_tools.tools.framework.definitions.registry import check_definition
+from managed_tools.tools.framework.definitions.schemas import built_input_schema, built_output_schema
 from managed_tools.tools.framework.definitions.toolsets import ToolSelection
 from managed_tools.tools.framework.wire.errors import RegistryError
 

@@ -22,21 +22,32 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import pydantic
 
-if TYPE_CHECKING:
-    from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.schemas import built_input_schema, built_output_schema
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 PUBLISHED = Path(__file__).with_name("published.json")
-PACKAGE = Path(__file__).resolve().parent.parent.parent  # the directory holding tools/ and stores/
+PACKAGE = Path(__file__).resolve().parents[3]  # the directory holding tools/ and stores/
 SOURCES = ("tools", "stores")
 # Not the database engines: tools import only Tx, Database and NoTransaction from them, no type a schema can hold;
 # left out, a change to them (frequent) does not stale the file.
 NOT_SOURCES = frozenset({"stores/db"})
 Kind = Literal["input", "output"]
+
+
+class Published(Protocol):
+    """What the file records of a tool (definition.py's `ToolDefinition`, which reads the file back)."""
+
+    @property
+    def input_model(self) -> type[Arguments]: ...
+
+    @property
+    def output_model(self) -> type[WireModel]: ...
 
 
 def model_key(model: type) -> str:
@@ -91,10 +102,8 @@ def schema(kind: Kind, model: type) -> dict[str, Any] | None:
     return found if owner is model else None
 
 
-def build(definitions: list[ToolDefinition]) -> dict[str, Any]:
+def build(definitions: Sequence[Published]) -> dict[str, Any]:
     """The file's content for these definitions, every schema built live from its model."""
-    from managed_tools.tools.framework.definitions.definition import built_input_schema, built_output_schema
-
     inputs = {model_key(d.input_model): built_input_schema(d.input_model) for d in definitions}
     outputs = {model_key(d.output_model): built_output_schema(d.output_model) for d in definitions}
     return {
@@ -103,6 +112,6 @@ def build(definitions: list[ToolDefinition]) -> dict[str, Any]:
     }
 
 
-def render(definitions: list[ToolDefinition]) -> str:
+def render(definitions: Sequence[Published]) -> str:
     """The file as written: one key a line, so a regenerated file diffs by what changed."""
     return json.dumps(build(definitions), indent=1, ensure_ascii=False) + "\n"

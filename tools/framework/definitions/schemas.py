@@ -1,0 +1,214 @@
+"""A model's published form: the JSON Schema a tool's input or output model is published as, built from the model
+by pydantic and then cleaned (titles and noise dropped, refusals pydantic states twice dropped, repeated parts
+hoisted into `$defs`, single-use ones put back in place). Apart from definition.py so that published.py, which
+writes these schemas into the package, and definition.py, which reads them back, both build on it without importing
+each other."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
+
+
+def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True)
+    return schema if _verbatim(model) else _without_refusals(_drop_null_options(_clean_schema(schema)))
+
+
+def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, mode="serialization")
+    return schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
+
+
+def _verbatim(model: type[BaseModel]) -> bool:
+    """A model that stands for a schema someone wrote (a custom tool's) is published as written: its titles
+    are labels a person reads in a form, not names pydantic generated."""
+    return bool(getattr(model, "VERBATIM_SCHEMA", False))
+
+
+def _clean_schema(node: Any, *, output: bool = False) -> Any:
+    """Drop the generated `title` keywords: they repeat the property names and bloat tools/list. An output
+    schema (`output`) also loses what a client gains nothing from (docs/decisions/lean-catalogue.md): a field's
+    description belongs in the tool's description or nowhere; our own models never add a field, so
+    `additionalProperties: false` only repeats the property list; and a nullable primitive is `type: [T, "null"]`
+    rather than `anyOf` of two schemas (the same instances validate). Together: 14 KB of 108 KB of output schemas."""
+    if isinstance(node, list):
+        return [_clean_schema(item, output=output) for item in node]
+    if not isinstance(node, dict):
+        return node
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if _noise(key, value, output=output):
+            continue
+        if key in ("default", "const", "enum", "examples"):
+            cleaned[key] = value
+        elif key in ("properties", "$defs"):
+            cleaned[key] = {name: _clean_schema(sub, output=output) for name, sub in value.items()}
+        else:
+            cleaned[key] = _clean_schema(value, output=output)
+    options = cleaned.get("anyOf")
+    if output and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = next(option for option in options if option != {"type": "null"})
+        if set(other) == {"type"} and isinstance(other["type"], str):
+            del cleaned["anyOf"]
+            cleaned["type"] = [other["type"], "null"]
+    return cleaned
+
+
+def _noise(key: str, value: Any, *, output: bool) -> bool:
+    if key == "title" or (output and key == "description"):
+        return isinstance(value, str)
+    return output and key == "additionalProperties" and value is False
+
+
+def lean_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema as published: without titles and the output noise (`_clean_schema`)."""
+    cleaned: dict[str, Any] = _clean_schema(schema, output=True)
+    return cleaned
+
+
+def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional argument is published as its plain type: omitting it is how a client says "none"."""
+    for holder in [schema, *schema.get("$defs", {}).values()]:
+        for name, prop in holder.get("properties", {}).items():
+            options = prop.get("anyOf")
+            if prop.get("default", 0) is None and isinstance(options, list) and {"type": "null"} in options:
+                rest = [option for option in options if option != {"type": "null"}]
+                merged = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+                merged.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+                holder["properties"][name] = merged
+    return schema
+
+
+# What the executor refuses anyway, with a message naming the field: an empty string, a field not in the schema.
+# Published, they cost ~3,000 characters of every model's context and teach it nothing (docs/decisions/
+# catalogue-budget.md).
+REFUSED_ANYWAY = (("minLength", 1), ("additionalProperties", False))
+
+
+def _without_refusals(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_without_refusals(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: value if key in ("default", "const", "enum", "examples") else _without_refusals(value)
+        for key, value in node.items()
+        if (key, value) not in REFUSED_ANYWAY
+    }
+
+
+HOISTED_MIN_CHARS = 60  # a shorter repeat costs less than the $ref that would replace it
+
+
+def repeated_parts(schema: dict[str, Any]) -> list[str]:
+    """The subschemas (as canonical JSON) written out more than once: pydantic hoists nested models into $defs,
+    not the Literal types several models share."""
+    counts: dict[str, int] = {}
+
+    def walk(node: Any, top: bool) -> None:
+        if isinstance(node, dict):
+            text = json.dumps(node, sort_keys=True)
+            if not top and len(text) >= HOISTED_MIN_CHARS:
+                counts[text] = counts.get(text, 0) + 1
+            for key, value in node.items():
+                if key not in ("default", "const", "enum", "examples"):
+                    walk(value, False)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, False)
+
+    walk(schema, True)
+    return [text for text, count in counts.items() if count > 1]
+
+
+def hoist_repeats(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each repeated subschema once, in $defs, named after the first property that uses it."""
+    repeats = set(repeated_parts(schema))
+    if not repeats:
+        return schema
+    defs: dict[str, Any] = schema.get("$defs", {})
+    added: dict[str, Any] = {}
+    names: dict[str, str] = {}
+
+    def name_for(text: str, hint: str) -> str:
+        if text not in names:
+            base = hint[:1].upper() + hint[1:] or "Shared"
+            name, n = base, 1
+            while name in defs or name in added:
+                n += 1
+                name = f"{base}{n}"
+            names[text] = name
+            added[name] = {}  # the name taken before its body is built: a repeat inside gets a name of its own
+            added[name] = replace(json.loads(text), name, top=True)
+        return names[text]
+
+    def replace(node: Any, hint: str, *, top: bool = False) -> Any:
+        if isinstance(node, list):
+            return [replace(item, hint) for item in node]
+        if not isinstance(node, dict):
+            return node
+        text = json.dumps(node, sort_keys=True)
+        if not top and text in repeats:
+            return {"$ref": f"#/$defs/{name_for(text, hint)}"}
+        return {
+            key: value if key in ("default", "const", "enum", "examples")
+            else {k: replace(v, k) for k, v in value.items()} if key == "properties"
+            else replace(value, hint)
+            for key, value in node.items()
+        }  # fmt: skip
+
+    body: dict[str, Any] = replace({key: value for key, value in schema.items() if key != "$defs"}, "", top=True)
+    kept = {name: replace(sub, name, top=True) for name, sub in defs.items()}
+    return body | {"$defs": kept | added}
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the local definitions a (sub)schema refers to, once per reference."""
+    if isinstance(node, list):
+        return [name for item in node for name in _refs(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["$ref"].removeprefix("#/$defs/")] if isinstance(node.get("$ref"), str) else []
+    return own + [name for key, value in node.items() if key not in ("enum", "const", "default", "examples")
+                  for name in _refs(value)]  # fmt: skip
+
+
+def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each definition referred to once written where it is used: pydantic puts every nested model in `$defs`,
+    and a `$ref` used once costs a client more bytes and about twice the time to check a result against (its
+    resolver) than the subschema written in place. Definitions used more than once, or reaching themselves (a
+    recursive model), stay."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    body = {key: value for key, value in schema.items() if key != "$defs"}
+    uses: dict[str, int] = {}
+    for name in _refs([body, *defs.values()]):
+        uses[name] = uses.get(name, 0) + 1
+
+    def reaches(name: str, target: str, seen: set[str]) -> bool:
+        return any(
+            ref == target or (ref not in seen and ref in defs and reaches(ref, target, seen | {ref}))
+            for ref in _refs(defs[name])
+        )
+
+    once = {name for name in defs if uses.get(name) == 1 and not reaches(name, name, {name})}
+    if not once:
+        return schema
+
+    def place(node: Any) -> Any:
+        if isinstance(node, list):
+            return [place(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if set(node) == {"$ref"} and node["$ref"].removeprefix("#/$defs/") in once:
+            return place(defs[node["$ref"].removeprefix("#/$defs/")])
+        return {key: value if key in ("enum", "const", "default", "examples") else place(value)
+                for key, value in node.items()}  # fmt: skip
+
+    kept = {name: place(sub) for name, sub in defs.items() if name not in once}
+    placed: dict[str, Any] = place(body)
+    return placed | ({"$defs": kept} if kept else {})
