@@ -1,4 +1,9 @@
-"""Everything MCP: transports, protocol eras, publishing the catalogue, ports, the CLI and configuration."""
+"""Everything MCP, in rooms named for what they hold (docs/architecture.md draws them): cli/ (the command), http/
+and stdio/ (the transports), mcp/ (the SDK server, resources, prompts, tasks), publishing/ (tools/list), runtime/
+(the process), upstream/ and providers/, consent/ (a person's answers) with pages/ and dashboard/ above it,
+connection/, auth/ (who is calling) and config/. tests/test_layers.py's ROOMS says which room may import which;
+this module holds only the server's name and version, and imports nothing of ours.
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 

@@ -9,4 +9,6 @@ it in other processes); `serve` on a terminal serves it beside the approval page
   checks: the exact Host, the token in the URL, same-origin form POSTs carrying the CSRF token;
 - `page.py`: the self-contained page (no external asset; its one script and stylesheet allowed by hash);
 - `serving.py`: the standalone command.
+
+May import: `server.pages`, `server.consent`, `stores`.
 """

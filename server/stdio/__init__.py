@@ -1,1 +1,5 @@
-"""server/stdio/ (docstring: issue 36 hand commit)."""
+"""Serving over stdio (transport.py) until the client closes stdin or a signal stops the server, and the answer to a
+frame the SDK could not read (frames.py).
+
+May import: `server.mcp`, `server.runtime`.
+"""

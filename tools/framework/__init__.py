@@ -1,4 +1,6 @@
-"""The framework every tool family is written against: the definition contract, the registry and its rules, the
-executor (the one path of every call), the context and ports a handler gets, errors, models, content blocks,
-variables, toolsets, resources and what a person approves. The families (tools/<family>/) use it; it never imports
-a family, `server` or `mcp`."""
+"""The framework every tool family is written against, on four floors: calls/ (the executor, the one path of every
+call) over definitions/ (the definition contract, its published form, the registry and its rules, toolsets) over
+context/ (what a handler gets: the context, the runtime, ports and the parts they hand out) over wire/ (models,
+content blocks, errors, what is masked). The families (tools/<family>/) use it; it never imports a family, `server`
+or `mcp`.
+"""
