@@ -65,3 +65,31 @@ async def test_the_python_tool_in_extending_runs_as_written(workspace: Path, tmp
     config = ServeConfig.build(workspace=workspace, data_dir=None, tool_modules=(str(module),))
     async with open_runtime(config) as runtime, connect(runtime) as client:
         assert data(await client.call_tool("count_words", {"text": "three short words"})) == {"words": 3}
+
+
+# A path of ours in backticks: `server/http/transport.py`, `server/mcp/`, `tools/framework/context/attachments.store`.
+NAMED_PATH = re.compile(r"`((?:server|tools|stores|sandbox|managed_tools|tests)/[\w/]*(?:\.\w+)*)`")
+
+
+MCP_METHODS = {"tools/list", "tools/call"}  # spelled like a path of ours
+
+
+def named_paths(text: str) -> set[str]:
+    return {m for m in NAMED_PATH.findall(text) if "<" not in m} - MCP_METHODS
+
+
+def exists(named: str) -> bool:
+    """A file, a folder (`server/mcp/`), or a module's name (`tools/framework/context/attachments.store`)."""
+    if (ROOT / named).exists():
+        return True
+    module, _, _ = named.partition(".")
+    return (ROOT / f"{module}.py").exists()
+
+
+def test_the_architecture_names_only_modules_that_exist() -> None:
+    """docs/architecture.md's rooms and its walk of a call name modules by path: each one is there."""
+    named = named_paths((DOCS / "architecture.md").read_text(encoding="utf-8"))
+    assert len(named) > 50
+    assert sorted(n for n in named if not exists(n)) == []
+    assert not exists("server/nowhere.py") and exists("server/http/")
+    assert exists("tools/framework/context/attachments.store")
