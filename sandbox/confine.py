@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from managed_tools.errors import StoreError
 from managed_tools.sandbox import bwrap, landlock, syscalls
 from managed_tools.sandbox.cgroups import Cgroups, CgroupsUnavailable
 from managed_tools.sandbox.egress import CONFIG_KEY, Egress, NetworkConfig, bridge
@@ -40,7 +41,6 @@ from managed_tools.sandbox.mounts import Mount
 from managed_tools.sandbox.paths import inside
 from managed_tools.sandbox.policy import Grant, Limits, Network, SandboxPolicy
 from managed_tools.sandbox.spawn import Domain, Spawn
-from managed_tools.stores.errors import StoreError
 
 Mode = Literal["landlock", "argv-only"]
 FORCE_ENV = "MANAGED_TOOLS_CONFINEMENT"
