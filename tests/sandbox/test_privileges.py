@@ -187,9 +187,9 @@ class Place:
 def upstream(place: Place, python: str = sys.executable, site: str = "") -> dict[str, Any]:
     """A stdio upstream that, at start-up, before any call, records its capabilities and tries the escape and the
     calls, then serves (run by `python`, with `site` on its PYTHONPATH)."""
-    out = place.workspace
+    out, server = place.workspace, TESTS / "support" / "upstream_server.py"
     script = (f"cd {out}; {STATUS} > upstream-status.txt; {place.escape()} > upstream-escape.txt 2>&1; "
-              f"python3 calls.py > upstream-calls.txt 2>&1; exec {python} {TESTS / 'support' / 'upstream_server.py'}")  # fmt: skip
+              f"python3 calls.py > upstream-calls.txt 2>&1; exec {python} {server}")  # fmt: skip
     paths = [site] if site else [sys.prefix, sys.base_prefix]
     return {"command": "/bin/sh", "args": ["-c", script], "readPaths": sorted({*paths, str(TESTS)}),
             "env": {"PYTHONPATH": site} if site else {}}  # fmt: skip
