@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -18,6 +19,7 @@ from managed_tools.server.config.rules import (
     TOKEN_ENV,
     approval_wait_allowed,
 )
+from managed_tools.tools.framework.definitions.names import did_you_mean
 
 # Only the parser loads here, so that `--version`, `--help` and usage errors answer at once; the stores load with
 # server/cli/commands.py once a command is to run, and the MCP SDK and the catalogue only for those that need them.
@@ -43,13 +45,27 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+
+
 class Parser(argparse.ArgumentParser):
-    """A usage error is one usage line and the error, not every flag of `serve` (`--help` lists them)."""
+    """A usage error is one usage line and the error, not every flag of `serve` (`--help` lists them), with the
+    closest word it takes (argparse suggests only from Python 3.14 on)."""
 
     def error(self, message: str) -> NoReturn:
         positionals = "".join(f" {a.metavar or a.dest}" for a in self._actions if not a.option_strings and a.required)
         usage = f"usage: {self.prog} [options]{positionals}  (all of them: {self.prog} --help)"
+        invalid = _INVALID_CHOICE.search(message)
+        if invalid:
+            choices = [str(c) for a in self._actions if a.choices for c in a.choices]
+            message += did_you_mean(invalid.group(1), choices)
         self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+    def unknown(self, words: list[str]) -> NoReturn:
+        """Arguments this command does not take, each flag with the closest one it does take."""
+        flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        named = [w + (did_you_mean(w.split("=", 1)[0], flags) if w.startswith("--") else "") for w in words]
+        self.error(f"unrecognized arguments: {' '.join(named)}")
 
 
 def _state_flags(parser: argparse.ArgumentParser) -> None:
@@ -520,8 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     parser, subcommands = _parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the command they were given to, with its usage (argparse would show the top level's)
-        command = parser if args.command is None else subcommands[args.command]
-        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+        (parser if args.command is None else subcommands[args.command]).unknown(unknown)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
