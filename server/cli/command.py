@@ -337,8 +337,13 @@ def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
             "managed-tools events --session 0193f2c0 --type span.completed --follow",
         ),
         "memory": (
-            "list memory documents; `memory show TARGET` prints one, --versions its history, --diff A B a change",
-            "managed-tools memory show session_state --session 0193f2c0 --diff 0193f2c1 0193f2c4",
+            "list memory documents; `memory show TARGET` prints one, --versions its history, --diff A B a change; "
+            "`memory export` writes every store, version, learning and substrate version as one bundle, "
+            "`memory import FILE` reads one (or --from another memory server's)",
+            "managed-tools memory show session_state --session 0193f2c0 --diff 0193f2c1 0193f2c4\n"
+            "  managed-tools memory export --out memory.jsonl\n"
+            "  managed-tools memory import memory.jsonl --workspace ~/projects/app --dry-run\n"
+            "  managed-tools memory import --from basic-memory ~/basic-memory",
         ),
         "outcomes": (
             "list sessions' outcomes and their latest grade; --session ID shows one's criteria and every evaluation",
@@ -355,6 +360,14 @@ def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
             sub.add_argument("words", nargs="*", metavar="show TARGET", help="print one document (its current text)")
             sub.add_argument("--versions", action="store_true", help="with show: list TARGET's versions")
             sub.add_argument("--diff", nargs=2, metavar=("A", "B"), help="with show: the change from version A to B")
+            carry = sub.add_argument_group("export and import (docs/memory-carry.md)")
+            carry.add_argument("--out", metavar="FILE", help="with export: write the bundle to FILE (default: stdout)")
+            carry.add_argument(
+                "--from", dest="source", choices=["bundle", "reference-memory", "basic-memory"], default="bundle",
+                help="with import: what FILE is: a bundle (default), the reference memory server's JSON lines, or "
+                "a directory of basic-memory notes (made learnings of --agent, default: default)",
+            )  # fmt: skip
+            carry.add_argument("--dry-run", action="store_true", help="with import: say what would be imported")
         if name in ("events", "memory", "outcomes"):
             sub.add_argument("--session", metavar="ID", help="only this session (its id, or the start of it)")
         if name in ("sessions", "memory"):
@@ -535,6 +548,9 @@ def _adopt_parser(commands: argparse._SubParsersAction[Parser]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser, subcommands = _parser()
     args, unknown = parser.parse_known_args(argv)
+    if args.command == "memory":  # `memory import --from basic-memory DIR`: its words may follow its flags
+        args.words += [word for word in unknown if not word.startswith("-")]
+        unknown = [word for word in unknown if word.startswith("-")]
     if unknown:  # said by the command they were given to, with its usage (argparse would show the top level's)
         (parser if args.command is None else subcommands[args.command]).unknown(unknown)
     if args.command is None:

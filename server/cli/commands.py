@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "wakes":
             return cut_short_quietly(lambda: _wakes(args))
+        if args.command == "memory" and args.words[:1] in (["export"], ["import"]):
+            from managed_tools.server.cli import carry
+
+            return cut_short_quietly(lambda: carry.run(args))
         if args.command in VIEWS:
             from managed_tools.server.cli import views
 
