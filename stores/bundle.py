@@ -399,6 +399,31 @@ async def _existing(tx: Tx, table: str, columns: str, ids: list[str]) -> dict[st
     return found
 
 
+async def _absent(
+    tx: Tx,
+    table: str,
+    compared: tuple[str, ...],
+    records: list[tuple[int, Any]],
+    *,
+    counts: Counts,
+    step: Callable[[], None],
+) -> list[tuple[int, Any]]:
+    """The records whose id is not here yet; one here already with the same `compared` values is counted and
+    skipped, one with other values is refused (the same id must mean the same record)."""
+    here = await _existing(tx, table, ", ".join(compared), [r.id for _, r in records])
+    absent = []
+    for number, record in records:
+        step()
+        if (row := here.get(record.id)) is None:
+            absent.append((number, record))
+        elif tuple(row[name] for name in compared) == tuple(getattr(record, name) for name in compared):
+            counts.already += 1
+        else:
+            said = record.kind.replace("_", " ")
+            raise BundleError(f"line {number}: {said} {record.id} exists here as another ({', '.join(compared)}).")
+    return absent
+
+
 async def apply(tx: Tx, bundle: Bundle, progress: Progress) -> Counts:
     """Write a checked bundle in `tx` (the caller's one transaction); raises BundleError, naming the line, where it
     would lose or contradict what is here."""
@@ -421,14 +446,7 @@ async def apply(tx: Tx, bundle: Bundle, progress: Progress) -> Counts:
 
 
 async def _sessions(tx: Tx, records: list[tuple[int, Session]], counts: Counts, step: Callable[[], None]) -> None:
-    here = await _existing(tx, "sessions", "agent_id, owner", [r.id for _, r in records])
-    for number, record in records:
-        step()
-        if (row := here.get(record.id)) is not None:
-            if (row["agent_id"], row["owner"]) != (record.agent_id, record.owner):
-                raise BundleError(f"line {number}: session {record.id} exists here for another agent or owner.")
-            counts.already += 1
-            continue
+    for _, record in await _absent(tx, "sessions", ("agent_id", "owner"), records, counts=counts, step=step):
         # Idle, as a session no client has attached to yet: `serve --session ID` resumes it with its memory.
         await tx.execute(
             "INSERT INTO sessions (id, agent_id, owner, title, status, created_at, updated_at, last_activity_at) "
@@ -438,14 +456,25 @@ async def _sessions(tx: Tx, records: list[tuple[int, Session]], counts: Counts, 
         counts.sessions += 1
 
 
-async def _own_history(tx: Tx, sql: str, params: tuple[Any, ...], carried: set[str], *, number: int, what: str) -> None:
-    """Refuse to merge into a history that holds versions the bundle lacks: one of them would stop being current."""
-    here = {str(row[0]) for row in await tx.fetchall(sql, params)}
-    if extra := here - carried:
-        raise BundleError(
-            f"line {number}: {what} already has {len(extra)} versions of its own here, which the bundle lacks; "
-            "import into a state without them (a fresh data dir), or export this one and merge by hand."
-        )
+async def _own_histories(
+    tx: Tx, records: list[tuple[int, Any]], table: str, columns: tuple[str, str], what: Callable[[Any], str]
+) -> None:
+    """Refuse to merge into a history (a store's, a file's: the records sharing `columns`) that holds versions the
+    bundle lacks here: one of them would stop being current."""
+    carried: dict[tuple[str, str], set[str]] = defaultdict(set)
+    first: dict[tuple[str, str], tuple[int, Any]] = {}
+    for number, record in records:
+        key = (getattr(record, columns[0]), getattr(record, columns[1]))
+        carried[key].add(record.id)
+        first.setdefault(key, (number, record))
+    for key, ids in carried.items():
+        sql = f"SELECT id FROM {table} WHERE {columns[0]} = ? AND {columns[1]} = ?"
+        if extra := {str(row[0]) for row in await tx.fetchall(sql, key)} - ids:
+            number, record = first[key]
+            raise BundleError(
+                f"line {number}: {what(record)} already has {len(extra)} versions of its own here, which the bundle "
+                "lacks; import into a state without them (a fresh data dir), or export this one and merge by hand."
+            )
 
 
 async def _owners(tx: Tx, versions: list[tuple[int, MemoryVersion]]) -> None:
@@ -469,25 +498,10 @@ async def _memory(
     counts: Counts,
     step: Callable[[], None],
 ) -> None:
-    by_store: dict[tuple[str, str], set[str]] = defaultdict(set)
-    first: dict[tuple[str, str], int] = {}
-    for number, version in versions:
-        by_store[version.scope, version.target].add(version.id)
-        first.setdefault((version.scope, version.target), number)
-    for (scope, target), carried in by_store.items():
-        sql = "SELECT id FROM memory_versions WHERE scope = ? AND target = ?"
-        await _own_history(tx, sql, (scope, target), carried, number=first[scope, target], what=f"{target} in {scope}")
+    await _own_histories(tx, versions, "memory_versions", ("scope", "target"), lambda v: f"{v.target} in {v.scope}")
     await _owners(tx, versions)
-    here = await _existing(tx, "memory_versions", "content_hash", [v.id for _, v in versions])
-    content: dict[str, MemoryVersion] = {}
-    for number, version in versions:
-        step()
-        content[version.id] = version
-        if (row := here.get(version.id)) is not None:
-            if row["content_hash"] != version.content_hash:
-                raise BundleError(f"line {number}: memory version {version.id} exists here with other content.")
-            counts.already += 1
-            continue
+    content = {version.id: version for _, version in versions}
+    for _, version in await _absent(tx, "memory_versions", ("content_hash",), versions, counts=counts, step=step):
         await tx.execute(
             "INSERT INTO memory_versions (id, scope, target, agent_id, session_id, wake_id, created_at, source, mode, "
             "content_hash, size_bytes, preview, content, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -527,14 +541,7 @@ async def _memory(
 
 
 async def _learnings(tx: Tx, records: list[tuple[int, Learning]], counts: Counts, step: Callable[[], None]) -> None:
-    here = await _existing(tx, "learnings", "title, detail", [r.id for _, r in records])
-    for number, record in records:
-        step()
-        if (row := here.get(record.id)) is not None:
-            if (row["title"], row["detail"]) != (record.title, record.detail):
-                raise BundleError(f"line {number}: learning {record.id} exists here with other text.")
-            counts.already += 1
-            continue
+    for _, record in await _absent(tx, "learnings", ("title", "detail"), records, counts=counts, step=step):
         await learnings.insert(
             tx,
             learnings.Learning(
@@ -550,22 +557,10 @@ async def _learnings(tx: Tx, records: list[tuple[int, Learning]], counts: Counts
 async def _substrate(
     tx: Tx, records: list[tuple[int, SubstrateVersion]], counts: Counts, step: Callable[[], None]
 ) -> None:
-    by_file: dict[tuple[str, str], set[str]] = defaultdict(set)
-    first: dict[tuple[str, str], int] = {}
-    for number, record in records:
-        by_file[record.agent_id, record.target_path].add(record.id)
-        first.setdefault((record.agent_id, record.target_path), number)
-    for (agent, path), carried in by_file.items():
-        sql = "SELECT id FROM substrate_versions WHERE agent_id = ? AND target_path = ?"
-        await _own_history(tx, sql, (agent, path), carried, number=first[agent, path], what=f"{path} of agent {agent}")
-    here = await _existing(tx, "substrate_versions", "content_hash", [r.id for _, r in records])
-    for number, record in records:  # in bundle order: the history's order is the order they are appended in
-        step()
-        if (row := here.get(record.id)) is not None:
-            if row["content_hash"] != record.content_hash:
-                raise BundleError(f"line {number}: substrate version {record.id} exists here with other content.")
-            counts.already += 1
-            continue
+    columns = ("agent_id", "target_path")
+    await _own_histories(tx, records, "substrate_versions", columns, lambda r: f"{r.target_path} of agent {r.agent_id}")
+    # In bundle order: a file's history is in the order its versions are appended.
+    for _, record in await _absent(tx, "substrate_versions", ("content_hash",), records, counts=counts, step=step):
         fields = record.model_dump(exclude={"kind", "content", "provenance"})
         version = substrate.SubstrateVersion(
             **fields,

@@ -277,7 +277,7 @@ def test_a_conflict_late_in_the_bundle_rolls_back_everything_before_it(
 
     anyio.run(clash)
     status, _, err = cli(capsys, "memory", "import", str(_write(tmp_path / "b.jsonl", records)), *target.flags)
-    assert status == 1 and f"learning {learning['id']} exists here with other text" in err, err
+    assert status == 1 and f"learning {learning['id']} exists here as another (title, detail)" in err, err
     assert target.rows("SELECT COUNT(*) FROM sessions") == [(0,)]  # written before the clash, rolled back with it
     assert target.rows("SELECT COUNT(*) FROM memory_versions") == [(0,)]
 
