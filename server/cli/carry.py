@@ -88,7 +88,10 @@ def _output(out: str | None) -> Any:
         sys.stdout.flush()
         return
     target = Path(out)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")  # 0600
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # 0600
+    except OSError as exc:
+        raise HumanError(f"cannot write {target}: {exc.strerror} ({target.parent}).") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle, str(target)

@@ -502,6 +502,8 @@ def test_export_and_import_as_a_person_runs_them(tmp_path: Path) -> None:
     assert exported.stderr.startswith("managed-tools: exported 2 sessions, 5 memory versions of 3 stores")
     imported = command("memory", "import", str(bundle), *target.flags)
     assert imported.returncode == 0 and imported.stdout.startswith("imported 2 sessions"), imported.stderr
+    nowhere = command("memory", "export", "--out", str(tmp_path / "missing" / "b.jsonl"), *source.flags)
+    assert nowhere.returncode == 1 and "cannot write" in nowhere.stderr and "No such file" in nowhere.stderr
     wrong = command("memory", "import", *target.flags)
     assert wrong.returncode == 1 and "memory import takes one FILE" in wrong.stderr
     assert "Traceback" not in wrong.stderr
