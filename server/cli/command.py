@@ -357,7 +357,10 @@ def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
     for name, (text, example) in views.items():
         sub = _command(commands, name, text, example)
         if name == "memory":
-            sub.add_argument("words", nargs="*", metavar="show TARGET", help="print one document (its current text)")
+            sub.add_argument(
+                "words", nargs="*", metavar="show TARGET | export | import FILE",
+                help="show TARGET prints one document (its current text); export and import carry memory",
+            )  # fmt: skip
             sub.add_argument("--versions", action="store_true", help="with show: list TARGET's versions")
             sub.add_argument("--diff", nargs=2, metavar=("A", "B"), help="with show: the change from version A to B")
             carry = sub.add_argument_group("export and import (docs/memory-carry.md)")
