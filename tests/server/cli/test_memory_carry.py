@@ -19,6 +19,7 @@ import pytest
 from conftest import _psql, data
 from support.postgres_server import TEMPLATE, database_url
 
+from managed_tools.server.cli import carrying
 from managed_tools.server.cli.command import main
 from managed_tools.server.config.serve_config import ServeConfig
 from managed_tools.server.mcp.app import build_server
@@ -251,6 +252,18 @@ def test_a_bad_bundle_is_one_clear_line_and_nothing_is_written(
     assert target.rows("SELECT COUNT(*) FROM sessions") + target.rows("SELECT COUNT(*) FROM learnings") == [(0,), (0,)]
 
 
+def test_a_long_import_says_how_far_it_is_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export(capsys, fill(State(tmp_path / "source", None)), tmp_path / "bundle.jsonl")
+    monkeypatch.setattr(carrying, "PROGRESS_SECONDS", 0.0)  # every record is "a while" later
+    status, out, err = cli(
+        capsys, "memory", "import", str(tmp_path / "bundle.jsonl"), *State(tmp_path / "t", None).flags
+    )
+    assert status == 0 and out.startswith("imported "), err
+    assert "managed-tools: imported 1 of 15 records…" in err and "imported 15 of 15 records…" in err
+
+
 def test_a_huge_line_is_refused_before_it_is_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = _bundle(tmp_path, capsys)
     huge = json.dumps({"kind": "session", "title": "x" * (17 * 1024 * 1024)}).encode()
@@ -334,6 +347,8 @@ def test_the_reference_memory_servers_graph_becomes_learnings_with_their_file_an
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in REFERENCE), encoding="utf-8")
     config = ServeConfig.build(workspace=workspace, data_dir=None)
     flags = ["--workspace", str(workspace)]
+    status, out, _ = cli(capsys, "memory", "import", "--from", "reference-memory", str(path), "--dry-run", *flags)
+    assert status == 0 and out.startswith("would import 4 learnings for agent default from 4 entities")
     status, out, err = cli(capsys, "memory", "import", "--from", "reference-memory", str(path), *flags)
     assert status == 0, err
     assert out == f"imported 4 learnings for agent default from 4 entities and relations in {path}.\n"
