@@ -67,7 +67,7 @@ def nginx_config(template: str, listen: int, ports: dict[str, int]) -> str:
     return text
 
 
-def _started(proc: subprocess.Popen[bytes], log: Path) -> int:
+def started_port(proc: subprocess.Popen[bytes], log: Path) -> int:
     deadline = time.monotonic() + STARTS_WITHIN
     while time.monotonic() < deadline:
         found = URL.search(log.read_text(errors="replace"))
@@ -80,7 +80,7 @@ def _started(proc: subprocess.Popen[bytes], log: Path) -> int:
 
 
 @contextmanager
-def _process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
     try:
@@ -114,20 +114,20 @@ def cluster(
             argv = [sys.executable, "-m", "managed_tools.server", "serve", "--transport", "http", "--port", "0"]
             argv += ["--no-token"]
             argv += ["--workspace", str(workspace), "--data-dir", str(data_dir), "--replica", name, *serve_args]
-            proc = stack.enter_context(_process(argv, log, env))
-            started.append(Replica(name, _started(proc, log), proc.pid, log))
+            proc = stack.enter_context(process(argv, log, env))
+            started.append(Replica(name, started_port(proc, log), proc.pid, log))
         prefix = scratch / "nginx"
         (prefix / "tmp").mkdir(parents=True, exist_ok=True)
         listen = free_port()
         conf = prefix / "nginx.conf"
         conf.write_text(nginx_config(DEPLOY_CONF.read_text(), listen, {r.name: r.port for r in started}))
         argv = [NGINX, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
-        nginx = stack.enter_context(_process(argv, prefix / "nginx.out"))
-        _listening(listen, nginx, prefix)
+        nginx = stack.enter_context(process(argv, prefix / "nginx.out"))
+        listening(listen, nginx, prefix)
         yield Cluster(f"http://127.0.0.1:{listen}/mcp", tuple(started), prefix / "access.log")
 
 
-def _listening(port: int, proc: subprocess.Popen[bytes], prefix: Path) -> None:
+def listening(port: int, proc: subprocess.Popen[bytes], prefix: Path) -> None:
     deadline = time.monotonic() + STARTS_WITHIN
     while time.monotonic() < deadline:
         if proc.poll() is not None:

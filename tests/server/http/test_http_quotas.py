@@ -15,6 +15,7 @@ import test_oauth as oauth
 from conftest import data, error_text
 from mcp import Client, MCPError
 from mcp.client.sse import sse_client
+from support.oauth_issuer import Issuer
 from test_oauth import issuer  # noqa: F401 (the local issuer, a fixture)
 
 from managed_tools.server.config.serve_config import ServeConfig
@@ -57,7 +58,7 @@ def refusal(response: httpx2.Response) -> str:
 async def test_calls_per_minute_bound_one_principal_and_not_another(
     config: ServeConfig, request: pytest.FixtureRequest
 ) -> None:
-    local: oauth.Issuer = request.getfixturevalue("issuer")
+    local: Issuer = request.getfixturevalue("issuer")
     limited = with_quotas(config, oauth=Quota(calls_per_minute=3))
     async with oauth.serving(limited, local) as served:
         alice, bob = local.token(served.resource), local.token(served.resource, sub="bob")

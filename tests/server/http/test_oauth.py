@@ -4,16 +4,13 @@ bearer header for everything a principal may and may not do, in both eras."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +21,11 @@ import mcp_types as types
 import pytest
 from conftest import ERAS, data, error_text
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
+from support.oauth_issuer import ALL, Issuer, b64, serving_issuer
 from test_http import INITIALIZE, POST_HEADERS
 from test_pages import Person
 from test_permissions import YES, answer, rows
@@ -50,87 +48,16 @@ from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = pytest.mark.anyio
 
-ALL = "tools:read tools:write approvals"
 SECRET_WORD = "zebracornium"
 
 
-# ---- the issuer ------------------------------------------------------------------------------------------------
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-@dataclass
-class Issuer:
-    """An authorization server's signing side: its keys, and a real HTTP server for its metadata and JWKS."""
-
-    rsa_key: rsa.RSAPrivateKey = field(default_factory=lambda: rsa.generate_private_key(65537, 2048))
-    ec_key: ec.EllipticCurvePrivateKey = field(default_factory=lambda: ec.generate_private_key(ec.SECP256R1()))
-    ed_key: ed25519.Ed25519PrivateKey = field(default_factory=ed25519.Ed25519PrivateKey.generate)
-    rsa_kid: str = "rsa-1"
-    url: str = ""
-    jwks_fetches: int = 0
-
-    def jwks(self) -> dict[str, Any]:
-        keys = []
-        for kid, key, alg in ((self.rsa_kid, self.rsa_key, "RS256"), ("ec-1", self.ec_key, "ES256")):
-            jwk = json.loads(jwt.algorithms.get_default_algorithms()[alg].to_jwk(key.public_key()))
-            keys.append({**jwk, "kid": kid, "use": "sig", "alg": alg})
-        raw = self.ed_key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        keys.append({"kty": "OKP", "crv": "Ed25519", "x": _b64(raw), "kid": "ed-1", "use": "sig", "alg": "EdDSA"})
-        keys.append({"kty": "oct", "k": _b64(b"a shared secret never to be used"), "kid": "oct-1", "alg": "HS256"})
-        return {"keys": keys}
-
-    def metadata(self) -> dict[str, Any]:
-        return {"issuer": self.url, "jwks_uri": f"{self.url}/jwks", "token_endpoint": f"{self.url}/token"}
-
-    def token(
-        self, resource: str, *, scope: str = ALL, sub: str | None = "alice", alg: str = "RS256", **claims: Any
-    ) -> str:
-        now = int(time.time())
-        body = {"iss": self.url, "aud": resource, "sub": sub, "scope": scope, "iat": now, "exp": now + 300, **claims}
-        body = {k: v for k, v in body.items() if v is not None}
-        key: Any = {"RS256": self.rsa_key, "ES256": self.ec_key, "EdDSA": self.ed_key}[alg]
-        kid = {"RS256": self.rsa_kid, "ES256": "ec-1", "EdDSA": "ed-1"}[alg]
-        return jwt.encode(body, key, algorithm=alg, headers={"kid": kid})
-
-
-class _IssuerHandler(BaseHTTPRequestHandler):
-    issuer: Issuer
-
-    def do_GET(self) -> None:
-        routes = {"/.well-known/oauth-authorization-server": self.issuer.metadata, "/jwks": self.issuer.jwks}
-        if self.path not in routes:
-            self.send_error(404)
-            return
-        if self.path == "/jwks":
-            self.issuer.jwks_fetches += 1
-        body = json.dumps(routes[self.path]()).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+# ---- the issuer: tests/support/oauth_issuer.py ---------------------------------------------------------------
 
 
 @pytest.fixture
 def issuer() -> Iterator[Issuer]:
-    """The issuer's HTTP server on a free loopback port, in a thread (plain HTTP: a loopback issuer may)."""
-    made = Issuer()
-    handler = type("Handler", (_IssuerHandler,), {"issuer": made})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    made.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_issuer() as made:
         yield made
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # ---- the resource server ---------------------------------------------------------------------------------------
@@ -200,7 +127,7 @@ def metadata_url(served: Served) -> str:
 
 
 def _unsigned(header: dict[str, Any], claims: dict[str, Any]) -> bytes:
-    return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}".encode()
+    return f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}".encode()
 
 
 def _claims(issuer: Issuer, served: Served) -> dict[str, Any]:
@@ -229,11 +156,11 @@ def forged(kind: str, issuer: Issuer, served: Served) -> str:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         signing_input = _unsigned({"alg": "HS256", "typ": "JWT", "kid": "rsa-1"}, _claims(issuer, served))
-        return f"{signing_input.decode()}.{_b64(hmac.new(pem, signing_input, hashlib.sha256).digest())}"
+        return f"{signing_input.decode()}.{b64(hmac.new(pem, signing_input, hashlib.sha256).digest())}"
     if kind == "HS256 with the JWKS's shared key":
         signing_input = _unsigned({"alg": "HS256", "typ": "JWT", "kid": "oct-1"}, _claims(issuer, served))
         secret = b"a shared secret never to be used"
-        return f"{signing_input.decode()}.{_b64(hmac.new(secret, signing_input, hashlib.sha256).digest())}"
+        return f"{signing_input.decode()}.{b64(hmac.new(secret, signing_input, hashlib.sha256).digest())}"
     if kind == "no subject":
         return issuer.token(served.resource, sub=None)
     if kind == "garbage":
