@@ -28,13 +28,12 @@ from mcp.client import ClientRequestContext
 from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
-from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.config.serve_config import Selecting, ServeConfig
 from managed_tools.server.consent.consent import CONFIRM_SCHEMA
 from managed_tools.server.mcp.app import build_server
 from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.tools.framework.calls.arguments import ArgumentError, parse_call
 from managed_tools.tools.framework.context.context import Runtime
-from managed_tools.tools.framework.definitions.toolsets import ToolSelection
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +45,7 @@ def config(workspace: Path) -> ServeConfig:
     return ServeConfig.build(
         workspace=workspace,
         data_dir=None,
-        selection=ToolSelection(preset="full"),
+        selection=Selecting(preset="full"),
         tool_modules=("support.probe_tools",),
     )
 

@@ -20,7 +20,7 @@ from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "name": "ask_weather",
     "title": "Ask for the weather",
     "description": "A person looks out of the window and reports the weather.",

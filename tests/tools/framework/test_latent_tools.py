@@ -27,7 +27,7 @@ from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
-SUMMARISE = {
+SUMMARISE: dict[str, Any] = {
     "name": "summarise_risks",
     "title": "Summarise risks",
     "description": "Read a change description and list its risks.",

@@ -16,14 +16,18 @@ from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
-    if _verbatim(model):
-        return portable(schema)
-    return portable(_nullable_optionals(_without_refusals(_clean_schema(schema))))
+    published: dict[str, Any] = portable(
+        schema if _verbatim(model) else _nullable_optionals(_without_refusals(_clean_schema(schema)))
+    )
+    return published
 
 
 def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
-    return portable(schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema))))
+    published: dict[str, Any] = portable(
+        schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
+    )
+    return published
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
