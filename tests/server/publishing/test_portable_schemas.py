@@ -340,6 +340,18 @@ async def test_a_free_form_object_travels_as_json_text(
             assert "field 'input'" in text, text
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_tools_call_takes_the_arguments_as_json_text(workspace: Path, mode: str) -> None:
+    """The search profile's tools_call, which the full preset does not serve."""
+    (workspace / "a.txt").write_text("alpha\n")
+    config = ServeConfig.build(workspace=workspace, data_dir=None, tool_search=True)
+    async with open_runtime(config) as runtime, Client(build_server(runtime, transport="memory"), mode=mode) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert listed["tools_call"].input_schema["properties"]["arguments"]["type"] == ["string", "null"]
+        called = data(await client.call_tool("tools_call", {"name": "read", "arguments": '{"path": "a.txt"}'}))
+    assert "alpha" in str(called["output"])
+
+
 # ---- the approval form ------------------------------------------------------------------------------------------
 
 
