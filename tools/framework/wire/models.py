@@ -1,11 +1,11 @@
 """Base models for tool inputs and outputs: camelCase on the wire, snake_case in Python, no extra fields."""
 
 import functools
-import json
 import types
 import typing
 from typing import Annotated, Any, Literal
 
+import pydantic_core
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -78,7 +78,7 @@ def _object_from_text(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return pydantic_core.from_json(value)  # bounded nesting: a deep text is refused, never a RecursionError
     except ValueError:
         raise ValueError("is not the JSON text of an object") from None
 
