@@ -55,7 +55,9 @@ CONFIRM_SCHEMA: dict[str, Any] = {
             "enum": ["once", "session"],
             "default": "once",
         },
-        "note": {"type": "string", "title": "Note", "description": "Optional note for the record"},
+        # A default on every optional field: a client that answers with a typed form (FastMCP) sends each field,
+        # null where no default says otherwise, and null is no string.
+        "note": {"type": "string", "title": "Note", "description": "Optional note for the record", "default": ""},
     },
     "required": ["approve"],
 }

@@ -1,5 +1,5 @@
 """The catalogue budget (docs/decisions/catalogue-budget.md): the published tools/list matches its snapshot,
-each tool stays small, the whole model-visible catalogue stays under 30,000 characters, output schemas write each
+each tool stays small, the whole model-visible catalogue stays under 32,500 characters, output schemas write each
 part once, and the instructions stay under 2 KB."""
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from managed_tools.tools.framework.definitions.schemas import (
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
-MAX_CATALOGUE_CHARS = 30_000  # names + descriptions + input schemas of the full catalogue
+# names + descriptions + input schemas of the full catalogue: 30,000 until every optional field took null (29,962 ->
+# 31,857 characters, docs/decisions/portable-schemas.md)
+MAX_CATALOGUE_CHARS = 32_500
 
 
 def test_tools_list_matches_the_snapshot() -> None:

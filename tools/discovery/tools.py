@@ -22,7 +22,7 @@ from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition, ToolExample
 from managed_tools.tools.framework.definitions.registry import Registry
 from managed_tools.tools.framework.wire.errors import ToolError
-from managed_tools.tools.framework.wire.models import Arguments, WireModel
+from managed_tools.tools.framework.wire.models import Arguments, JsonObject, WireModel
 
 SEARCH, DESCRIBE, CALL = "tools_search", "tools_describe", "tools_call"
 OWN = (SEARCH, DESCRIBE, CALL)
@@ -135,7 +135,7 @@ async def tools_describe(ctx: ToolContext, args: DescribeArgs) -> DescribeOutput
 
 class CallArgs(Arguments):
     name: Annotated[str, Field(max_length=128, description="The tool's name (from tools_search).")]
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments (see tools_describe).")
+    arguments: JsonObject = Field(default_factory=dict, description="Its arguments as JSON (see tools_describe).")
 
 
 class CallOutput(WireModel):

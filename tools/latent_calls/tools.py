@@ -17,12 +17,12 @@ from managed_tools.tools.framework.definitions import latent
 from managed_tools.tools.framework.definitions.custom import OutputMismatch, check_output
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
-from managed_tools.tools.framework.wire.models import Arguments, WireModel
+from managed_tools.tools.framework.wire.models import Arguments, JsonObject, WireModel
 
 
 class SubmitArgs(Arguments):
     call_id: Annotated[str, Field(min_length=1, max_length=64)]
-    output: dict[str, Any]
+    output: Annotated[JsonObject, Field(description="The tool's output as JSON.")]
 
 
 class SubmitOutput(WireModel):
@@ -60,7 +60,7 @@ DEFINITIONS = (
         examples=(
             ToolExample(
                 description="Answer a handed-back call",
-                input={"callId": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "output": {"summary": "Three risks."}},
+                input={"callId": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "output": '{"summary": "Three risks."}'},
             ),
         ),
     ),

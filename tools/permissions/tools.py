@@ -19,7 +19,14 @@ from managed_tools.tools.framework.calls.permission import argument_secrets, env
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolEffect, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
-from managed_tools.tools.framework.wire.models import Arguments, NextTool, NoArguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.wire.models import (
+    Arguments,
+    JsonObject,
+    NextTool,
+    NoArguments,
+    NonEmptyStr,
+    WireModel,
+)
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
 from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash
@@ -146,7 +153,7 @@ async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutp
 class CheckInput(Arguments):
     tool_name: NonEmptyStr = Field(description="The tool to check.")
     tool_args: Annotated[
-        dict[str, Any] | None, Field(description="Arguments to check: are they valid, and are they approved?")
+        JsonObject | None, Field(description="Arguments to check, as JSON: are they valid, and are they approved?")
     ] = None
 
 
@@ -381,7 +388,7 @@ DEFINITIONS = (
         examples=(
             ToolExample(
                 description="Is this call approved yet?",
-                input={"toolName": "session_get_events", "toolArgs": {"limit": 5}},
+                input={"toolName": "session_get_events", "toolArgs": '{"limit": 5}'},
             ),
         ),
     ),

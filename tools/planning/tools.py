@@ -85,7 +85,7 @@ class UpdateArgs(Arguments):
     @model_validator(mode="after")
     def _something_to_change(self) -> UpdateArgs:
         if self.title is None and self.status is None:
-            raise ValueError("give a new title, a new status, or both")
+            raise ValueError("give title, status or both")
         return self
 
 

@@ -28,7 +28,7 @@ from managed_tools.tools.framework.calls import executor
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
-from managed_tools.tools.framework.wire.models import Arguments, NoArguments, WireModel
+from managed_tools.tools.framework.wire.models import Arguments, JsonObject, NoArguments, WireModel
 
 Action = Literal[
     "inspect", "list_dir", "read_text", "write_text", "append_text", "replace_text", "mkdir", "stat",
@@ -268,7 +268,9 @@ def _fields(ctx: ToolContext, route: Route) -> list[str]:
 
 class ExecuteArgs(Arguments):
     name: Action
-    input: dict[str, Any] = Field(default_factory=dict, description="The action's arguments (see sandbox_describe).")
+    input: JsonObject = Field(
+        default_factory=dict, description="The action's arguments as JSON (see sandbox_describe)."
+    )
 
 
 class ExecuteOutput(WireModel):
@@ -311,7 +313,7 @@ DEFINITIONS = (
         # Routed actions never use the call's transaction: file actions touch no table, and the shell ones
         # open short transactions of their own rather than hold the write lock while a process runs.
         own_transactions=True,
-        examples=(ToolExample(description="List the workspace", input={"name": "list_dir", "input": {}}),),
+        examples=(ToolExample(description="List the workspace", input={"name": "list_dir", "input": "{}"}),),
         accepts_overrides=False,  # its words say how routing keeps each action's own policy: a contract
     ),
 )

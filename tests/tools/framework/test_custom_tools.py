@@ -20,7 +20,7 @@ from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "name": "ask_weather",
     "title": "Ask for the weather",
     "description": "A person looks out of the window and reports the weather.",
@@ -53,10 +53,15 @@ async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
 
 
 async def test_published_as_custom(rt: Runtime) -> None:
+    """As written, but for the boolean `additionalProperties` no client needs and google-genai cannot read
+    (docs/decisions/portable-schemas.md): an unknown field is still refused, naming it."""
     async with client_for(rt) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "ask_weather")
+        refused = error_text(await client.call_tool("ask_weather", {"city": "Oslo", "wind": 3}))
     assert (tool.meta or {})["managed-tools/tool"]["ownership"] == "custom"
-    assert tool.input_schema == WEATHER["inputSchema"] and tool.output_schema == WEATHER["outputSchema"]
+    written = {key: value for key, value in WEATHER["inputSchema"].items() if key != "additionalProperties"}
+    assert tool.input_schema == written and tool.output_schema == WEATHER["outputSchema"]
+    assert "wind" in refused, refused
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

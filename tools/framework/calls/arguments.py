@@ -50,8 +50,10 @@ def describe_validation(definition: ToolDefinition, exc: ValidationError) -> str
     accepted = ", ".join(definition.input_schema().get("properties", {})) or "no arguments"
     problems: list[str] = []
     for error in exc.errors(include_url=False)[:8]:
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        if error["type"] == "extra_forbidden":
+        where = ".".join(str(part) for part in error["loc"])
+        if not where:  # a rule across fields (exactly one of two): its message names them; there is no one field
+            problems.append(error["msg"].removeprefix("Value error, "))
+        elif error["type"] == "extra_forbidden":
             problems.append(f"unexpected field '{where}' (accepted: {accepted})")
         elif error["type"] == "missing":
             problems.append(f"missing required field '{where}'")

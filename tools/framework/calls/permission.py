@@ -165,7 +165,9 @@ async def ask(
         arguments=secret_scan.mask(call.canonical, hits),
         args_digest=digest,
         message=message,
-        value_schema=definition.output_schema() if kind == "custom_tool" else None,
+        # The form a person fills, as the user wrote it (a titled option is `const`, SEP-1330), not the portable
+        # form a model reads (docs/decisions/portable-schemas.md).
+        value_schema=definition.output_model.model_json_schema(by_alias=True) if kind == "custom_tool" else None,
         binds=() if what is None else what.binds,
     )
     decision = await call.ports.consent.ask(request)

@@ -16,12 +16,18 @@ from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
-    return schema if _verbatim(model) else _without_refusals(_drop_null_options(_clean_schema(schema)))
+    published: dict[str, Any] = portable(
+        schema if _verbatim(model) else _nullable_optionals(_without_refusals(_clean_schema(schema)))
+    )
+    return published
 
 
 def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
-    return schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
+    published: dict[str, Any] = portable(
+        schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
+    )
+    return published
 
 
 def _verbatim(model: type[BaseModel]) -> bool:
@@ -71,17 +77,81 @@ def lean_output(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def _drop_null_options(schema: dict[str, Any]) -> dict[str, Any]:
-    """An optional argument is published as its plain type: omitting it is how a client says "none"."""
-    for holder in [schema, *schema.get("$defs", {}).values()]:
-        for name, prop in holder.get("properties", {}).items():
-            options = prop.get("anyOf")
-            if prop.get("default", 0) is None and isinstance(options, list) and {"type": "null"} in options:
-                rest = [option for option in options if option != {"type": "null"}]
-                merged = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
-                merged.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
-                holder["properties"][name] = merged
-    return schema
+NULL = {"type": "null"}
+# Keywords that make a schema more than "a value of this type, so constrained": `type: [T, "null"]` beside them would
+# not let null through (an enum without null) or would mean something else.
+NOT_PLAIN = frozenset({"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not"})
+
+
+def _nullable_optionals(node: Any) -> Any:
+    """Every optional field of every object takes `null` (the model drops it: tools/framework/wire/models.py), as
+    OpenAI's strict conversion needs: it makes every field required and a model sends `null` for the ones it leaves
+    out. A plain type becomes `type: [T, "null"]` (a type's own constraints apply to it alone), anything else
+    `anyOf` of itself and null; a `default: null` says nothing `null` does not."""
+    if isinstance(node, list):
+        return [_nullable_optionals(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result = {
+        key: value if key in ("default", "const", "enum", "examples")
+        else {name: _nullable_optionals(sub) for name, sub in value.items()} if key in ("properties", "$defs")
+        else _nullable_optionals(value)
+        for key, value in node.items()
+    }  # fmt: skip
+    required = set(result.get("required", ()))
+    properties = result.get("properties")
+    if isinstance(properties, dict):
+        result["properties"] = {
+            name: prop if name in required or not isinstance(prop, dict) else nullable(prop)
+            for name, prop in properties.items()
+        }
+    return result
+
+
+def nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    """The schema that also takes `null`, written as compactly as it can be."""
+    options = prop.get("anyOf")
+    kind = prop.get("type")
+    if isinstance(options, list) and NULL in options:
+        rest = [option for option in options if option != NULL]
+        if len(rest) == 1 and isinstance(rest[0].get("type"), str) and not NOT_PLAIN & set(rest[0]):
+            outer = {key: value for key, value in prop.items() if key != "anyOf"}
+            result = {**rest[0], "type": [rest[0]["type"], "null"], **outer}
+        else:
+            result = prop
+    elif kind == "null" or (isinstance(kind, list) and "null" in kind):
+        result = prop
+    elif isinstance(kind, str) and not NOT_PLAIN & set(prop):
+        result = {**prop, "type": [kind, "null"]}
+    else:
+        annotations = {key: prop[key] for key in ("description", "default") if key in prop}
+        result = {"anyOf": [{k: v for k, v in prop.items() if k not in annotations}, NULL], **annotations}
+    return {key: value for key, value in result.items() if not (key == "default" and value is None)}
+
+
+def portable(node: Any) -> Any:
+    """The rewrites every client's schema rules need (docs/decisions/portable-schemas.md): `const` as an `enum` of
+    one (Gemini's subset has no `const`), and no boolean `additionalProperties`: google-genai's conversion of an MCP
+    tool list fails on either value (googleapis/python-genai#2476) and OpenAI strict refuses `true`. `true` is the
+    default anyway; for `false` the executor refuses an unknown field with a message naming the accepted ones, and
+    every strict conversion closes each object itself."""
+    if isinstance(node, list):
+        return [portable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "additionalProperties" and (isinstance(value, bool) or value == {}):
+            continue
+        if key == "const" and "enum" not in node:
+            result["enum"] = [value]
+        elif key in ("default", "const", "enum", "examples"):
+            result[key] = value
+        elif key in ("properties", "$defs"):
+            result[key] = {name: portable(sub) for name, sub in value.items()}
+        else:
+            result[key] = portable(value)
+    return result
 
 
 # What the executor refuses anyway, with a message naming the field: an empty string, a field not in the schema.
