@@ -290,7 +290,10 @@ async def open_runtime(
                     secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
                     cache_dir=upstream_cache(config.data_dir),
                 ):
-                    yield runtime
+                    async with anyio.create_task_group() as background:
+                        background.start_soon(retention.keep_applying, db, config.retention.policy())
+                        yield runtime
+                        background.cancel_scope.cancel()
             finally:
                 await shell_core.close_all(runtime)  # no shell or command outlives the server
         finally:

@@ -1,0 +1,179 @@
+"""A call costs the same in a session of 100k events as in a fresh one (issue 39 F1), retention runs while the
+server runs (F14), and memory versions are kept as deltas yet read back byte for byte (F14)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import Connect, data
+from mcp import Client
+
+from managed_tools.server.config.serve_config import ServeConfig
+from managed_tools.server.runtime.opening import open_runtime
+from managed_tools.stores import event_search, events, memory, retention
+from managed_tools.tools.framework.context.context import Runtime
+
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
+EVENTS = 100_000
+WAKES = 100
+ROUNDS = 25
+PROMOTE = "resources_promote_to_substrate"
+
+
+@pytest.fixture
+async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
+    allowed = config.model_copy(update={"policy": {PROMOTE: "always_allow"}})
+    async with open_runtime(allowed) as runtime:
+        yield runtime
+
+
+async def session_of(client: Client) -> str:
+    return str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
+
+
+async def bulk_history(runtime: Runtime, session_id: str) -> None:
+    """EVENTS tool span events in WAKES ended wakes of the session, inserted by SQL in one statement, then their
+    kept summaries made as retention makes them (events.recount_traces) and the event index brought up to date."""
+    wakes = [f"bulk-{session_id[:8]}-{n}" for n in range(WAKES)]
+    per_wake = EVENTS // WAKES
+    payload = json.dumps({"spanKind": "tool", "toolName": "memory_read", "result": "success"})
+    async with runtime.db.write() as tx:
+        for wake in wakes:
+            await tx.execute(
+                "INSERT INTO wakes (id, session_id, started_at, ended_at, transport, pid, setup_fingerprint) "
+                "VALUES (?, ?, '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z', 'bulk', 1, 'bulk')",
+                (wake, session_id),
+            )
+        series = (
+            "WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n < ? - 1) SELECT n FROM c"
+            if tx.dialect.name == "sqlite"
+            else "SELECT generate_series(0, ? - 1) AS n"
+        )
+        await tx.execute(
+            "INSERT INTO events (id, session_id, wake_id, type, created_at, processed, summary, payload) "
+            f"SELECT 'bulk-' || ? || '-' || n, ?, 'bulk-' || ? || '-' || CAST(n / ? AS TEXT), "
+            "CASE WHEN n % 2 = 0 THEN 'span.started' ELSE 'span.completed' END, '2026-01-01T00:30:00.000Z', 1, "
+            f"CASE WHEN n % 2 = 1 THEN 'memory_read: success' END, ? FROM ({series}) AS s",
+            (session_id[:8], session_id, session_id[:8], per_wake, payload, EVENTS),
+        )
+        await events.recount_traces(tx, wakes)
+        await tx.execute("INSERT INTO session_tools (session_id, tool) VALUES (?, 'memory_read')", (session_id,))
+        if tx.dialect.name == "sqlite":
+            await event_search.index_pending(tx, int(await tx.scalar("SELECT max(seq) FROM events")), at_least=1)
+        count = await tx.scalar("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))
+    assert int(count) >= EVENTS
+
+
+async def timed(client: Client, name: str, arguments: dict[str, Any]) -> float:
+    start = time.perf_counter()
+    result = await client.call_tool(name, arguments)
+    elapsed = time.perf_counter() - start
+    assert not result.is_error, result.content
+    return elapsed
+
+
+async def test_calls_cost_the_same_after_100k_events(rt: Runtime, connect: Connect) -> None:
+    (rt.environment.workspace / "draft.md").write_text("# Soul\nkept short\n")
+    calls: dict[str, dict[str, Any]] = {
+        "memory_write": {"target": "session_state", "content": "a working note"},
+        PROMOTE: {"sourcePath": "draft.md", "targetPath": "SOUL.md", "overwrite": True},
+        "session_list_traces": {},
+    }
+    async with connect(rt) as fresh, connect(rt) as long:
+        await bulk_history(rt, await session_of(long))
+        traces = data(await long.call_tool("session_list_traces", {"limit": 100}))
+        assert traces["count"] == 100
+        bulk = next(t for t in traces["traces"] if t["wakeId"].startswith("bulk-"))
+        assert bulk["eventCount"] == EVENTS // WAKES and bulk["eventTypes"] == ["span.started", "span.completed"]
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(ROUNDS):  # interleaved, so the machine's load weighs on both alike
+            for name, arguments in calls.items():
+                for label, client in (("fresh", fresh), ("long", long)):
+                    times.setdefault((name, label), []).append(await timed(client, name, arguments))
+    for name in calls:
+        fresh_ms = statistics.median(times[name, "fresh"]) * 1000
+        long_ms = statistics.median(times[name, "long"]) * 1000
+        assert long_ms <= 1.5 * fresh_ms, f"{name}: {long_ms:.2f} ms after {EVENTS} events, {fresh_ms:.2f} fresh"
+
+
+async def test_an_upstream_taint_outlives_the_compaction_of_its_spans(rt: Runtime, connect: Connect) -> None:
+    """The provenance rule reads session_tools, which retention leaves alone: compacting the wake that called an
+    upstream server does not make the session's later writes trusted again."""
+    async with connect(rt) as client:
+        session = await session_of(client)
+    async with rt.db.write() as tx:  # what an upstream call's completion records
+        wake = str(await tx.scalar("SELECT id FROM wakes WHERE session_id = ?", (session,)))
+        for kind in ("span.started", "span.completed"):
+            payload = {"spanKind": "tool", "toolName": "web__fetch", "result": "success"}
+            await events.append_event(tx, session, wake, kind, payload)
+    assert await retention.apply(rt.db, retention.Retention(max_per_session=10)) == 0  # too few to compact
+    async with rt.db.write() as tx:
+        assert await retention.compact_wake(tx, wake) >= 2
+        assert await events.successful_tools(tx, session) == ["session_get_snapshot", "web__fetch"]
+    async with connect(rt, session_id=session) as client:
+        written = data(await client.call_tool("memory_write", {"target": "session_state", "content": "after"}))
+    assert written["trust"] == "untrusted"
+
+
+async def test_retention_applies_while_the_server_runs(workspace: Path, tmp_path: Path, connect: Connect) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "config.json").write_text(json.dumps({"retention": {"eventsMaxPerSession": 10, "everySeconds": 1}}))
+    async with open_runtime(ServeConfig.build(workspace=workspace, data_dir=data_dir)) as runtime:
+        session: str | None = None
+        for _ in range(3):  # three ended wakes of 8 calls: 48 tool span events
+            async with connect(runtime, session_id=session) as client:
+                session = await session_of(client)
+                for _ in range(7):
+                    await client.call_tool("memory_read", {"target": "session_state"})
+        with anyio.fail_after(10):
+            while True:
+                async with runtime.db.read() as tx:
+                    compacted = await tx.scalar("SELECT count(*) FROM events WHERE type = 'trace.compacted'")
+                if int(compacted) >= 2:
+                    break
+                await anyio.sleep(0.2)
+        async with connect(runtime, session_id=session) as client:
+            traces = data(await client.call_tool("session_list_traces", {}))
+    assert traces["count"] == 4  # every wake still listed, by its summary
+
+
+async def test_memory_versions_are_deltas_read_back_byte_for_byte(rt: Runtime, connect: Connect) -> None:
+    written: dict[str, str] = {}
+    text = ""
+    async with connect(rt) as client:
+        session = await session_of(client)
+        for n in range(100):
+            mode = "replace" if n in {40, 41} else "append"  # a rewrite in the middle: a whole version again
+            chunk = f"part {n} é 🦝 " + ("x" * 9_980) + f" \t\n end {n}  "
+            reply = data(
+                await client.call_tool("memory_write", {"target": "session_state", "content": chunk, "mode": mode})
+            )
+            text = memory.combine(text, chunk, mode)
+            written[reply["versionId"]] = text
+        listed = data(await client.call_tool("memory_list_versions", {"target": "session_state", "limit": 100}))
+        assert [v["versionId"] for v in listed["versions"]] == list(reversed(written))
+        for version_id, expected in list(written.items())[::9]:
+            read = data(
+                await client.call_tool(
+                    "memory_read_version", {"target": "session_state", "versionId": version_id, "maxChars": 200_000}
+                )
+            )
+            assert read["content"] == expected[:200_000] and read["version"]["contentHash"] == memory.sha256_hex(
+                expected
+            )
+    async with rt.db.read() as tx:
+        for version_id, expected in written.items():
+            _, content = await memory.read_version(tx, session, "session_state", version_id)
+            assert content.encode() == expected.encode()
+        stored = int(await tx.scalar("SELECT sum(length(content)) FROM memory_versions WHERE scope = ?", (session,)))
+        deepest = int(await tx.scalar("SELECT max(depth) FROM memory_versions WHERE scope = ?", (session,)))
+    whole = sum(len(t) for t in written.values())  # about 50 million characters, kept whole
+    assert stored < whole / 8 and deepest == memory.MAX_DEPTH
