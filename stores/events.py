@@ -99,6 +99,13 @@ async def append_event(
         payload=payload,
     )
     await _count_in_trace(tx, record)
+    call = int(event_type == "span.completed" and payload.get("spanKind") == "tool")
+    await tx.execute(
+        "INSERT INTO session_event_counts (session_id, events, tool_calls) VALUES (?, 1, ?) ON CONFLICT (session_id) "
+        "DO UPDATE SET events = session_event_counts.events + 1, "
+        "tool_calls = session_event_counts.tool_calls + excluded.tool_calls",
+        (session_id, call),
+    )
     tool = payload.get("toolName")
     if event_type == "span.completed" and payload.get("result") == "success" and isinstance(tool, str):
         await tx.execute(
@@ -293,26 +300,27 @@ async def latest_summary(tx: Tx, session_id: str) -> str | None:
 
 
 async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | None]:
-    """(number of events, number of unprocessed events, id of the newest event)."""
+    """(number of events, number of unprocessed events, id of the newest event): a kept count, the partial index
+    of unprocessed events, and the newest by seq, so the cost does not grow with the session."""
     row = await tx.fetchone(
-        "SELECT COUNT(*) AS n, COUNT(CASE WHEN processed = 0 THEN 1 END) AS pending, "
-        "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id "
-        "FROM events WHERE session_id = ?",
-        (session_id, session_id),
+        "SELECT (SELECT events FROM session_event_counts WHERE session_id = ?) AS n, "
+        "(SELECT COUNT(*) FROM events WHERE session_id = ? AND processed = 0) AS pending, "
+        "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id",
+        (session_id, session_id, session_id),
     )
     assert row is not None
-    return int(row["n"]), int(row["pending"]), row["last_id"]
+    return int(row["n"] or 0), int(row["pending"]), row["last_id"]
 
 
 async def count_tool_calls(tx: Tx, session_id: str) -> int:
-    """Completed tool calls of the session (wake spans are not calls)."""
-    return int(
-        await tx.scalar(
-            "SELECT COUNT(*) FROM events WHERE session_id = ? AND type = 'span.completed' "
-            f"AND {tx.dialect.json_text('payload', 'spanKind')} = 'tool'",
-            (session_id,),
-        )
-    )
+    """Completed tool calls of the session (wake spans are not calls), as counted when each was recorded: calls
+    whose spans retention compacted still count."""
+    return int(await tx.scalar("SELECT tool_calls FROM session_event_counts WHERE session_id = ?", (session_id,)) or 0)
+
+
+async def forget_events(tx: Tx, session_id: str, removed: int) -> None:
+    """Retention took `removed` of the session's events away: its kept count follows."""
+    await tx.execute("UPDATE session_event_counts SET events = events - ? WHERE session_id = ?", (removed, session_id))
 
 
 async def mark_processed(tx: Tx, session_id: str) -> list[str]:

@@ -14,6 +14,8 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -66,6 +68,15 @@ async def apply(db: Database, policy: Retention, *, now: datetime | None = None,
     except DatabaseUnwritableError as exc:
         log.warning("old tool spans were not all compacted this time: %s", exc)
     return removed
+
+
+@asynccontextmanager
+async def applied_while_running(db: Database, policy: Retention) -> AsyncIterator[None]:
+    """The policy applied again every `policy.every_seconds` for as long as the block runs."""
+    async with anyio.create_task_group() as background:
+        background.start_soon(keep_applying, db, policy)
+        yield
+        background.cancel_scope.cancel()
 
 
 async def keep_applying(db: Database, policy: Retention) -> None:
@@ -169,6 +180,7 @@ async def compact_wake(tx: Tx, wake_id: str) -> int:
         created_at=rows[-1]["created_at"],
         touch=False,
     )
+    await events.forget_events(tx, rows[0]["session_id"], len(rows))
     await events.recount_traces(tx, [wake_id])
     return len(rows)
 

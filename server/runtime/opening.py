@@ -279,21 +279,21 @@ async def open_runtime(
             if config.substrate_defaults:
                 await defaults.write_defaults(runtime)
             try:
-                async with running_upstreams(
-                    config.mcp_servers,
-                    registry,
-                    policy=config.policy,
-                    overrides=config.overrides,
-                    confinement=confinement,
-                    mounts=mounts,
-                    workspace=config.workspace,
-                    secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
-                    cache_dir=upstream_cache(config.data_dir),
+                async with (
+                    running_upstreams(
+                        config.mcp_servers,
+                        registry,
+                        policy=config.policy,
+                        overrides=config.overrides,
+                        confinement=confinement,
+                        mounts=mounts,
+                        workspace=config.workspace,
+                        secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
+                        cache_dir=upstream_cache(config.data_dir),
+                    ),
+                    retention.applied_while_running(db, config.retention.policy()),
                 ):
-                    async with anyio.create_task_group() as background:
-                        background.start_soon(retention.keep_applying, db, config.retention.policy())
-                        yield runtime
-                        background.cancel_scope.cancel()
+                    yield runtime
             finally:
                 await shell_core.close_all(runtime)  # no shell or command outlives the server
         finally:

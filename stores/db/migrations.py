@@ -290,6 +290,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
                 PRIMARY KEY (wake_id, type)
             )""",
             *(Each(_TRACES[SQLITE][n], _TRACES[POSTGRESQL][n]) for n in (0, 1)),
+            # Each session's event and completed tool call counts, moved with each append (a snapshot read them by
+            # counting the session's events); its unprocessed events by a partial index, which holds only those.
+            """CREATE TABLE session_event_counts (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                events INTEGER NOT NULL,
+                tool_calls INTEGER NOT NULL
+            )""",
+            Each(
+                "INSERT INTO session_event_counts (session_id, events, tool_calls) SELECT session_id, count(*), "
+                "sum(CASE WHEN type = 'span.completed' AND json_extract(payload, '$.spanKind') = 'tool' THEN 1 "
+                "ELSE 0 END) FROM events GROUP BY session_id",
+                "INSERT INTO session_event_counts (session_id, events, tool_calls) SELECT session_id, count(*), "
+                "sum(CASE WHEN type = 'span.completed' AND payload::json ->> 'spanKind' = 'tool' THEN 1 ELSE 0 END) "
+                "FROM events GROUP BY session_id",
+            ),
+            "CREATE INDEX events_pending ON events(session_id, seq) WHERE processed = 0",
             # Memory versions in the order they were committed: each takes its document's last seq plus one in
             # the write transaction that also checks the expected version, so no clock orders them (issue 39
             # F6). The versions already there take the order they were listed in.

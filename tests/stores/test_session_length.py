@@ -18,6 +18,7 @@ from mcp import Client
 from managed_tools.server.config.serve_config import ServeConfig
 from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores import event_search, events, memory, retention
+from managed_tools.stores.ids import sha256_hex
 from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
@@ -151,7 +152,7 @@ async def test_memory_versions_are_deltas_read_back_byte_for_byte(rt: Runtime, c
     async with connect(rt) as client:
         session = await session_of(client)
         for n in range(100):
-            mode = "replace" if n in {40, 41} else "append"  # a rewrite in the middle: a whole version again
+            mode: memory.Mode = "replace" if n in {40, 41} else "append"  # rewrites: whole versions
             chunk = f"part {n} é 🦝 " + ("x" * 9_980) + f" \t\n end {n}  "
             reply = data(
                 await client.call_tool("memory_write", {"target": "session_state", "content": chunk, "mode": mode})
@@ -166,9 +167,7 @@ async def test_memory_versions_are_deltas_read_back_byte_for_byte(rt: Runtime, c
                     "memory_read_version", {"target": "session_state", "versionId": version_id, "maxChars": 200_000}
                 )
             )
-            assert read["content"] == expected[:200_000] and read["version"]["contentHash"] == memory.sha256_hex(
-                expected
-            )
+            assert read["content"] == expected[:200_000] and read["version"]["contentHash"] == sha256_hex(expected)
     async with rt.db.read() as tx:
         for version_id, expected in written.items():
             _, content = await memory.read_version(tx, session, "session_state", version_id)
