@@ -14,16 +14,15 @@ import anyio
 import pytest
 from conftest import Connect, data
 from mcp import Client
+from support.session_history import EVENTS, WAKES, bulk_history
 
 from managed_tools.server.config.serve_config import ServeConfig
 from managed_tools.server.runtime.opening import open_runtime
-from managed_tools.stores import event_search, events, memory, retention
+from managed_tools.stores import events, memory, retention
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
-EVENTS = 100_000
-WAKES = 100
 ROUNDS = 25
 PROMOTE = "resources_promote_to_substrate"
 
@@ -37,39 +36,6 @@ async def rt(config: ServeConfig) -> AsyncIterator[Runtime]:
 
 async def session_of(client: Client) -> str:
     return str(data(await client.call_tool("session_get_snapshot", {}))["sessionId"])
-
-
-async def bulk_history(runtime: Runtime, session_id: str) -> None:
-    """EVENTS tool span events in WAKES ended wakes of the session, inserted by SQL in one statement, then their
-    kept summaries made as retention makes them (events.recount_traces) and the event index brought up to date."""
-    wakes = [f"bulk-{session_id[:8]}-{n}" for n in range(WAKES)]
-    per_wake = EVENTS // WAKES
-    payload = json.dumps({"spanKind": "tool", "toolName": "memory_read", "result": "success"})
-    async with runtime.db.write() as tx:
-        for wake in wakes:
-            await tx.execute(
-                "INSERT INTO wakes (id, session_id, started_at, ended_at, transport, pid, setup_fingerprint) "
-                "VALUES (?, ?, '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z', 'bulk', 1, 'bulk')",
-                (wake, session_id),
-            )
-        series = (
-            "WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n < ? - 1) SELECT n FROM c"
-            if tx.dialect.name == "sqlite"
-            else "SELECT generate_series(0, ? - 1) AS n"
-        )
-        await tx.execute(
-            "INSERT INTO events (id, session_id, wake_id, type, created_at, processed, summary, payload) "
-            f"SELECT 'bulk-' || ? || '-' || n, ?, 'bulk-' || ? || '-' || CAST(n / ? AS TEXT), "
-            "CASE WHEN n % 2 = 0 THEN 'span.started' ELSE 'span.completed' END, '2026-01-01T00:30:00.000Z', 1, "
-            f"CASE WHEN n % 2 = 1 THEN 'memory_read: success' END, ? FROM ({series}) AS s",
-            (session_id[:8], session_id, session_id[:8], per_wake, payload, EVENTS),
-        )
-        await events.recount_traces(tx, wakes)
-        await tx.execute("INSERT INTO session_tools (session_id, tool) VALUES (?, 'memory_read')", (session_id,))
-        if tx.dialect.name == "sqlite":
-            await event_search.index_pending(tx, int(await tx.scalar("SELECT max(seq) FROM events")), at_least=1)
-        count = await tx.scalar("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))
-    assert int(count) >= EVENTS
 
 
 async def timed(client: Client, name: str, arguments: dict[str, Any]) -> float:
@@ -88,6 +54,7 @@ async def test_calls_cost_the_same_after_100k_events(rt: Runtime, connect: Conne
         "session_list_traces": {},
     }
     async with connect(rt) as fresh, connect(rt) as long:
+        await bulk_history(rt, await session_of(fresh), WAKES)  # the same wakes listed, one event each
         await bulk_history(rt, await session_of(long))
         traces = data(await long.call_tool("session_list_traces", {"limit": 100}))
         assert traces["count"] == 100
