@@ -1,11 +1,12 @@
 """What a call costs in a long session against a fresh one (issue 39 F1), and what 100 appends keep (F14).
 
-Two sessions in one server (in process, through a real in-process `mcp.Client`), each given 100 ended wakes (so
-both list as many traces): the fresh one an event in each, the long one `--events` tool span events in all
-(tests/support/session_history.py: one SQL statement, then the kept summaries). The calls alternate between
-them, `--rounds` times each, so the machine's load weighs on both alike; it prints the median of `memory_write`,
-`resources_promote_to_substrate`, `session_list_traces` and `session_get_snapshot` in each and the ratio. Then 100 appends of 10,000 characters to one memory document: the
-characters its versions keep against the characters of the versions written out whole.
+Two sessions in one server (in process, through a real in-process `mcp.Client`), each given 100 ended wakes (so both
+list as many traces): the fresh one an event in each, the long one `--events` tool span events in all
+(tests/support/session_history.py: one SQL statement, then the kept summaries). The calls alternate between them,
+`--rounds` times each, so the machine's load weighs on both alike; it prints the median of `memory_write`,
+`resources_promote_to_substrate`, `session_list_traces` and `session_get_snapshot` in each and the ratio. Then 100
+appends of 10,000 characters to one memory document: the characters its versions keep against the characters of the
+versions written out whole.
 
 Run it on another checkout's code (the before figures) with PYTHONPATH=<that checkout>. It is a benchmark, not a
 test: it prints figures and exits 0.
