@@ -89,7 +89,7 @@ class RefusalView(BaseModel):
 async def sessions(tx: Tx) -> list[SessionView]:
     rows = await tx.fetchall(
         "SELECT s.id, s.agent_id, s.parent_id, s.title, s.status, s.last_activity_at, "
-        "(SELECT COUNT(*) FROM events e WHERE e.session_id = s.id) AS events "
+        "coalesce((SELECT c.events FROM session_event_counts c WHERE c.session_id = s.id), 0) AS events "
         "FROM sessions s ORDER BY s.last_activity_at DESC, s.id DESC LIMIT ?",
         (MAX_SESSIONS,),
     )
