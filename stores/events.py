@@ -271,17 +271,7 @@ async def _traces(tx: Tx, where: str, params: list[Any]) -> list[TraceSummary]:
         [row["wake_id"] for row in rows],
     ):
         types.setdefault(row["wake_id"], []).append(row["type"])
-    return [
-        TraceSummary(
-            wake_id=row["wake_id"],
-            started_at=row["started_at"],
-            updated_at=row["updated_at"],
-            event_count=row["event_count"],
-            event_types=types.get(row["wake_id"], []),
-            latest_summary=row["latest_summary"],
-        )
-        for row in rows
-    ]
+    return [TraceSummary(**as_dict(row), event_types=types.get(row["wake_id"], [])) for row in rows]
 
 
 async def successful_tools(tx: Tx, session_id: str) -> list[str]:

@@ -118,9 +118,8 @@ async def old_wakes(tx: Tx, policy: Retention, now: str, limit: int = WAKES_PER_
         found += [str(r[0]) for r in rows]
     if policy.max_per_session is not None and len(found) < limit:
         crowded = await tx.fetchall(
-            "SELECT session_id FROM wake_traces WHERE tool_events > 0 GROUP BY session_id "
-            "HAVING sum(tool_events) > ? LIMIT ?",
-            (policy.max_per_session, limit),
+            "SELECT session_id FROM wake_traces WHERE tool_events > 0 GROUP BY session_id HAVING sum(tool_events) > ?",
+            (policy.max_per_session,),
         )
         for row in crowded:
             edge = await tx.scalar(
