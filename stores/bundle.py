@@ -220,9 +220,13 @@ async def export(tx: Tx, producer: str) -> AsyncIterator[Record]:
         async for row in _pages(tx, "sessions", ("id",), named):
             yield Session(kind="session", **{k: row[k] for k in ("id", "agent_id", "owner", "title", "created_at")})
             count += 1
-        async for row in _pages(tx, "memory_versions", ("scope", "target", "created_at", "id")):
-            fields = {k: row[k] for k in MemoryVersion.model_fields if k not in ("kind", "provenance")}
-            yield MemoryVersion(kind="memory_version", **fields, provenance=_sources(row["provenance"]))
+        # In commit order (seq), each version's whole text (a stored delta rebuilt: memory.content_of).
+        async for row in _pages(tx, "memory_versions", ("scope", "target", "seq")):
+            fields = {k: row[k] for k in MemoryVersion.model_fields if k not in ("kind", "provenance", "content")}
+            content = row["content"] if row["base_id"] is None else await memory.content_of(tx, row["id"])
+            yield MemoryVersion(
+                kind="memory_version", **fields, content=content, provenance=_sources(row["provenance"])
+            )
             count += 1
         async for row in _pages(tx, "memory_documents", ("scope", "target")):
             yield MemoryHead(kind="memory_head", scope=row["scope"], target=row["target"], version_id=row["version_id"])
@@ -504,14 +508,27 @@ async def _memory(
     for _, version in await _absent(tx, "memory_versions", ("content_hash",), versions, counts=counts, step=step):
         await tx.execute(
             "INSERT INTO memory_versions (id, scope, target, agent_id, session_id, wake_id, created_at, source, mode, "
-            "content_hash, size_bytes, preview, content, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "content_hash, size_bytes, preview, content, provenance, seq, depth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM memory_versions WHERE scope = ? AND target = ?), 0)",
             (
-                version.id, version.scope, version.target, version.agent_id, version.session_id, version.wake_id,
-                version.created_at, version.source, version.mode, version.content_hash,
-                len(version.content.encode("utf-8")), memory.preview(version.content), version.content,
+                version.id,
+                version.scope,
+                version.target,
+                version.agent_id,
+                version.session_id,
+                version.wake_id,
+                version.created_at,
+                version.source,
+                version.mode,
+                version.content_hash,
+                len(version.content.encode("utf-8")),
+                memory.preview(version.content),
+                version.content,
                 Provenance(sources=version.provenance).to_json(),
+                version.scope,
+                version.target,
             ),
-        )  # fmt: skip
+        )  # fmt: skip  (whole texts, next in commit order: the bundle lists each history in that order)
         counts.memory_versions += 1
     for _, head in heads:
         step()

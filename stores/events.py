@@ -9,8 +9,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from managed_tools.stores.db import Row, Tx, as_dict, fulltext
+from managed_tools.stores.db.migrations import wake_trace_rows
 from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
+
+TOOL_SPAN_TYPES = ("span.started", "span.completed")
 
 
 class EventHead(BaseModel):
@@ -84,9 +87,7 @@ async def append_event(
             "UPDATE sessions SET last_activity_at = ?, updated_at = ? WHERE id = ?",
             (created_at, created_at, session_id),
         )
-    if tx.dialect.name == "postgresql" and (text := event_text(event_type, summary, payload)) is not None:
-        await index_event(tx, seq, session_id, event_type, text)
-    return EventRecord(
+    record = EventRecord(
         seq=seq,
         id=event_id,
         session_id=session_id,
@@ -97,6 +98,53 @@ async def append_event(
         summary=summary,
         payload=payload,
     )
+    await _count_in_trace(tx, record)
+    call = int(event_type == "span.completed" and payload.get("spanKind") == "tool")
+    await tx.execute(
+        "INSERT INTO session_event_counts (session_id, events, tool_calls) VALUES (?, 1, ?) ON CONFLICT (session_id) "
+        "DO UPDATE SET events = session_event_counts.events + 1, "
+        "tool_calls = session_event_counts.tool_calls + excluded.tool_calls",
+        (session_id, call),
+    )
+    tool = payload.get("toolName")
+    if event_type == "span.completed" and payload.get("result") == "success" and isinstance(tool, str):
+        await tx.execute(
+            "INSERT INTO session_tools (session_id, tool) VALUES (?, ?) ON CONFLICT DO NOTHING", (session_id, tool)
+        )
+    if tx.dialect.name == "postgresql" and (text := event_text(event_type, summary, payload)) is not None:
+        await index_event(tx, seq, session_id, event_type, text)
+    return record
+
+
+async def _count_in_trace(tx: Tx, event: EventRecord) -> None:
+    """The event in its wake's summary (migration 27): what session_list_traces and retention read instead of the
+    events. The times are the earliest and latest seen, so a clock stepped back never makes a wake look older."""
+    if event.wake_id is None:
+        return
+    earliest, latest = ("min", "max") if tx.dialect.name == "sqlite" else ("least", "greatest")
+    tool = int(event.type in TOOL_SPAN_TYPES and event.payload.get("spanKind") == "tool")
+    await tx.execute(
+        "INSERT INTO wake_traces (wake_id, session_id, started_at, updated_at, event_count, tool_events, last_seq, "
+        "latest_summary) VALUES (?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (wake_id) DO UPDATE SET "
+        f"started_at = {earliest}(wake_traces.started_at, excluded.started_at), "
+        f"updated_at = {latest}(wake_traces.updated_at, excluded.updated_at), "
+        "event_count = wake_traces.event_count + 1, tool_events = wake_traces.tool_events + excluded.tool_events, "
+        "last_seq = excluded.last_seq, latest_summary = coalesce(excluded.latest_summary, wake_traces.latest_summary)",
+        (event.wake_id, event.session_id, event.created_at, event.created_at, tool, event.seq, event.summary),
+    )
+    await tx.execute(
+        "INSERT INTO wake_event_types (wake_id, type, first_seq) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (event.wake_id, event.type, event.seq),
+    )
+
+
+async def recount_traces(tx: Tx, wake_ids: Sequence[str]) -> None:
+    """The wakes' summaries made again from their events (after retention took some of them away)."""
+    marks = ",".join("?" * len(wake_ids))
+    for table in ("wake_traces", "wake_event_types"):
+        await tx.execute(f"DELETE FROM {table} WHERE wake_id IN ({marks})", list(wake_ids))
+    for statement in wake_trace_rows(tx.dialect, f"e.wake_id IN ({marks})"):
+        await tx.execute(statement, list(wake_ids))
 
 
 # What an event's searchable text leaves out (SQLite: the event_search_docs view, migrations 8 and 11; keep in step).
@@ -196,8 +244,9 @@ async def window_events(
 
 
 async def list_traces(tx: Tx, session_id: str, limit: int) -> list[TraceSummary]:
-    """One summary per wake of the session, the most recently active wake first."""
-    return await _traces(tx, "session_id = ?", [session_id], limit)
+    """One summary per wake of the session, the most recently active wake first (from the kept summaries: the
+    cost is the wakes listed, not the session's events)."""
+    return await _traces(tx, "session_id = ? ORDER BY last_seq DESC LIMIT ?", [session_id, limit])
 
 
 async def traces_of(tx: Tx, wake_ids: Collection[str]) -> dict[str, TraceSummary]:
@@ -205,34 +254,31 @@ async def traces_of(tx: Tx, wake_ids: Collection[str]) -> dict[str, TraceSummary
     if not wake_ids:
         return {}
     marks = ",".join("?" * len(wake_ids))
-    return {t.wake_id: t for t in await _traces(tx, f"wake_id IN ({marks})", list(wake_ids), len(wake_ids))}
+    return {t.wake_id: t for t in await _traces(tx, f"wake_id IN ({marks})", list(wake_ids))}
 
 
-async def _traces(tx: Tx, where: str, params: list[Any], limit: int) -> list[TraceSummary]:
+async def _traces(tx: Tx, where: str, params: list[Any]) -> list[TraceSummary]:
     rows = await tx.fetchall(
-        "SELECT wake_id, MIN(created_at) AS started_at, MAX(created_at) AS updated_at, COUNT(*) AS event_count, "
-        "MAX(seq) AS last_seq, (SELECT e2.summary FROM events e2 WHERE e2.wake_id = e.wake_id "
-        "AND e2.summary IS NOT NULL ORDER BY e2.seq DESC LIMIT 1) AS latest_summary "
-        f"FROM events e WHERE {where} AND wake_id IS NOT NULL GROUP BY wake_id "
-        "ORDER BY last_seq DESC LIMIT ?",
-        [*params, limit],
+        f"SELECT wake_id, started_at, updated_at, event_count, latest_summary FROM wake_traces WHERE {where}",
+        params,
     )
-    traces: list[TraceSummary] = []
-    for row in rows:
-        type_rows = await tx.fetchall(
-            "SELECT type FROM events WHERE wake_id = ? GROUP BY type ORDER BY MIN(seq)", (row["wake_id"],)
-        )
-        traces.append(
-            TraceSummary(
-                wake_id=row["wake_id"],
-                started_at=row["started_at"],
-                updated_at=row["updated_at"],
-                event_count=row["event_count"],
-                event_types=[t["type"] for t in type_rows],
-                latest_summary=row["latest_summary"],
-            )
-        )
-    return traces
+    if not rows:
+        return []
+    marks = ",".join("?" * len(rows))
+    types: dict[str, list[str]] = {}
+    for row in await tx.fetchall(
+        f"SELECT wake_id, type FROM wake_event_types WHERE wake_id IN ({marks}) ORDER BY first_seq",
+        [row["wake_id"] for row in rows],
+    ):
+        types.setdefault(row["wake_id"], []).append(row["type"])
+    return [TraceSummary(**as_dict(row), event_types=types.get(row["wake_id"], [])) for row in rows]
+
+
+async def successful_tools(tx: Tx, session_id: str) -> list[str]:
+    """The tools called with success in the session, by name, as each completion recorded them (session_tools):
+    one row per tool however long the session has run, kept when retention compacts the spans they came from."""
+    rows = await tx.fetchall("SELECT tool FROM session_tools WHERE session_id = ? ORDER BY tool", (session_id,))
+    return [str(row["tool"]) for row in rows]
 
 
 async def latest_summary(tx: Tx, session_id: str) -> str | None:
@@ -244,26 +290,27 @@ async def latest_summary(tx: Tx, session_id: str) -> str | None:
 
 
 async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | None]:
-    """(number of events, number of unprocessed events, id of the newest event)."""
+    """(number of events, number of unprocessed events, id of the newest event): a kept count, the partial index
+    of unprocessed events, and the newest by seq, so the cost does not grow with the session."""
     row = await tx.fetchone(
-        "SELECT COUNT(*) AS n, COUNT(CASE WHEN processed = 0 THEN 1 END) AS pending, "
-        "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id "
-        "FROM events WHERE session_id = ?",
-        (session_id, session_id),
+        "SELECT (SELECT events FROM session_event_counts WHERE session_id = ?) AS n, "
+        "(SELECT COUNT(*) FROM events WHERE session_id = ? AND processed = 0) AS pending, "
+        "(SELECT id FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1) AS last_id",
+        (session_id, session_id, session_id),
     )
     assert row is not None
-    return int(row["n"]), int(row["pending"]), row["last_id"]
+    return int(row["n"] or 0), int(row["pending"]), row["last_id"]
 
 
 async def count_tool_calls(tx: Tx, session_id: str) -> int:
-    """Completed tool calls of the session (wake spans are not calls)."""
-    return int(
-        await tx.scalar(
-            "SELECT COUNT(*) FROM events WHERE session_id = ? AND type = 'span.completed' "
-            f"AND {tx.dialect.json_text('payload', 'spanKind')} = 'tool'",
-            (session_id,),
-        )
-    )
+    """Completed tool calls of the session (wake spans are not calls), as counted when each was recorded: calls
+    whose spans retention compacted still count."""
+    return int(await tx.scalar("SELECT tool_calls FROM session_event_counts WHERE session_id = ?", (session_id,)) or 0)
+
+
+async def forget_events(tx: Tx, session_id: str, removed: int) -> None:
+    """Retention took `removed` of the session's events away: its kept count follows."""
+    await tx.execute("UPDATE session_event_counts SET events = events - ? WHERE session_id = ?", (removed, session_id))
 
 
 async def mark_processed(tx: Tx, session_id: str) -> list[str]:

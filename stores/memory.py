@@ -7,6 +7,7 @@ are one atomic step across every process sharing the database: of N writers raci
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Literal
 
@@ -14,12 +15,17 @@ from pydantic import BaseModel
 
 from managed_tools.stores import search
 from managed_tools.stores.db import Row, Tx
-from managed_tools.stores.errors import NotFoundError, PreconditionError
+from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreError
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.provenance import Provenance
 
 Mode = Literal["replace", "append"]
 PREVIEW_CHARS = 160
+# A version that shares at least MIN_SHARED_CHARS leading characters with the one before it stores only the rest
+# (an append, or an edit near the end); every MAX_DEPTH + 1-th version of a run of them is whole, so a read rebuilds
+# from at most MAX_DEPTH + 1 rows (100 appends of 10k characters: 3 MB kept, not 50 MB; docs/retention.md).
+MIN_SHARED_CHARS = 1024
+MAX_DEPTH = 32
 
 
 class Document(BaseModel):
@@ -120,9 +126,16 @@ async def write(
         preview=preview(new_content),
         provenance=provenance,
     )
+    base = await _base(tx, current)
+    stored, base_id, keep, depth = new_content, None, None, 0
+    if base is not None and base.depth < MAX_DEPTH:
+        shared = len(os.path.commonprefix([base.content, new_content]))  # noqa: RUF071 (characters, not paths)
+        if shared >= MIN_SHARED_CHARS:  # a delta: what it shares with the version before it is not stored again
+            stored, base_id, keep, depth = new_content[shared:], base.version_id, shared, base.depth + 1
     await tx.execute(
         "INSERT INTO memory_versions (id, scope, target, agent_id, session_id, wake_id, created_at, source, mode, "
-        "content_hash, size_bytes, preview, content, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "content_hash, size_bytes, preview, content, provenance, seq, base_id, base_keep, depth) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.id,
             scope,
@@ -136,8 +149,12 @@ async def write(
             digest,
             record.size_bytes,
             record.preview,
-            new_content,
+            stored,
             provenance.to_json(),
+            1 if base is None else base.seq + 1,
+            base_id,
+            keep,
+            depth,
         ),
     )
     await tx.execute(
@@ -162,6 +179,44 @@ async def write(
 def searchable_title(target: str, session_id: str | None) -> str:
     """What a document's search row is titled: a session's store names its session."""
     return target if session_id is None else f"{target} of session {session_id}"
+
+
+class _Base(BaseModel):
+    version_id: str
+    seq: int
+    depth: int
+    content: str
+
+
+async def _base(tx: Tx, current: Document) -> _Base | None:
+    """The document's latest version, the next one's base: its seq (the next one's is one more) and its content."""
+    if current.version_id is None:
+        return None
+    row = await tx.fetchone("SELECT seq, depth FROM memory_versions WHERE id = ?", (current.version_id,))
+    if row is None:
+        return None
+    return _Base(version_id=current.version_id, seq=int(row["seq"]), depth=int(row["depth"]), content=current.content)
+
+
+async def content_of(tx: Tx, version_id: str) -> str:
+    """A version's whole text, rebuilt from the nearest whole version and the deltas after it (at most
+    MAX_DEPTH of them), and checked against the hash it was written with."""
+    chain: list[Row] = []
+    next_id: str | None = version_id
+    while next_id is not None:
+        row = await tx.fetchone(
+            "SELECT id, content, content_hash, base_id, base_keep FROM memory_versions WHERE id = ?", (next_id,)
+        )
+        if row is None:
+            raise StoreError(f"memory version {next_id} (a base of {version_id}) is missing from the state")
+        chain.append(row)
+        next_id = row["base_id"]
+    text = str(chain[-1]["content"])
+    for row in reversed(chain[:-1]):
+        text = text[: int(row["base_keep"])] + str(row["content"])
+    if sha256_hex(text) != chain[0]["content_hash"]:
+        raise StoreError(f"memory version {version_id} does not match its recorded hash; the state is damaged")
+    return text
 
 
 def _version(row: Row) -> VersionRecord:
@@ -190,7 +245,7 @@ async def provenance_of(tx: Tx, version_id: str | None) -> Provenance:
 
 async def list_versions(tx: Tx, scope: str, target: str, limit: int) -> list[VersionRecord]:
     rows = await tx.fetchall(
-        "SELECT * FROM memory_versions WHERE scope = ? AND target = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        "SELECT * FROM memory_versions WHERE scope = ? AND target = ? ORDER BY seq DESC LIMIT ?",
         (scope, target, limit),
     )
     return [_version(row) for row in rows]
@@ -202,4 +257,4 @@ async def read_version(tx: Tx, scope: str, target: str, version_id: str) -> tupl
     )
     if row is None:
         raise NotFoundError(f"No managed memory version exists for versionId={version_id} in {target}.")
-    return _version(row), row["content"]
+    return _version(row), await content_of(tx, version_id)

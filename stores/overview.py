@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from managed_tools.stores import memory
 from managed_tools.stores.db import Tx, as_dict
 
 MAX_SESSIONS = 30
@@ -88,7 +89,7 @@ class RefusalView(BaseModel):
 async def sessions(tx: Tx) -> list[SessionView]:
     rows = await tx.fetchall(
         "SELECT s.id, s.agent_id, s.parent_id, s.title, s.status, s.last_activity_at, "
-        "(SELECT COUNT(*) FROM events e WHERE e.session_id = s.id) AS events "
+        "coalesce((SELECT c.events FROM session_event_counts c WHERE c.session_id = s.id), 0) AS events "
         "FROM sessions s ORDER BY s.last_activity_at DESC, s.id DESC LIMIT ?",
         (MAX_SESSIONS,),
     )
@@ -185,16 +186,15 @@ async def version_diff(tx: Tx, store: VersionStore, version_id: str) -> str | No
     """The unified diff of a version against the one before it of the same document (all added for a first
     version), at most MAX_DIFF_LINES lines; None when there is no such version."""
     if store == "memory":
-        row = await tx.fetchone(
-            "SELECT scope, target, created_at, content FROM memory_versions WHERE id = ?", (version_id,)
-        )
+        row = await tx.fetchone("SELECT scope, target, seq FROM memory_versions WHERE id = ?", (version_id,))
         if row is None:
             return None
-        before = await tx.fetchone(
-            "SELECT content FROM memory_versions WHERE scope = ? AND target = ? AND (created_at < ? OR "
-            "(created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT 1",
-            (row["scope"], row["target"], row["created_at"], row["created_at"], version_id),
+        before_id = await tx.scalar(
+            "SELECT id FROM memory_versions WHERE scope = ? AND target = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+            (row["scope"], row["target"], row["seq"]),
         )
+        old = "" if before_id is None else await memory.content_of(tx, str(before_id))
+        new = await memory.content_of(tx, version_id)
         name = f"{row['scope']}/{row['target']}"
     else:
         row = await tx.fetchone(
@@ -208,8 +208,8 @@ async def version_diff(tx: Tx, store: VersionStore, version_id: str) -> str | No
             (row["agent_id"], row["target_path"], row["seq"]),
         )
         name = row["target_path"]
-    old = "" if before is None else str(before["content"])
-    new = str(row["content"])
+        old = "" if before is None else str(before["content"])
+        new = str(row["content"])
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{name} (before)", version_id, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... {len(lines) - MAX_DIFF_LINES} more lines"]

@@ -14,17 +14,23 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import anyio
+
 from managed_tools.stores import events
 from managed_tools.stores.db import Database, Tx
-from managed_tools.stores.errors import DatabaseUnwritableError
+from managed_tools.stores.errors import DatabaseUnwritableError, StoreError
 
 log = logging.getLogger("managed_tools.retention")
 COMPACTED = "trace.compacted"
 WAKES_PER_BATCH = 20
 TOP_TOOLS = 10
+EVERY_SECONDS = 600  # while running: a pass every ten minutes (config.json `retention.everySeconds`)
+PASS_SECONDS = 0.5  # and at most this long each (a batch of WAKES_PER_BATCH wakes per write transaction)
 
 
 def _tool_spans(tx: Tx) -> str:
@@ -36,6 +42,7 @@ def _tool_spans(tx: Tx) -> str:
 class Retention:
     max_age_days: int | None = None
     max_per_session: int | None = None
+    every_seconds: float = EVERY_SECONDS
 
     @property
     def active(self) -> bool:
@@ -44,17 +51,16 @@ class Retention:
 
 async def apply(db: Database, policy: Retention, *, now: datetime | None = None, seconds: float = 2.0) -> int:
     """Compact the old wakes, a batch per write transaction (so no call waits long for the lock), for at most
-    about `seconds` (the rest at the next start); returns how many events went. A refused write (a full disk,
-    another process's lock) stops it with a line in the log: the next start carries on."""
+    about `seconds` (the rest at the next pass); returns how many events went. A refused write (a full disk,
+    another process's lock) stops it with a line in the log: the next pass carries on."""
     if not policy.active:
         return 0
-    now = now or datetime.now(UTC)
     deadline = time.monotonic() + seconds
     removed = 0
     try:
         while time.monotonic() < deadline:
             async with db.write() as tx:
-                wakes = await old_wakes(tx, policy, now)
+                wakes = await old_wakes(tx, policy, await state_time(tx, now or datetime.now(UTC)))
                 for wake in wakes:
                     removed += await compact_wake(tx, wake)
             if not wakes:
@@ -64,20 +70,55 @@ async def apply(db: Database, policy: Retention, *, now: datetime | None = None,
     return removed
 
 
-async def old_wakes(tx: Tx, policy: Retention, now: datetime, limit: int = WAKES_PER_BATCH) -> list[str]:
-    """Up to `limit` wakes whose span events the policy no longer keeps."""
+@asynccontextmanager
+async def applied_while_running(db: Database, policy: Retention) -> AsyncIterator[None]:
+    """The policy applied again every `policy.every_seconds` for as long as the block runs."""
+    async with anyio.create_task_group() as background:
+        background.start_soon(keep_applying, db, policy)
+        yield
+        background.cancel_scope.cancel()
+
+
+async def keep_applying(db: Database, policy: Retention) -> None:
+    """Apply the policy every `policy.every_seconds` while the server runs, a bounded pass each time (issue 39 F14: a
+    server that runs for days applied it only at its start). Runs until cancelled."""
+    if not policy.active:
+        return
+    while True:
+        await anyio.sleep(policy.every_seconds)
+        try:
+            await apply(db, policy, seconds=PASS_SECONDS)
+        except StoreError as exc:  # a damaged or vanished state: the calls report it; this pass waits for the next
+            log.warning("retention skipped a pass: %s", exc)
+
+
+async def state_time(tx: Tx, wall: datetime) -> str:
+    """The time retention measures age from: this process's clock, but never past the newest event the state holds
+    (issue 39 F5). A server whose clock runs days ahead then cannot age another server's wakes by its own clock."""
+    newest = await tx.scalar("SELECT created_at FROM events ORDER BY seq DESC LIMIT 1")
+    mine = iso(wall)
+    return mine if newest is None else min(mine, str(newest))
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+async def old_wakes(tx: Tx, policy: Retention, now: str, limit: int = WAKES_PER_BATCH) -> list[str]:
+    """Up to `limit` ended wakes whose tool spans the policy no longer keeps, chosen from the wakes' kept summaries
+    (wake_traces), never the events. A wake still open is never one of them: its server may be serving it."""
     found: list[str] = []
+    ended = "t.tool_events > 0 AND EXISTS (SELECT 1 FROM wakes w WHERE w.id = t.wake_id AND w.ended_at IS NOT NULL)"
     if policy.max_age_days is not None:
-        cutoff = (now - timedelta(days=policy.max_age_days)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        cutoff = iso(datetime.fromisoformat(now) - timedelta(days=policy.max_age_days))
         rows = await tx.fetchall(
-            f"SELECT wake_id FROM events WHERE {_tool_spans(tx)} AND wake_id IS NOT NULL GROUP BY wake_id "
-            "HAVING max(created_at) < ? LIMIT ?",
+            f"SELECT t.wake_id FROM wake_traces t WHERE t.updated_at < ? AND {ended} ORDER BY t.updated_at LIMIT ?",
             (cutoff, limit),
         )
         found += [str(r[0]) for r in rows]
     if policy.max_per_session is not None and len(found) < limit:
         crowded = await tx.fetchall(
-            f"SELECT session_id FROM events WHERE {_tool_spans(tx)} GROUP BY session_id HAVING count(*) > ?",
+            "SELECT session_id FROM wake_traces WHERE tool_events > 0 GROUP BY session_id HAVING sum(tool_events) > ?",
             (policy.max_per_session,),
         )
         for row in crowded:
@@ -86,8 +127,8 @@ async def old_wakes(tx: Tx, policy: Retention, now: datetime, limit: int = WAKES
                 (row[0], policy.max_per_session - 1),
             )
             behind = await tx.fetchall(
-                f"SELECT wake_id FROM events WHERE session_id = ? AND {_tool_spans(tx)} AND wake_id IS NOT NULL "
-                "GROUP BY wake_id HAVING max(seq) < ? LIMIT ?",
+                f"SELECT t.wake_id FROM wake_traces t WHERE t.session_id = ? AND t.last_seq < ? AND {ended} "
+                "ORDER BY t.last_seq LIMIT ?",
                 (row[0], edge, limit - len(found)),
             )
             found += [str(r[0]) for r in behind if str(r[0]) not in found]
@@ -138,6 +179,8 @@ async def compact_wake(tx: Tx, wake_id: str) -> int:
         created_at=rows[-1]["created_at"],
         touch=False,
     )
+    await events.forget_events(tx, rows[0]["session_id"], len(rows))
+    await events.recount_traces(tx, [wake_id])
     return len(rows)
 
 

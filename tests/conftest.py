@@ -127,6 +127,8 @@ SLOW_MODULES = {
     "test_otel": "server processes over stdio and HTTP, and an OTLP receiver",
     "test_approval_cli": "a CLI process per case",
     "test_views_cli": "a CLI process per case",
+    "test_clocks": "a second server process per test under faketime",
+    "test_session_length": "100k events per session, and a server waiting out its retention pass",
 }
 # Single tests in the slow tier: each starts `managed-tools` processes (a server over stdio or HTTP, the approval
 # CLI, racing writers) or waits out a real timeout, and took 2 s or more on a loaded machine (`--durations`). CI runs

@@ -19,7 +19,7 @@ import anyio
 from managed_tools.server.cli.terminal import Column, Screen, more, table
 from managed_tools.server.config.state_place import StatePlace
 from managed_tools.server.consent.human import HumanError, age, state_database
-from managed_tools.stores import outcomes
+from managed_tools.stores import memory, outcomes
 from managed_tools.stores.db import Database, Row, Tx, as_dict
 
 FOLLOW_POLL_SECONDS = 0.5
@@ -313,7 +313,7 @@ async def _versions(tx: Tx, scope: str, target: str, args: argparse.Namespace, s
         as_dict(row)
         for row in await tx.fetchall(
             "SELECT id, created_at, source, mode, size_bytes, session_id, preview FROM memory_versions "
-            "WHERE scope = ? AND target = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            "WHERE scope = ? AND target = ? ORDER BY seq DESC LIMIT ?",
             (scope, target, args.limit),
         )
     ]
@@ -348,12 +348,12 @@ async def _diff(tx: Tx, scope: str, args: argparse.Namespace, screen: Screen) ->
 
 async def _version_text(tx: Tx, scope: str, target: str, given: str) -> tuple[str, str]:
     rows = await tx.fetchall(
-        f"SELECT id, content FROM memory_versions WHERE scope = ? AND target = ? AND {_ID_STARTS} ORDER BY id LIMIT 3",
+        f"SELECT id FROM memory_versions WHERE scope = ? AND target = ? AND {_ID_STARTS} ORDER BY id LIMIT 3",
         (scope, target, _like_prefix(given)),
     )
     found = _named(rows, given)
     if found is not None:
-        return str(found["id"]), str(found["content"])
+        return str(found["id"]), await memory.content_of(tx, str(found["id"]))
     what = "no version" if not rows else "more than one version"
     raise HumanError(f"{given!r} names {what} of {target}; `managed-tools memory show {target} --versions` lists them.")
 

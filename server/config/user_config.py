@@ -16,7 +16,7 @@ from managed_tools.server.config.request_state_keys import KeyRingSource
 from managed_tools.server.config.rules import APPROVAL_WAIT_RULE, NAME, approval_wait_allowed
 from managed_tools.server.config.served_urls import ServedUrl
 from managed_tools.server.config.upstream_spec import UpstreamSpecs
-from managed_tools.stores.retention import Retention
+from managed_tools.stores.retention import EVERY_SECONDS, Retention
 from managed_tools.tools.framework.context.budget import Budgets
 from managed_tools.tools.framework.context.variable_sources import ENV_NAME, ConfigValue
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec
@@ -106,9 +106,11 @@ class RetentionConfig(BaseModel):
     events_max_per_session: Annotated[int, Field(ge=10, le=100_000_000)] | None = Field(
         default=None, alias="eventsMaxPerSession"
     )
+    # how often a running server applies it again (a bounded pass each time), besides at its start
+    every_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(default=int(EVERY_SECONDS), alias="everySeconds")
 
     def policy(self) -> Retention:
-        return Retention(self.events_max_age_days, self.events_max_per_session)
+        return Retention(self.events_max_age_days, self.events_max_per_session, every_seconds=self.every_seconds)
 
 
 class Quota(BaseModel):

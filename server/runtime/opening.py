@@ -279,16 +279,19 @@ async def open_runtime(
             if config.substrate_defaults:
                 await defaults.write_defaults(runtime)
             try:
-                async with running_upstreams(
-                    config.mcp_servers,
-                    registry,
-                    policy=config.policy,
-                    overrides=config.overrides,
-                    confinement=confinement,
-                    mounts=mounts,
-                    workspace=config.workspace,
-                    secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
-                    cache_dir=upstream_cache(config.data_dir),
+                async with (
+                    running_upstreams(
+                        config.mcp_servers,
+                        registry,
+                        policy=config.policy,
+                        overrides=config.overrides,
+                        confinement=confinement,
+                        mounts=mounts,
+                        workspace=config.workspace,
+                        secrets=secrets or functools.partial(variables.resolve, runtime, secret=True),
+                        cache_dir=upstream_cache(config.data_dir),
+                    ),
+                    retention.applied_while_running(db, config.retention.policy()),
                 ):
                     yield runtime
             finally:

@@ -9,7 +9,7 @@ finds, written by the stores). Append new migrations; never edit one that has sh
 
 from typing import Literal
 
-from managed_tools.stores.db.dialect import Each, Statement, postgresql_ddl
+from managed_tools.stores.db.dialect import POSTGRESQL, SQLITE, Dialect, Each, Statement, postgresql_ddl
 from managed_tools.stores.db.migrations_1_3 import MIGRATIONS_1_3
 from managed_tools.stores.db.migrations_4_10 import MIGRATIONS_4_10
 
@@ -26,6 +26,26 @@ def statements(migration: tuple[int, str, tuple[Statement, ...]], engine: Litera
             found.append(item if engine == "sqlite" else postgresql_ddl(item))
     return found
 
+
+def wake_trace_rows(dialect: Dialect, where: str) -> tuple[str, str]:
+    """The wake_traces and wake_event_types rows of the wakes whose events match `where`, made from those events
+    (migration 27 for every wake; retention for a wake it compacted; `where` names columns of `events e`)."""
+    kind = dialect.json_text("e.payload", "spanKind")
+    traces = (
+        "INSERT INTO wake_traces (wake_id, session_id, started_at, updated_at, event_count, tool_events, last_seq, "
+        "latest_summary) SELECT e.wake_id, min(e.session_id), min(e.created_at), max(e.created_at), count(*), "
+        f"sum(CASE WHEN e.type IN ('span.started', 'span.completed') AND {kind} = 'tool' THEN 1 ELSE 0 END), "
+        "max(e.seq), (SELECT s.summary FROM events s WHERE s.wake_id = e.wake_id AND s.summary IS NOT NULL "
+        f"ORDER BY s.seq DESC LIMIT 1) FROM events e WHERE e.wake_id IS NOT NULL AND {where} GROUP BY e.wake_id"
+    )
+    types = (
+        "INSERT INTO wake_event_types (wake_id, type, first_seq) SELECT e.wake_id, e.type, min(e.seq) FROM events e "
+        f"WHERE e.wake_id IS NOT NULL AND {where} GROUP BY e.wake_id, e.type"
+    )
+    return traces, types
+
+
+_TRACES = {dialect: wake_trace_rows(dialect, "1 = 1") for dialect in (SQLITE, POSTGRESQL)}
 
 MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     *MIGRATIONS_1_3,
@@ -227,6 +247,80 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         # as they stood when the person was asked (tools/shell/binds.py); '[]' for a call that names none. A
         # remembered approval runs again only while they are unchanged; this says which one changed.
         ("ALTER TABLE approvals ADD COLUMN binds TEXT NOT NULL DEFAULT '[]'",),
+    ),
+    (
+        27,
+        "what per-call queries read kept as the events are appended; memory versions in commit order, as deltas",
+        (
+            # The tools whose calls succeeded in each session (stores/events.py keeps it; provenance reads it): the
+            # provenance rule asked this of every event of the session on every write (issue 39 F1). A row stays
+            # when retention compacts the spans it came from, so an upstream result still taints the session.
+            """CREATE TABLE session_tools (
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                tool TEXT NOT NULL,
+                PRIMARY KEY (session_id, tool)
+            )""",
+            Each(
+                "INSERT INTO session_tools (session_id, tool) SELECT DISTINCT session_id, "
+                "json_extract(payload, '$.toolName') FROM events WHERE type = 'span.completed' "
+                "AND json_extract(payload, '$.result') = 'success' AND json_extract(payload, '$.toolName') IS NOT NULL",
+                "INSERT INTO session_tools (session_id, tool) SELECT DISTINCT session_id, payload::json ->> 'toolName' "
+                "FROM events WHERE type = 'span.completed' AND payload::json ->> 'result' = 'success' "
+                "AND payload::json ->> 'toolName' IS NOT NULL",
+            ),
+            # One summary per wake, moved with each appended event (session_list_traces reads it, retention
+            # chooses from it): the first and last event's times, how many events and tool span events, the last
+            # seq and summary. Its event types, in the order they first appeared, are rows of wake_event_types.
+            """CREATE TABLE wake_traces (
+                wake_id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id),
+                started_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                event_count INTEGER NOT NULL,
+                tool_events INTEGER NOT NULL,
+                last_seq INTEGER NOT NULL,
+                latest_summary TEXT
+            )""",
+            "CREATE INDEX wake_traces_session ON wake_traces(session_id, last_seq)",
+            "CREATE INDEX wake_traces_retained ON wake_traces(updated_at) WHERE tool_events > 0",
+            """CREATE TABLE wake_event_types (
+                wake_id TEXT NOT NULL,
+                type TEXT NOT NULL,
+                first_seq INTEGER NOT NULL,
+                PRIMARY KEY (wake_id, type)
+            )""",
+            *(Each(_TRACES[SQLITE][n], _TRACES[POSTGRESQL][n]) for n in (0, 1)),
+            # Each session's event and completed tool call counts, moved with each append (a snapshot read them by
+            # counting the session's events); its unprocessed events by a partial index, which holds only those.
+            """CREATE TABLE session_event_counts (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+                events INTEGER NOT NULL,
+                tool_calls INTEGER NOT NULL
+            )""",
+            Each(
+                "INSERT INTO session_event_counts (session_id, events, tool_calls) SELECT session_id, count(*), "
+                "sum(CASE WHEN type = 'span.completed' AND json_extract(payload, '$.spanKind') = 'tool' THEN 1 "
+                "ELSE 0 END) FROM events GROUP BY session_id",
+                "INSERT INTO session_event_counts (session_id, events, tool_calls) SELECT session_id, count(*), "
+                "sum(CASE WHEN type = 'span.completed' AND payload::json ->> 'spanKind' = 'tool' THEN 1 ELSE 0 END) "
+                "FROM events GROUP BY session_id",
+            ),
+            "CREATE INDEX events_pending ON events(session_id, seq) WHERE processed = 0",
+            # Memory versions in the order they were committed: each takes its document's last seq plus one in
+            # the write transaction that also checks the expected version, so no clock orders them (issue 39
+            # F6). The versions already there take the order they were listed in.
+            "ALTER TABLE memory_versions ADD COLUMN seq INTEGER",
+            "UPDATE memory_versions SET seq = ranked.n FROM (SELECT id, row_number() OVER (PARTITION BY scope, "
+            "target ORDER BY created_at, id) AS n FROM memory_versions) AS ranked WHERE ranked.id = memory_versions.id",
+            "CREATE UNIQUE INDEX memory_versions_seq ON memory_versions(scope, target, seq)",
+            # A version may keep only what it changed (issue 39 F14): `base_id` names the version it is a delta
+            # of, `base_keep` how many leading characters of that version's content it keeps; `content` is then
+            # the text after them; `depth` how many deltas lie between it and a whole version (bounded, so a read
+            # rebuilds from a few rows). NULL base_id: `content` is the whole text (every version before this one).
+            "ALTER TABLE memory_versions ADD COLUMN base_id TEXT",
+            "ALTER TABLE memory_versions ADD COLUMN base_keep INTEGER",
+            "ALTER TABLE memory_versions ADD COLUMN depth INTEGER NOT NULL DEFAULT 0",
+        ),
     ),
     (
         30,

@@ -12,7 +12,7 @@ from conftest import Connect, data
 
 from managed_tools.server.config.serve_config import ConfigError, ServeConfig
 from managed_tools.server.runtime.opening import open_runtime
-from managed_tools.stores import event_search, retention
+from managed_tools.stores import event_search, events, retention, sessions
 from managed_tools.tools.framework.context.context import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -76,6 +76,10 @@ async def test_old_wakes_go_by_age_and_the_index_stays_whole(runtime: Runtime, c
     policy = retention.Retention(max_age_days=30)
     assert await retention.apply(runtime.db, policy) == 0  # nothing is 30 days old yet
     later = datetime.now(UTC) + timedelta(days=31)
+    assert await retention.apply(runtime.db, policy, now=later) == 0  # this clock alone does not age the state
+    async with runtime.db.write() as tx:  # the state moves on: another session's event, 31 days on
+        other = await sessions.create_session(tx, "default")
+        await events.append_event(tx, other.id, None, "user.note", {}, created_at=retention.iso(later))
     assert await retention.apply(runtime.db, policy, now=later) >= 6 * CALLS
     spans = await spans_by_wake(runtime)
     assert all(spans[wake] == ["trace.compacted"] for wake in wakes)

@@ -318,7 +318,11 @@ async def test_the_migration_indexes_an_existing_database(
             record = await old_session(tx)
             wake = await sessions.open_wake(tx, record.id, transport="stdio", setup_fingerprint="f" * 64)
             payload = {"toolName": "write", "args": {"path": "notes.md", "content": f"old {MARKER}"}}
-            await events.append_event(tx, record.id, wake.id, "span.started", payload)
+            # As the store of that schema appended it (today's store also keeps tables of later migrations).
+            await tx.execute(
+                "INSERT INTO events (id, session_id, wake_id, type, created_at, payload) VALUES (?, ?, ?, ?, ?, ?)",
+                ("e-old", record.id, wake.id, "span.started", "2026-01-01T00:00:00.000Z", json.dumps(payload)),
+            )
             assert await tx.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'events_fts'") == 0
     finally:
         await old.close()

@@ -16,6 +16,7 @@ trusted; the shell's network, where on, reaches only the domains the person allo
 
 from __future__ import annotations
 
+from managed_tools.stores import events
 from managed_tools.stores.provenance import Provenance, Source
 from managed_tools.tools.framework.context.context import ToolContext
 
@@ -26,15 +27,9 @@ UPSTREAM_SEPARATOR = "__"
 async def of_session(ctx: ToolContext, tool: str, *extra: Source) -> Provenance:
     """The sources of what `tool` writes now from the calling session: the tool, the session, `extra` (a staged
     file) and every untrusted input the session took in before this call."""
-    field = ctx.tx.dialect.json_text
-    rows = await ctx.tx.fetchall(
-        f"SELECT DISTINCT {field('payload', 'toolName')} AS tool FROM events WHERE session_id = ? "
-        f"AND type = 'span.completed' AND {field('payload', 'result')} = 'success'",
-        (ctx.session_id,),
-    )
     sources = [Source(kind="tool", name=tool, trust="trusted"), Source(kind="session", name=ctx.session_id,
                trust="trusted"), *extra]  # fmt: skip
-    for name in sorted(str(row["tool"]) for row in rows if row["tool"]):
+    for name in await events.successful_tools(ctx.tx, ctx.session_id):
         definition = ctx.runtime.registry.get(name)
         upstream = definition.ownership == "mcp" if definition is not None else UPSTREAM_SEPARATOR in name
         if upstream:
