@@ -53,12 +53,15 @@ GONE = (
 )
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
+WAL_CHECKPOINT_BYTES = WAL_CHECKPOINT_PAGES * 4096
+WAL_SIZE_PAGES = 32  # how often, in pages this process wrote, the WAL's size is looked at (`_wrote`)
 # What a commit adds to the WAL, about, counted towards the next checkpoint (`_wrote`): a call's record (its events,
 # their indexes, the session's and its usage's rows; fewer each when records share a commit), a write transaction
 # (a memory version and its search index, the call's completion: more, and it varies).
 RECORD_PAGES = 12
 WRITE_PAGES = 24
 BEGIN_SLICE_MS = 100
+TRUNCATE_WAIT_MS = 50  # how long a checkpoint waits for readers before it settles for what they allow
 REOPEN_SECONDS = 1.0  # between attempts to reopen state files that stay damaged
 
 
@@ -459,7 +462,12 @@ class SqliteDatabase(Database):
         """Every WAL_CHECKPOINT_PAGES or so, a checkpoint on the database thread (`_checkpoint`). Called with the
         write lock held: this process appends nothing meanwhile, so the checkpoint can copy the whole WAL."""
         self._pages += pages
-        if self._pages >= WAL_CHECKPOINT_PAGES:
+        if self._pages < WAL_SIZE_PAGES:
+            return
+        # Other processes write to the same WAL: once this one wrote WAL_SIZE_PAGES since its last checkpoint, the
+        # file's size at each commit says whether the WAL reached a checkpoint's worth (a stat), whoever wrote it.
+        wal = companion(self.path, "-wal")
+        if self._pages >= WAL_CHECKPOINT_PAGES or (wal.exists() and wal.stat().st_size >= WAL_CHECKPOINT_BYTES):
             self._pages = 0
             try:
                 await self._on_thread(lambda: _checkpoint(self._appender))
@@ -604,11 +612,20 @@ def _open_connections(
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
-    """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole WAL was
-    copied, a write that starts it over: the first commit into a fresh WAL syncs its header, even at NORMAL, and
-    this one runs where the checkpoint does (the database thread), not in the appender's next commit on the loop's
-    thread."""
-    _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    """The truncating checkpoint (it copies the whole WAL into the database file, syncs it and empties the WAL),
+    waiting at most TRUNCATE_WAIT_MS for the readers still on the WAL, other processes' included, to finish: with
+    several servers on one data dir some reader is nearly always on it, and a checkpoint that never waits then never
+    starts the WAL over, which grew to 20 MB with 8 stdio servers (issue 39 F9). When readers stay, a passive one
+    copied what they allow. Then, once the whole WAL was copied, a write that starts it over: the first commit into
+    a fresh WAL syncs its header, even at NORMAL, and this one runs where the checkpoint does (the database thread),
+    not in the appender's next commit on the loop's thread."""
+    conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+    try:
+        busy, pages, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.execute("PRAGMA busy_timeout=0")
+    if not busy:
+        pages = copied = 1  # emptied: start it over below
     if pages <= 0 or copied < pages or not _try_begin(conn):
         return  # a reader of another process still needs the WAL, or a writer is at work
     try:
