@@ -1,6 +1,7 @@
-"""One replica cut off from PostgreSQL while it holds the write lock (issue 39 F7): the server ends the stranded
-transaction within seconds, so the other replica keeps serving; the cut-off replica's own calls fail with
-`state_unavailable` instead of hanging, and it serves again once the network is back.
+"""PostgreSQL replicas under faults (issue 39). F7: one replica cut off from PostgreSQL while it holds the write lock:
+the server ends the stranded transaction within seconds, so the other replica keeps serving; the cut-off replica's
+own calls fail with `state_unavailable` instead of hanging, and it serves again once the network is back. F12: a
+restart under load gives only clear errors. F8: replicas on data dirs of their own read each other's promotions.
 
 The partition is real: the cut-off replica reaches PostgreSQL through a TCP relay process (tests/support/
 tcp_proxy.py) that is stopped with SIGSTOP, so both ends keep their sockets and nothing passes either way.
@@ -8,6 +9,7 @@ tcp_proxy.py) that is stopped with SIGSTOP, so both ends keep their sockets and 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +22,8 @@ from typing import Any
 import anyio
 import pytest
 from conftest import Connect, data, error_text
+from mcp import Client, StdioServerParameters
+from support.crash_workload import PROMOTE
 from support.postgres_server import SKIP_REASON, binaries, cluster
 from test_postgres_restart import kind
 
@@ -140,3 +144,33 @@ async def test_f12_a_restart_under_load_gives_only_clear_errors(workspace: Path,
                 restarted.set()
     assert kinds, "no call was in flight during the restarts"
     assert set(kinds) <= {"state_unavailable", "busy"}, sorted(set(kinds))
+
+
+async def test_f8_a_promotion_through_one_replica_is_read_through_the_other(workspace: Path, tmp_path: Path) -> None:
+    """Two server processes on data dirs of their own and one PostgreSQL database: a promotion through one is what
+    the other reads at /workspace/agent, and what the other's next promotion compares against."""
+    if binaries() is None:
+        pytest.skip(SKIP_REASON)
+
+    def params(name: str, url: str) -> StdioServerParameters:
+        args = ["-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
+        args += ["--data-dir", str(tmp_path / name), "--database", url, "--allow", PROMOTE]
+        return StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+
+    async def promote(client: Client, text: str) -> dict[str, Any]:
+        (workspace / "draft.md").write_text(text)
+        args = {"sourcePath": "draft.md", "targetPath": "SOUL.md", "overwrite": True}
+        return data(await client.call_tool(PROMOTE, args))
+
+    async def soul(client: Client) -> str:
+        return str(data(await client.call_tool("read", {"path": "/workspace/agent/SOUL.md"}))["content"])
+
+    with cluster() as pg:
+        async with Client(params("one", pg.url)) as one, Client(params("two", pg.url)) as two:
+            first = await promote(one, "# Soul\nfrom one\n")
+            assert await soul(two) == "# Soul\nfrom one\n"
+            listed = data(await two.call_tool("resources_list_versions", {"targetPath": "SOUL.md", "limit": 5}))
+            assert listed["versions"][0]["versionId"] == first["versionId"]
+            await promote(two, "# Soul\nfrom two\n")
+            assert await soul(one) == "# Soul\nfrom two\n"
+    assert (tmp_path / "one" / "agents").exists() and (tmp_path / "two" / "agents").exists()  # separate copies
