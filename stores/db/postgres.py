@@ -68,9 +68,10 @@ _DOWN = (
     asyncpg.QueryCanceledError,  # statement_timeout (a lock wait past lock_timeout is LockNotAvailableError: busy)
     TimeoutError,  # this side's command timeout: `PostgresTx._run` has dropped the connection
 )
-# What asyncpg says when a connection is reused while a statement cut off on it still waits for its cancel to be
-# answered: the connection is unusable, not misused.
-IN_PROGRESS = "another operation is in progress"
+# What asyncpg says (an InterfaceError, or an InternalClientError "cannot switch to state 12; another operation (2)
+# is in progress") when a connection is used while a statement cut off on it (by a cancel, a timeout, a server
+# going down mid-statement) is still pending: the connection is unusable, not misused (issue 39 F12).
+IN_PROGRESS = "another operation"
 
 log = logging.getLogger("managed_tools.db")
 T = TypeVar("T")
@@ -106,7 +107,7 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
 def _is_down(exc: BaseException, conn: asyncpg.Connection | None) -> bool:
     if isinstance(exc, _DOWN):
         return True
-    if not isinstance(exc, asyncpg.InterfaceError):
+    if not isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError):
         return False
     if conn is not None and IN_PROGRESS in str(exc):
         conn.terminate()
@@ -189,7 +190,7 @@ class _Reconnect:
         """A dropped connection or a server going down, raised inside, becomes DatabaseUnavailableError."""
         try:
             yield
-        except (*_DOWN, asyncpg.InterfaceError) as exc:
+        except (*_DOWN, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
             if not _is_down(exc, conn):
                 raise
             self.lost(exc, conn)
@@ -354,7 +355,7 @@ async def _roll_back(conn: asyncpg.Connection) -> None:
         return
     try:
         await conn.execute("ROLLBACK")
-    except (*_DOWN, asyncpg.InterfaceError):
+    except (*_DOWN, asyncpg.InterfaceError, asyncpg.InternalClientError):
         conn.terminate()
 
 

@@ -34,6 +34,7 @@ from managed_tools.stores.errors import DatabaseUnwritableError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
+RESTARTS = 5  # main gave 1 `internal` per restart or so (issue 39 F12)
 RELAY = str(Path(__file__).resolve().parents[1] / "support" / "tcp_proxy.py")
 
 
@@ -136,7 +137,7 @@ async def test_f12_a_restart_under_load_gives_only_clear_errors(workspace: Path,
             async with anyio.create_task_group() as tg:
                 for n in range(8):
                     tg.start_soon(load, n)
-                for _ in range(3):
+                for _ in range(RESTARTS):
                     await anyio.sleep(1.0)
                     await anyio.to_thread.run_sync(pg.stop)
                     await anyio.to_thread.run_sync(pg.start)
