@@ -230,6 +230,8 @@ class SqliteDatabase(Database):
         self._damaged = False  # a file changed or SQLite found damage: reopen before the next write
         self._next_reopen = 0.0
         self._generation = 0  # counts reopenings: a reader of an earlier one is closed when given back
+        self._borrowed = 0  # readers taken and not yet given back
+        self._reopening = False  # no reader is handed out meanwhile (`_reopen`)
         self._synchronous: Synchronous = synchronous
         self._writer = writer
         self._appender = appender
@@ -308,12 +310,15 @@ class SqliteDatabase(Database):
         return await anyio.to_thread.run_sync(step, limiter=self._thread)
 
     def _take_reader(self) -> sqlite3.Connection:
-        if self._idle_readers:
-            return self._idle_readers.pop()
+        if self._reopening:
+            raise DatabaseDamagedError(DAMAGED)
         # More snapshots open at once than connections kept: one more for this one (closed when given back).
-        return connect(self.path, self._busy_timeout_ms, "NORMAL")
+        conn = self._idle_readers.pop() if self._idle_readers else connect(self.path, self._busy_timeout_ms, "NORMAL")
+        self._borrowed += 1
+        return conn
 
     def _give_back(self, conn: sqlite3.Connection, generation: int) -> None:
+        self._borrowed -= 1
         if self._closed or generation != self._generation or len(self._idle_readers) >= self._keep_readers:
             conn.close()
         else:
@@ -521,32 +526,45 @@ class SqliteDatabase(Database):
         elif anyio.current_time() < self._next_reopen:
             raise DatabaseDamagedError(DAMAGED)
         self._damaged = True
+        # SQLite shares one index mapping among a process's connections to one file: every old connection must be
+        # closed before a new one opens, or the new ones would keep the old index. So no reader is handed out
+        # meanwhile, and the ones out are waited for (reads are short).
+        self._reopening = True
+        old, self._idle_readers = [self._writer, self._appender, *self._idle_readers], []
+        self._generation += 1
         try:
-            await self._on_thread(lambda: self._reopen(now, changed))
+            with anyio.move_on_after(REOPEN_SECONDS):
+                while self._borrowed:  # noqa: ASYNC110 (given back on this thread, between two of our awaits)
+                    await anyio.sleep(0.005)
+            await self._on_thread(lambda: self._reopen(now, changed, old))
         except (sqlite3.Error, OSError, DatabaseDamagedError) as exc:
             self._next_reopen = anyio.current_time() + REOPEN_SECONDS
             log.error("could not reopen the state database %s (%s); writes are refused until it can", self.path, exc)
             raise DatabaseDamagedError(DAMAGED) from exc
+        finally:
+            self._reopening = False
         self._damaged = False
         log.warning("reopened the state database %s: it passed its quick check; writes are taken again", self.path)
         if changed:
             raise DatabaseDamagedError(DAMAGED)
 
-    def _reopen(self, now: StateFiles, changed: list[str]) -> None:
-        """On the database thread, under the write lock: save what a deleted log held, then new connections."""
+    def _reopen(self, now: StateFiles, changed: list[str], old: list[sqlite3.Connection]) -> None:
+        """On the database thread, under the write lock: save what a deleted log held, close the `old` connections,
+        then open new ones."""
         if "-wal" in changed:
             if now.wal is None:
                 # What the log held since the last checkpoint is now only in the open file of this process (and
                 # of others that share it): copied into state.db, where any later start finds it.
-                _, pages, copied = self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                log.warning("copied %d of the %d frame(s) of the deleted log into %s", copied, pages, self.path)
+                try:
+                    _, pages, copied = self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    log.warning("copied %d of the %d frame(s) of the deleted log into %s", copied, pages, self.path)
+                except sqlite3.ProgrammingError:  # closed by an earlier attempt, which copied what it could
+                    pass
             if now.shm is not None and now.shm == self._files.shm:
                 # The index describes the log that is gone: a connection trusting it would read frames that the
                 # new log does not hold.
                 aside = move_aside(companion(self.path, "-shm"))
                 log.warning("moved the index of the log that is gone aside to %s (kept, not deleted)", aside)
-        old, self._idle_readers = [self._writer, self._appender, *self._idle_readers], []
-        self._generation += 1
         for conn in old:
             conn.close()
         opened: list[sqlite3.Connection] = []
