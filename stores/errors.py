@@ -6,8 +6,9 @@ from typing import Literal
 from managed_tools.errors import StoreError as StoreError  # noqa: PLC0414
 
 # Why a write was refused, as a result's error kind: another writer held the lock, the state file was replaced,
-# PostgreSQL cannot be reached, the disk is full, the file system turned read-only.
-UnwritableKind = Literal["busy", "state_gone", "state_unavailable", "disk_full", "state_read_only"]
+# PostgreSQL cannot be reached, the disk is full, the file system turned read-only, the state's files were changed
+# underneath the server or found damaged.
+UnwritableKind = Literal["busy", "state_gone", "state_unavailable", "disk_full", "state_read_only", "state_damaged"]
 
 
 class NotFoundError(StoreError):
@@ -53,6 +54,14 @@ class DatabaseReadOnlyError(DatabaseUnwritableError):
     written."""
 
     kind: UnwritableKind = "state_read_only"
+
+
+class DatabaseDamagedError(DatabaseUnwritableError):
+    """A file of the state (its write-ahead log or shared-memory index) was deleted or replaced under the running
+    server, or SQLite found the state damaged: nothing was written; the server reopens its files and serves again
+    once they are sane."""
+
+    kind: UnwritableKind = "state_damaged"
 
 
 class DatabaseOpenError(StoreError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -342,3 +343,44 @@ async def _put_back(tx: Tx, pending: PendingWrite) -> bool:
     previous = None if pending.previous is None else base64.b64decode(pending.previous)
     files.put_back(target, previous, [])
     return True
+
+
+# ---- on PostgreSQL: each replica's substrate directory, a copy of the heads PostgreSQL holds --------------------
+
+# Per database: for each agent, the highest version seq this process has brought its substrate files up to.
+_copied: weakref.WeakKeyDictionary[Database, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
+async def refresh_copies(db: Database, tx: Tx, mount: Mount, agent_id: str) -> list[str]:
+    """Replicas on data dirs of their own share one PostgreSQL database, which holds every version's content: bring
+    this replica's substrate files to the heads there whenever another replica promoted since (issue 39 F8). One
+    indexed MAX per call; the changed heads' contents only when it moved. A file already holding its head's bytes
+    is left alone. Returns the virtual paths rewritten. SQLite's state and substrate share one data dir: nothing
+    to copy."""
+    if db.dialect.name != "postgresql":
+        return []
+    seen = _copied.setdefault(db, {})
+    mark = await tx.scalar("SELECT MAX(seq) FROM substrate_versions WHERE agent_id = ?", (agent_id,))
+    since = seen.get(agent_id, 0)
+    if mark is None or int(mark) <= since:
+        return []
+    rows = await tx.fetchall(
+        "SELECT target_path, content, content_hash FROM substrate_versions WHERE seq IN (SELECT MAX(seq) FROM "
+        "substrate_versions WHERE agent_id = ? AND seq > ? GROUP BY target_path)",
+        (agent_id, since),
+    )
+    written = []
+    for row in rows:
+        relative = str(row["target_path"]).removeprefix(mount.mount_path + "/")
+        if not relative or relative.startswith("/") or ".." in relative.split("/"):
+            log.warning("not copying the substrate version of %r: not a path under %s", relative, mount.mount_path)
+            continue
+        target = Resolved(mount, row["target_path"], relative, str(mount.root), relative, exists=True)
+        if files.lstat(target) is not None and files.sha256_file(target) == row["content_hash"]:
+            continue
+        files.atomic_write(target, str(row["content"]).encode("utf-8"))
+        written.append(target.virtual)
+    seen[agent_id] = int(mark)
+    if written:
+        log.info("brought %d substrate file(s) up to the versions another replica promoted", len(written))
+    return written

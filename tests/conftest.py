@@ -110,6 +110,8 @@ SLOW_MODULES = {
     "test_dashboard": "Chromium and a dashboard process",
     "test_approval_card": "Chromium",
     "test_crash": "server processes killed mid-write, then recovered",
+    "test_wal_bound": "eight server processes on one data dir",
+    "test_state_files": "server processes whose state files are deleted and replaced under them, and killed",
     "test_fuzz_tools": "hypothesis over every tool",
     "test_fuzz_frames": "hypothesis over raw protocol frames",
     "test_upstream_npm": "a Node.js upstream server from npm",

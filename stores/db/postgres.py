@@ -44,6 +44,17 @@ UNAVAILABLE = (
 # once instead of each waiting for a connect to time out.
 BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 CLOSE_TIMEOUT_SECONDS = 5.0
+# Bounds that let a replica cut off from PostgreSQL (a partition, a frozen host) cost seconds, not minutes, to it and
+# to every other replica (docs/decisions/postgresql-partitions.md). The server ends a session that sits in a
+# transaction this long without a statement (a cut-off replica's, holding the write lock every writer queues on),
+# cancels a statement that runs this long, and drops a connection whose sent data stays unacknowledged this long or
+# whose peer stops answering keepalive probes; this side gives up on a statement a little after the server would
+# have cancelled it, and drops the connection (its answer may never come).
+IDLE_IN_TRANSACTION_MS = 10_000
+STATEMENT_TIMEOUT_MS = 10_000
+TCP_USER_TIMEOUT_MS = 10_000
+KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3"}
+COMMAND_MARGIN_SECONDS = 2.0
 
 # What a dropped connection or an unreachable (or restarting) server raises. InterfaceError also means misuse of a
 # connection, so it counts only when the connection is closed (`_is_down`).
@@ -53,7 +64,14 @@ _DOWN = (
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
     asyncpg.CannotConnectNowError,
+    asyncpg.IdleInTransactionSessionTimeoutError,
+    asyncpg.QueryCanceledError,  # statement_timeout (a lock wait past lock_timeout is LockNotAvailableError: busy)
+    TimeoutError,  # this side's command timeout: `PostgresTx._run` has dropped the connection
 )
+# What asyncpg says (an InterfaceError, or an InternalClientError "cannot switch to state 12; another operation (2)
+# is in progress") when a connection is used while a statement cut off on it (by a cancel, a timeout, a server
+# going down mid-statement) is still pending: the connection is unusable, not misused (issue 39 F12).
+IN_PROGRESS = "another operation"
 
 log = logging.getLogger("managed_tools.db")
 T = TypeVar("T")
@@ -82,14 +100,19 @@ def _busy_is_an_error(message: str = LOCKED) -> Iterator[None]:
     """A write that waited longer than the busy timeout for another writer becomes an error a person can act on."""
     try:
         yield
-    except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError) as exc:
+    except asyncpg.LockNotAvailableError as exc:
         raise DatabaseBusyError(message) from exc
 
 
 def _is_down(exc: BaseException, conn: asyncpg.Connection | None) -> bool:
     if isinstance(exc, _DOWN):
         return True
-    return isinstance(exc, asyncpg.InterfaceError) and (conn is None or conn.is_closed())
+    if not isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError):
+        return False
+    if conn is not None and IN_PROGRESS in str(exc):
+        conn.terminate()
+        return True
+    return conn is None or conn.is_closed()
 
 
 class _Reconnect:
@@ -107,6 +130,12 @@ class _Reconnect:
         # after a later outage was logged is a leftover of that outage, not a new one.
         self._outages = 0
         self._made_after: weakref.WeakKeyDictionary[asyncpg.Connection, int] = weakref.WeakKeyDictionary()
+        self._dropped: weakref.WeakSet[asyncpg.Connection] = weakref.WeakSet()  # by us: not an outage
+
+    def drop(self, conn: asyncpg.Connection) -> None:
+        """Close `conn` at once, on purpose (a statement cut off on it), so its next use replaces it quietly."""
+        self._dropped.add(conn)
+        conn.terminate()
 
     def adopt(self, conn: asyncpg.Connection) -> asyncpg.Connection:
         self._made_after[conn] = self._outages
@@ -137,7 +166,7 @@ class _Reconnect:
         """`conn` if it is still open, else a new one (its drop noted as an outage)."""
         if conn is not None and not conn.is_closed():
             return conn
-        if conn is not None:
+        if conn is not None and conn not in self._dropped:
             conn.terminate()
             self.lost(ConnectionError("the connection was closed by the server"), conn)
         return await self.connect()
@@ -161,7 +190,7 @@ class _Reconnect:
         """A dropped connection or a server going down, raised inside, becomes DatabaseUnavailableError."""
         try:
             yield
-        except (*_DOWN, asyncpg.InterfaceError) as exc:
+        except (*_DOWN, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
             if not _is_down(exc, conn):
                 raise
             self.lost(exc, conn)
@@ -178,7 +207,14 @@ class PostgresTx(Tx):
 
     async def _run(self, step: Callable[[], Awaitable[T]]) -> T:
         with self._link.reachable(self._conn):
-            return await step()
+            try:
+                return await step()
+            except (TimeoutError, anyio.get_cancelled_exc_class()):
+                # A statement cut off mid-flight keeps the connection busy until the server answers asyncpg's cancel
+                # request, which a partition delays for good (then every use says IN_PROGRESS): drop it instead;
+                # the server rolls its transaction back, and the slot is refilled on its next use.
+                self._link.drop(self._conn)
+                raise
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         values = _values(params)
@@ -319,14 +355,28 @@ async def _roll_back(conn: asyncpg.Connection) -> None:
         return
     try:
         await conn.execute("ROLLBACK")
-    except (*_DOWN, asyncpg.InterfaceError):
+    except (*_DOWN, asyncpg.InterfaceError, asyncpg.InternalClientError):
         conn.terminate()
 
 
 async def _connect(url: str, busy_timeout_ms: int) -> asyncpg.Connection:
     # lock_timeout bounds the wait for another process's write transaction, like SQLite's busy timeout.
-    settings = {"lock_timeout": str(max(1, int(busy_timeout_ms))), "timezone": "UTC"}
-    return await asyncpg.connect(url, server_settings=settings, timeout=max(busy_timeout_ms / 1000, 5.0))
+    # A statement may wait out the lock timeout (then `busy`) before its own bound ends.
+    statement_ms = max(STATEMENT_TIMEOUT_MS, int(busy_timeout_ms) + 2_000)
+    settings = {
+        "lock_timeout": str(max(1, int(busy_timeout_ms))),
+        "timezone": "UTC",
+        "statement_timeout": str(statement_ms),
+        "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS),
+        "tcp_user_timeout": str(TCP_USER_TIMEOUT_MS),
+        **KEEPALIVE,
+    }
+    return await asyncpg.connect(
+        url,
+        server_settings=settings,
+        timeout=max(busy_timeout_ms / 1000, 5.0),
+        command_timeout=statement_ms / 1000 + COMMAND_MARGIN_SECONDS,
+    )
 
 
 def _unusable(url: str, exc: BaseException) -> str:

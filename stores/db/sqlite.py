@@ -24,16 +24,22 @@ import anyio.to_thread
 from managed_tools.stores.db import LOCKED, Database, Params, Row, Synchronous, Tx
 from managed_tools.stores.db.dialect import SQLITE
 from managed_tools.stores.db.sqlite_file import (
+    DAMAGED,
+    StateFiles,
+    companion,
     connect,
-    identity,
+    move_aside,
     prepare,
     refuse_unusable_file,
     refused_clearly,
+    remember,
+    set_aside_stale,
     unusable,
 )
-from managed_tools.stores.db.wal_check import read_wal, report_recovery
+from managed_tools.stores.db.wal_check import WalFrames, quick_check, read_wal, report_recovery
 from managed_tools.stores.errors import (
     DatabaseBusyError,
+    DatabaseDamagedError,
     DatabaseGoneError,
     DatabaseOpenError,
     DatabaseReadOnlyError,
@@ -47,12 +53,16 @@ GONE = (
 )
 
 WAL_CHECKPOINT_PAGES = 256  # 1 MB at SQLite's 4 KB pages
+WAL_CHECKPOINT_BYTES = WAL_CHECKPOINT_PAGES * 4096
+WAL_SIZE_PAGES = 32  # how often, in pages this process wrote, the WAL's size is looked at (`_wrote`)
 # What a commit adds to the WAL, about, counted towards the next checkpoint (`_wrote`): a call's record (its events,
 # their indexes, the session's and its usage's rows; fewer each when records share a commit), a write transaction
 # (a memory version and its search index, the call's completion: more, and it varies).
 RECORD_PAGES = 12
 WRITE_PAGES = 24
 BEGIN_SLICE_MS = 100
+TRUNCATE_WAIT_MS = 50  # how long a checkpoint waits for readers before it settles for what they allow
+REOPEN_SECONDS = 1.0  # between attempts to reopen state files that stay damaged
 
 
 T = TypeVar("T")
@@ -151,10 +161,12 @@ class _Snapshot(SqliteTx):
         super().__init__(None, db.path)
         self._db = db
         self._ended = False
+        self._generation = 0
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             assert not self._ended, "a read transaction used after it ended"
+            self._generation = self._db._generation
             self._conn = self._db._take_reader()
             self._conn.execute("BEGIN")
         return self._conn
@@ -166,7 +178,7 @@ class _Snapshot(SqliteTx):
             try:
                 conn.rollback()
             finally:
-                self._db._give_back(conn)
+                self._db._give_back(conn, self._generation)
 
 
 @dataclass(eq=False)
@@ -209,11 +221,18 @@ class SqliteDatabase(Database):
         appender: sqlite3.Connection,
         readers: list[sqlite3.Connection],
         busy_timeout_ms: int,
+        synchronous: Synchronous,
     ) -> None:
         self.path = path
         self.local_dir = path.parent
         self.key = str(path)
-        self._identity = identity(path)
+        self._files = StateFiles.of(path)  # the three files opened: any of them changing refuses writes
+        self._damaged = False  # a file changed or SQLite found damage: reopen before the next write
+        self._next_reopen = 0.0
+        self._generation = 0  # counts reopenings: a reader of an earlier one is closed when given back
+        self._borrowed = 0  # readers taken and not yet given back
+        self._reopening = False  # no reader is handed out meanwhile (`_reopen`)
+        self._synchronous: Synchronous = synchronous
         self._writer = writer
         self._appender = appender
         self._pages = 0  # WAL pages written since the last checkpoint, about (`_wrote`)
@@ -236,19 +255,30 @@ class SqliteDatabase(Database):
         every connection it made."""
         opened: list[sqlite3.Connection] = []
 
+        def first(conn: sqlite3.Connection, wal: WalFrames | None) -> None:
+            report_recovery(conn, path, wal)
+            prepare(conn, busy_timeout_ms)
+
         def opening() -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             refuse_unusable_file(path)
+            for aside in set_aside_stale(path):
+                log.warning(
+                    "the state database %s was replaced since a server last opened it: moved the log file it had "
+                    "left beside it, which belongs to the old file, aside to %s (kept, not deleted)",
+                    path,
+                    aside,
+                )
             wal = read_wal(path)  # before any connection recovers it
-            opened.append(connect(path, busy_timeout_ms, synchronous))
-            report_recovery(opened[0], path, wal)
-            prepare(opened[0], busy_timeout_ms)
-            for _ in range(1 + max(1, readers)):  # the appender, then the readers
-                opened.append(connect(path, busy_timeout_ms, "NORMAL"))
-            # The writer and the appender begin on the loop's thread and must never wait there: a lock another
-            # process holds sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
-            for conn in opened[:2]:
-                conn.execute("PRAGMA busy_timeout=0")
+            _open_connections(
+                path,
+                busy_timeout_ms=busy_timeout_ms,
+                readers=readers,
+                synchronous=synchronous,
+                opened=opened,
+                first=lambda conn: first(conn, wal),
+            )
+            remember(path, StateFiles.of(path))
 
         try:
             await anyio.to_thread.run_sync(opening)
@@ -264,6 +294,7 @@ class SqliteDatabase(Database):
             appender=opened[1],
             readers=opened[2:],
             busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
         )
 
     async def close(self) -> None:
@@ -279,13 +310,16 @@ class SqliteDatabase(Database):
         return await anyio.to_thread.run_sync(step, limiter=self._thread)
 
     def _take_reader(self) -> sqlite3.Connection:
-        if self._idle_readers:
-            return self._idle_readers.pop()
+        if self._reopening:
+            raise DatabaseDamagedError(DAMAGED)
         # More snapshots open at once than connections kept: one more for this one (closed when given back).
-        return connect(self.path, self._busy_timeout_ms, "NORMAL")
+        conn = self._idle_readers.pop() if self._idle_readers else connect(self.path, self._busy_timeout_ms, "NORMAL")
+        self._borrowed += 1
+        return conn
 
-    def _give_back(self, conn: sqlite3.Connection) -> None:
-        if self._closed or len(self._idle_readers) >= self._keep_readers:
+    def _give_back(self, conn: sqlite3.Connection, generation: int) -> None:
+        self._borrowed -= 1
+        if self._closed or generation != self._generation or len(self._idle_readers) >= self._keep_readers:
             conn.close()
         else:
             self._idle_readers.append(conn)
@@ -298,7 +332,7 @@ class SqliteDatabase(Database):
         thread, and so is the `BEGIN` when another process holds the lock."""
         async with self._write_lock:
             with self._said_when_refused():
-                self._refuse_if_gone()
+                await self._check_files()
                 tx = SqliteTx(self._writer, self.path, writing=True, hints=self._hints)
                 try:
                     # Inside the try: a cancel that lands as the database thread's BEGIN succeeds leaves the
@@ -306,7 +340,8 @@ class SqliteDatabase(Database):
                     with refused_clearly(self.path):
                         await self._begin(self._writer)
                     yield tx
-                except BaseException:
+                except BaseException as exc:
+                    self._note_damage(exc)
                     tx._run_undo()
                     self._writer.rollback()
                     raise
@@ -384,17 +419,18 @@ class SqliteDatabase(Database):
             self._leading = False
 
     async def _append(self, batch: list[_Queued]) -> None:
-        conn = self._appender
         try:
             with self._said_when_refused():
-                self._refuse_if_gone()
+                await self._check_files()
+                conn = self._appender  # a new one if the check reopened the files
                 with refused_clearly(self.path):
                     await self._begin(conn)
                 try:
                     with refused_clearly(self.path):
                         self._run(conn, batch)
                         conn.commit()
-                except BaseException:
+                except BaseException as exc:
+                    self._note_damage(exc)
                     conn.rollback()
                     raise
         except BaseException as exc:  # nothing was written: each record fails, with its own error if it had one
@@ -431,7 +467,12 @@ class SqliteDatabase(Database):
         """Every WAL_CHECKPOINT_PAGES or so, a checkpoint on the database thread (`_checkpoint`). Called with the
         write lock held: this process appends nothing meanwhile, so the checkpoint can copy the whole WAL."""
         self._pages += pages
-        if self._pages >= WAL_CHECKPOINT_PAGES:
+        if self._pages < WAL_SIZE_PAGES:
+            return
+        # Other processes write to the same WAL: once this one wrote WAL_SIZE_PAGES since its last checkpoint, the
+        # file's size at each commit says whether the WAL reached a checkpoint's worth (a stat), whoever wrote it.
+        wal = companion(self.path, "-wal")
+        if self._pages >= WAL_CHECKPOINT_PAGES or (wal.exists() and wal.stat().st_size >= WAL_CHECKPOINT_BYTES):
             self._pages = 0
             try:
                 await self._on_thread(lambda: _checkpoint(self._appender))
@@ -459,14 +500,100 @@ class SqliteDatabase(Database):
             log.warning("the state database %s takes writes again; calls run as before", self.path)
             self._refused = None
 
-    def _refuse_if_gone(self) -> None:
-        """A state file deleted or replaced under the running server would take writes no later start sees: the
-        connections keep the old inode. Checked before every write (one stat, a microsecond or two)."""
-        if identity(self.path) != self._identity:
+    async def _check_files(self) -> None:
+        """Checked before every write (three stats, a few microseconds). A state file deleted or replaced under the
+        running server would take writes no later start sees (the connections keep the old inode): refused until a
+        restart. A write-ahead log deleted under it would take writes a kill loses, and a shared-memory index
+        deleted or replaced leaves this process and the next to open the state each with its own index of one log
+        (SQLite then reads pages that are not there: "malformed"): the write that finds either is refused, what the
+        log held is copied into `state.db`, and the files are reopened (`_reopen`), as after SQLite found damage."""
+        now = StateFiles.of(self.path)
+        if now.db != self._files.db:
             log.error(
                 "the state database %s was deleted or replaced while the server ran; restart the server", self.path
             )
             raise DatabaseGoneError(GONE)
+        changed = self._files.changed(now)
+        if changed:
+            log.error(
+                "the state database's %s (beside %s) was deleted or replaced while the server ran; nothing more "
+                "is written through it: reopening the state",
+                " and ".join(companion(self.path, suffix).name for suffix in changed),
+                self.path,
+            )
+        elif not self._damaged:
+            return
+        elif anyio.current_time() < self._next_reopen:
+            raise DatabaseDamagedError(DAMAGED)
+        self._damaged = True
+        # SQLite shares one index mapping among a process's connections to one file: every old connection must be
+        # closed before a new one opens, or the new ones would keep the old index. So no reader is handed out
+        # meanwhile, and the ones out are waited for (reads are short).
+        self._reopening = True
+        old, self._idle_readers = [self._writer, self._appender, *self._idle_readers], []
+        self._generation += 1
+        try:
+            with anyio.move_on_after(REOPEN_SECONDS):
+                while self._borrowed:  # noqa: ASYNC110 (given back on this thread, between two of our awaits)
+                    await anyio.sleep(0.005)
+            await self._on_thread(lambda: self._reopen(now, changed, old))
+        except (sqlite3.Error, OSError, DatabaseDamagedError) as exc:
+            self._next_reopen = anyio.current_time() + REOPEN_SECONDS
+            log.error("could not reopen the state database %s (%s); writes are refused until it can", self.path, exc)
+            raise DatabaseDamagedError(DAMAGED) from exc
+        finally:
+            self._reopening = False
+        self._damaged = False
+        log.warning("reopened the state database %s: it passed its quick check; writes are taken again", self.path)
+        if changed:
+            raise DatabaseDamagedError(DAMAGED)
+
+    def _reopen(self, now: StateFiles, changed: list[str], old: list[sqlite3.Connection]) -> None:
+        """On the database thread, under the write lock: save what a deleted log held, close the `old` connections,
+        then open new ones."""
+        if "-wal" in changed:
+            if now.wal is None:
+                # What the log held since the last checkpoint is now only in the open file of this process (and
+                # of others that share it): copied into state.db, where any later start finds it.
+                try:
+                    _, pages, copied = self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    log.warning("copied %d of the %d frame(s) of the deleted log into %s", copied, pages, self.path)
+                except sqlite3.ProgrammingError:  # closed by an earlier attempt, which copied what it could
+                    pass
+            if now.shm is not None and now.shm == self._files.shm:
+                # The index describes the log that is gone: a connection trusting it would read frames that the
+                # new log does not hold.
+                aside = move_aside(companion(self.path, "-shm"))
+                log.warning("moved the index of the log that is gone aside to %s (kept, not deleted)", aside)
+        for conn in old:
+            conn.close()
+        opened: list[sqlite3.Connection] = []
+
+        def checked(conn: sqlite3.Connection) -> None:
+            if not quick_check(conn, self.path):
+                raise DatabaseDamagedError(DAMAGED)
+
+        try:
+            _open_connections(
+                self.path,
+                busy_timeout_ms=self._busy_timeout_ms,
+                readers=self._keep_readers,
+                synchronous=self._synchronous,
+                opened=opened,
+                first=checked,
+            )
+        except BaseException:
+            for conn in opened:
+                conn.close()
+            raise
+        self._writer, self._appender, self._idle_readers = opened[0], opened[1], opened[2:]
+        self._files = StateFiles.of(self.path)
+        remember(self.path, self._files)
+
+    def _note_damage(self, exc: BaseException) -> None:
+        """SQLite found the state damaged in a statement: the next write reopens and checks it first."""
+        if isinstance(exc, DatabaseDamagedError):
+            self._damaged = True
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Tx]:
@@ -475,16 +602,48 @@ class SqliteDatabase(Database):
         tx = _Snapshot(self)
         try:
             yield tx
+        except BaseException as exc:
+            self._note_damage(exc)
+            raise
         finally:
             tx.end()
 
 
+def _open_connections(
+    path: Path,
+    *,
+    busy_timeout_ms: int,
+    readers: int,
+    synchronous: Synchronous,
+    opened: list[sqlite3.Connection],
+    first: Callable[[sqlite3.Connection], None],
+) -> None:
+    """The writer (`first` runs on it before the others open), the appender, then the readers, into `opened`."""
+    opened.append(connect(path, busy_timeout_ms, synchronous))
+    first(opened[0])
+    for _ in range(1 + max(1, readers)):
+        opened.append(connect(path, busy_timeout_ms, "NORMAL"))
+    # The writer and the appender begin on the loop's thread and must never wait there: a lock another process holds
+    # sends their `BEGIN IMMEDIATE` to the database thread, which waits with the busy timeout.
+    for conn in opened[:2]:
+        conn.execute("PRAGMA busy_timeout=0")
+
+
 def _checkpoint(conn: sqlite3.Connection) -> None:
-    """A passive checkpoint (it copies the WAL into the database file and syncs both), then, once the whole WAL was
-    copied, a write that starts it over: the first commit into a fresh WAL syncs its header, even at NORMAL, and
-    this one runs where the checkpoint does (the database thread), not in the appender's next commit on the loop's
-    thread."""
-    _, pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    """The truncating checkpoint (it copies the whole WAL into the database file, syncs it and empties the WAL),
+    waiting at most TRUNCATE_WAIT_MS for the readers still on the WAL, other processes' included, to finish: with
+    several servers on one data dir some reader is nearly always on it, and a checkpoint that never waits then never
+    starts the WAL over, which grew to 20 MB with 8 stdio servers (issue 39 F9). When readers stay, a passive one
+    copied what they allow. Then, once the whole WAL was copied, a write that starts it over: the first commit into
+    a fresh WAL syncs its header, even at NORMAL, and this one runs where the checkpoint does (the database thread),
+    not in the appender's next commit on the loop's thread."""
+    conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+    try:
+        busy, pages, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.execute("PRAGMA busy_timeout=0")
+    if not busy:
+        pages = copied = 1  # emptied: start it over below
     if pages <= 0 or copied < pages or not _try_begin(conn):
         return  # a reader of another process still needs the WAL, or a writer is at work
     try:

@@ -13,10 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pydantic import BaseModel, ValidationError
+
 from managed_tools.stores.db import LOCKED, Synchronous
 from managed_tools.stores.db.migrations import MIGRATIONS, statements
 from managed_tools.stores.errors import (
     DatabaseBusyError,
+    DatabaseDamagedError,
     DatabaseOpenError,
     DatabaseReadOnlyError,
     DatabaseUnwritableError,
@@ -28,6 +31,11 @@ FULL = (
     "The disk that holds the server's state is full, so nothing was written. Every call is recorded before it "
     "runs, so no call can run until space is freed there: ask the person running the server (`managed-tools where` "
     "shows the data dir)."
+)
+DAMAGED = (
+    "The server's state files were changed underneath it (its write-ahead log or shared-memory file deleted or "
+    "replaced) or SQLite found them damaged, so nothing was written. The server reopens them on its own: try again "
+    "in a moment; if this repeats, ask the person running the server (the log says which file)."
 )
 READ_ONLY = (
     "The file system that holds the server's state turned read-only while the server ran, so nothing was written, "
@@ -51,6 +59,8 @@ def _refusal(exc: BaseException, path: Path, locked: str = LOCKED) -> DatabaseUn
     text = str(exc).lower() if isinstance(exc, sqlite3.OperationalError) else ""
     if "locked" in text or "busy" in text:
         return DatabaseBusyError(locked)
+    if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR")):
+        return DatabaseDamagedError(DAMAGED)
     return None
 
 
@@ -85,6 +95,75 @@ def identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return info.st_dev, info.st_ino
+
+
+def companion(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+class StateFiles(BaseModel):
+    """Which files the state is: `state.db` and the write-ahead log and shared-memory index SQLite keeps beside it,
+    each as (device, inode), None when absent. The three are one unit: a log paired with another database file is
+    garbage to SQLite ("database disk image is malformed"), and a write into a deleted log is lost at a kill."""
+
+    db: tuple[int, int] | None
+    wal: tuple[int, int] | None
+    shm: tuple[int, int] | None
+
+    @classmethod
+    def of(cls, path: Path) -> StateFiles:
+        return cls(db=identity(path), wal=identity(companion(path, "-wal")), shm=identity(companion(path, "-shm")))
+
+    def changed(self, now: StateFiles) -> list[str]:
+        """The suffixes ("", "-wal", "-shm") of the files that are not the ones this describes."""
+        return [suffix for suffix, field in FIELDS if getattr(self, field) != getattr(now, field)]
+
+
+FIELDS = (("", "db"), ("-wal", "wal"), ("-shm", "shm"))
+NOTE = "-files"  # state.db-files: the identities of the three when a server last opened them (StateFiles, JSON)
+
+
+def remember(path: Path, files: StateFiles) -> None:
+    """Note which log and index belong to which `state.db` (beside them; rewritten only when it changes), so a
+    start after `state.db` was replaced can tell its companions are another file's (`set_aside_stale`)."""
+    note = companion(path, NOTE)
+    text = files.model_dump_json()
+    try:
+        if note.read_text() == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    temp = companion(path, f"{NOTE}.{os.getpid()}.tmp")
+    temp.write_text(text)
+    os.replace(temp, note)
+
+
+def set_aside_stale(path: Path) -> list[Path]:
+    """Before the first connection: move aside (never delete) a write-ahead log and index that belong to a
+    `state.db` since replaced (a backup renamed over it while a server ran); SQLite would replay that log into
+    the new file. Returns where they went."""
+    try:
+        noted = StateFiles.model_validate_json(companion(path, NOTE).read_bytes())
+    except (OSError, ValidationError):
+        return []  # never noted (a first start, or an older version's data dir): nothing to compare with
+    now = StateFiles.of(path)
+    if now.db is None or noted.db == now.db:
+        return []
+    # Only the very files noted with the old database: a log made since (by a server that opened the new file) is
+    # the new file's own.
+    return [
+        move_aside(companion(path, suffix))
+        for suffix, field in FIELDS[1:]
+        if getattr(now, field) is not None and getattr(now, field) == getattr(noted, field)
+    ]
+
+
+def move_aside(path: Path) -> Path:
+    """`path` renamed beside itself with a `.stale-<time>` suffix (a file of the state is never deleted)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.stale-{stamp}-{secrets.token_hex(3)}")
+    os.rename(path, aside)
+    return aside
 
 
 def refuse_unusable_file(path: Path) -> None:

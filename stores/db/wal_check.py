@@ -102,8 +102,9 @@ def report_recovery(conn: sqlite3.Connection, database: Path, before: WalFrames 
     quick_check(conn, database)
 
 
-def quick_check(conn: sqlite3.Connection, database: Path, seconds: float = QUICK_CHECK_SECONDS) -> None:
-    """`PRAGMA quick_check`, interrupted after `seconds` (a large file is checked in part, and the log says so)."""
+def quick_check(conn: sqlite3.Connection, database: Path, seconds: float = QUICK_CHECK_SECONDS) -> bool:
+    """`PRAGMA quick_check`, interrupted after `seconds` (a large file is checked in part, and the log says so).
+    False when it found damage."""
     deadline = time.monotonic() + seconds
     conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     try:
@@ -112,13 +113,15 @@ def quick_check(conn: sqlite3.Connection, database: Path, seconds: float = QUICK
         if "interrupt" not in str(exc).lower():
             raise
         log.warning("the state database %s was not fully checked: its quick check ran past %g s", database, seconds)
-        return
+        return True
     finally:
         conn.set_progress_handler(None, 0)
-    if rows != ["ok"]:
-        log.error(
-            "the state database %s failed its quick check (%s); move it aside and restart to begin afresh, or "
-            "recover it with the sqlite3 shell's .recover",
-            database,
-            "; ".join(rows[:SHOWN_PROBLEMS]) + (f"; and {len(rows) - SHOWN_PROBLEMS} more" if len(rows) > 5 else ""),
-        )
+    if rows == ["ok"]:
+        return True
+    log.error(
+        "the state database %s failed its quick check (%s); move it aside and restart to begin afresh, or "
+        "recover it with the sqlite3 shell's .recover",
+        database,
+        "; ".join(rows[:SHOWN_PROBLEMS]) + (f"; and {len(rows) - SHOWN_PROBLEMS} more" if len(rows) > 5 else ""),
+    )
+    return False

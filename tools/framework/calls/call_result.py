@@ -27,6 +27,7 @@ ErrorKind = Literal[
     "state_unavailable",
     "disk_full",
     "state_read_only",
+    "state_damaged",
     "quota_exceeded",
     "sandbox_refused",
     "internal",

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from managed_tools.sandbox.paths import PathEscape
-from managed_tools.stores import usage
+from managed_tools.stores import substrate, usage
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
 from managed_tools.tools.framework.calls import variables
@@ -321,10 +321,24 @@ async def reading_context(runtime: Runtime, attachment: Attachment, ports: Ports
         )
 
 
+async def _substrate_current(runtime: Runtime, tx: Tx) -> None:
+    """On PostgreSQL, this replica's substrate files brought up to the heads another replica promoted, before any
+    handler reads them (in the call's own transaction; a handler with transactions of its own gets a read)."""
+    if runtime.db.dialect.name != "postgresql":
+        return
+    mount = next(m for m in runtime.guard.mounts if m.kind == "agent_substrate")
+    if isinstance(tx, NoTransaction):
+        async with runtime.db.read() as own:
+            await substrate.refresh_copies(runtime.db, own, mount, runtime.environment.agent_id)
+    else:
+        await substrate.refresh_copies(runtime.db, tx, mount, runtime.environment.agent_id)
+
+
 async def _call_handler(call: Call, tx: Tx, approved: Approved) -> CallResult:
     definition = call.definition
     assert definition.handler is not None
     ctx = call_context(call, tx, approved)
+    await _substrate_current(ctx.runtime, tx)
     try:
         output = await definition.handler(ctx, call.args)
     except BudgetExceededError as exc:  # a model it ran spent more than the call may (ctx.budget.charge)
