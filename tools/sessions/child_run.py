@@ -18,16 +18,21 @@ import anyio
 from managed_tools.stores import delegations, events, outcomes, sessions
 from managed_tools.stores.db import Tx
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.calls.arguments import clip
 from managed_tools.tools.framework.calls.executor import execute
 from managed_tools.tools.framework.context.context import Attachment, Ports, Runtime
 from managed_tools.tools.framework.context.ports import (
+    ApprovalDecision,
+    ApprovalRequest,
     ChildModel,
+    Consent,
     ModelTurn,
     NoChildModel,
     SamplingUnavailableError,
     ToolSpec,
 )
 from managed_tools.tools.framework.context.uris import view_uri
+from managed_tools.tools.framework.context.what_runs import visible
 from managed_tools.tools.framework.wire.models import WireModel
 
 MAX_MODEL_TOKENS = 4000
@@ -89,9 +94,12 @@ async def run_session(
         )
         run.processed = await events.mark_processed(tx, session_id)
         conversation = await conversation_of(tx, session_id)
+        record = await sessions.get_session(tx, session_id)
+        delegation = await delegations.get(tx, session_id)
     run.wake_id = wake.id
     attachment = Attachment(session_id=session_id, wake_id=wake.id, transport=transport, owner=owner)
-    ports = dataclasses.replace(outer, consent=model.consent_in(session_id, wake.id), child_model=NoChildModel())
+    consent = AskedFor(model.consent_in(session_id, wake.id), who_asks(record, delegation, transport, started_by))
+    ports = dataclasses.replace(outer, consent=consent, child_model=NoChildModel())
     tools = [
         ToolSpec(name=d.name, description=d.description, input_schema=d.input_schema())
         for d in runtime.registry
@@ -123,6 +131,33 @@ async def run_session(
                     summary=f"Run ended: {run.stop}",
                 )
     return run
+
+
+@dataclasses.dataclass(frozen=True)
+class AskedFor:
+    """A run's consent: every question it puts to a person first says whose call it is and that a model, not the
+    person's own client, made it (issue 38 item 6)."""
+
+    inner: Consent
+    who: str
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await self.inner.ask(request.model_copy(update={"message": f"{self.who}\n\n{request.message}"}))
+
+
+def who_asks(
+    record: sessions.SessionRecord, delegation: delegations.Delegation | None, transport: str, started_by: str | None
+) -> str:
+    """The line a person reads before a run's question: the session (the child's name, else its title, made
+    visible and bounded), whose child it is, and which model runs it headless."""
+    label = delegation.name if delegation is not None else record.title
+    title = f" ({visible(clip(label, 80))})" if label else ""
+    child = f", a child delegated by session {started_by}," if started_by else ""
+    model = "the client's model (sampling)" if transport == "sampling" else "the configured model (config.json)"
+    return (
+        f"Asked by session {record.id}{title}{child} run headless by {model}: no person typed this call, "
+        "its model chose it."
+    )
 
 
 async def _tell_parent(tx: Tx, run: SessionRun, session_id: str) -> None:

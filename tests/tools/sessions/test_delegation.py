@@ -264,11 +264,17 @@ async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: R
     assert ran["loopStopReason"] == "idle" and ran["executedCycles"] == 2 and ran["response"] == "launched"
     assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [("launch_probe", "success")]
     assert len(asked) == 1 and "launch_probe" in asked[0]
+    # Issue 38 item 6: the person reads whose call it is and that a headless model, not their client, made it.
+    first_line = asked[0].split("\n")[0]
+    assert f"session {child} (worker)" in first_line and "a child delegated by session" in first_line
+    assert "run headless by the client's model (sampling)" in first_line
     async with rt.db.read() as tx:
+        stored = await tx.scalar("SELECT question FROM approvals")
         launched = await tx.fetchall("SELECT session_id FROM events WHERE type = 'probe.launched'")
         decided = await tx.fetchall("SELECT session_id, status FROM approvals")
     assert [r["session_id"] for r in launched] == [child]
     assert [(r["session_id"], r["status"]) for r in decided] == [(child, "consumed")]
+    assert stored == asked[0]  # the CLI shows the same question
 
 
 async def test_the_hand_off_over_stdio_with_serve_session_child(workspace: Path) -> None:
