@@ -27,7 +27,9 @@ from managed_tools.tools.framework.definitions.schemas import (
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
-MAX_CATALOGUE_CHARS = 30_250  # names + descriptions + input schemas of the full catalogue (docs/decisions/edit-many.md)
+# names + descriptions + input schemas of the full catalogue (raised in docs/decisions/edit-many.md and
+# hand-off-children-answer.md)
+MAX_CATALOGUE_CHARS = 30_600
 
 
 def test_tools_list_matches_the_snapshot() -> None:

@@ -39,8 +39,11 @@ MAX_MODEL_TOKENS = 4000
 HISTORY_MESSAGES = 40  # the conversation a run starts from: the last N messages of the session
 ANSWER_EVENT = "agent.message"
 COMPLETED_EVENT = "session.child_completed"  # queued to the parent of a child with implicit communication
-# A run cannot delegate or run children of its own: one level, bounded.
-NOT_FOR_CHILDREN = frozenset({"session_delegate", "session_run_child", "session_message_child"})
+# A run cannot delegate or run children of its own: one level, bounded. Its final text is its answer, so the
+# attached client's way to answer (session_answer_parent) is not offered either.
+NOT_FOR_CHILDREN = frozenset(
+    {"session_delegate", "session_run_child", "session_message_child", "session_answer_parent"}
+)
 
 StopReason = Literal["idle", "max_cycles", "requires_action", "model_error", "refused", "progress", "no_progress"]
 
@@ -120,8 +123,10 @@ async def run_session(
                         {"text": run.response, "stopReason": run.stop},
                         summary=run.response[:200],
                     )
-                if run.stop in ("idle", "refused"):
-                    await _tell_parent(tx, run, session_id)
+                if run.stop in ("idle", "refused") and (
+                    told := await tell_parent(tx, session_id, run.stop, run.response)
+                ):
+                    run.touched.add(told)
                 await events.append_event(
                     tx,
                     session_id,
@@ -160,23 +165,23 @@ def who_asks(
     )
 
 
-async def _tell_parent(tx: Tx, run: SessionRun, session_id: str) -> None:
+async def tell_parent(tx: Tx, session_id: str, stop: StopReason, response: str | None) -> str | None:
     """A child delegated with `parentCommunication: implicit` queues its completion to its parent: a pending event
-    there (taken up by the parent's next run) and an update of the parent's children resource."""
+    there (taken up by the parent's next run); returns the parent's children resource to update, or None."""
     delegation = await delegations.get(tx, session_id)
     if delegation is None or delegation.parent_communication != "implicit":
-        return
+        return None
     parent = delegation.parent_session_id
     await events.append_event(
         tx,
         parent,
         None,
         COMPLETED_EVENT,
-        {"childSessionId": session_id, "name": delegation.name, "stopReason": run.stop, "response": run.response},
-        summary=f"Child {delegation.name} finished: {(run.response or run.stop)[:160]}",
+        {"childSessionId": session_id, "name": delegation.name, "stopReason": stop, "response": response},
+        summary=f"Child {delegation.name} finished: {(response or stop)[:160]}",
         processed=False,
     )
-    run.touched.add(view_uri("children", parent))
+    return view_uri("children", parent)
 
 
 async def _turns(

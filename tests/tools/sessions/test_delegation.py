@@ -3,6 +3,7 @@ model (sampling with tools, handshake era) or by handing it to a second client a
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,40 @@ async def test_without_sampling_the_child_is_handed_to_a_second_client(
     ran = results["ran"]
     assert ran["loopStopReason"] == "progress" and ran["newEventCount"] > 0
     assert ran["childSession"]["sessionId"] == child
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_hand_off_child_worked_by_an_attached_client_reports_and_answers(
+    rt: Runtime, connect: Connect, mode: str
+) -> None:
+    """Issue 38 item 7: calls the attached client made before the parent looks are progress (not no_progress),
+    and the client answers the parent (session_answer_parent): a response, and the implicit completion."""
+    async with connect(rt, mode) as parent:
+        delegated = data(
+            await parent.call_tool(
+                "session_delegate", {"name": "worker", "task": "Plan it", "parentCommunication": "implicit"}
+            )
+        )
+        child = delegated["childSession"]["sessionId"]
+        async with connect(rt, mode, session_id=child) as worker:
+            data(await worker.call_tool("planning_setup_plan", {"objective": "it"}))
+        worked = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        idle = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        async with connect(rt, mode, session_id=child) as worker:
+            answered = data(await worker.call_tool("session_answer_parent", {"text": "planned: 3 steps"}))
+        done = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        own = await parent.call_tool("session_answer_parent", {"text": "nobody asked"})
+        parent_id = data(await parent.call_tool("session_get_snapshot", {}))["sessionId"]
+    assert worked["loopStopReason"] == "progress"  # the work happened before this call: it still counts
+    assert idle["loopStopReason"] == "no_progress"  # nothing new since the parent last looked
+    assert answered["parentSessionId"] == parent_id and answered["queuedToParent"] is True
+    assert done["loopStopReason"] == "idle" and done["response"] == "planned: 3 steps"
+    assert own.is_error and "was not delegated" in error_text(own)
+    async with rt.db.read() as tx:
+        queued = await tx.fetchall(
+            "SELECT payload FROM events WHERE session_id = ? AND type = 'session.child_completed'", (parent_id,)
+        )
+    assert len(queued) == 1 and json.loads(queued[0]["payload"])["response"] == "planned: 3 steps"
 
 
 async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: Runtime, connect: Connect) -> None:
