@@ -27,7 +27,7 @@ from managed_tools.tools.framework.definitions.registry import Registry
 
 # What the core may cost, beside the three search tools, in names + descriptions + input schemas: the search
 # profile's whole list at connect stays under 6,000 characters (tests/tools/test_catalogue_budget.py).
-CORE_BUDGET = 4_000
+CORE_BUDGET = 4_200  # 4,000 until `edit` took a list of edits (docs/decisions/edit-many.md)
 CORE_MAX_TOOLS = 8
 MAX_CONNECTIONS = 10_000  # connections whose revealed tools are kept (the oldest forgotten: they list the core)
 # A fresh state's core: where a session starts (instructions.py), what it remembers, and the file tools.
