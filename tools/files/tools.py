@@ -391,6 +391,15 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
     )
 
 
+def shown_diff(output: EditOutput) -> list[Block]:
+    """What a model reads of an `edit`: one line saying what changed, then the diff as a diff (not an escaped JSON
+    string), as the reference filesystem server shows it; the fields travel as structuredContent."""
+    done = "dry run, nothing written" if output.dry_run else f"{output.bytes} bytes written, sha256 {output.sha256}"
+    cut = "\n(diff cut at a line; the file holds the rest)" if output.diff_truncated else ""
+    header = f"{output.path}: {output.replacements} replacement(s), {done}"
+    return [TextBlock(text=f"{header}\n```diff\n{output.diff}```{cut}")]
+
+
 async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
     resolved = _resolve(ctx, args.path, "modify")
     output = await anyio.to_thread.run_sync(_edit_file, resolved, args)
@@ -583,6 +592,7 @@ DEFINITIONS = (
         input_model=EditArgs,
         output_model=EditOutput,
         handler=edit,
+        render=shown_diff,
         read_only=False,
         effects=("resource_write",),
         max_argument_bytes=8 * MAX_WRITE_CHARS + 4096,

@@ -240,7 +240,8 @@ async def test_edit_applies_a_list_of_edits_all_or_none(
     before = app.read_text()
     two = [{"oldText": "line 2\n", "newText": "second\n"}, {"oldText": "line 99\n", "newText": "ninety-nine\n"}]
     async with connect(rt, mode) as client:
-        preview = data(await call(client, "edit", {"path": "src/app.py", "edits": two, "dryRun": True}))
+        shown_preview = await call(client, "edit", {"path": "src/app.py", "edits": two, "dryRun": True})
+        preview = data(shown_preview)
         untouched = app.read_text()
         broken = await call(
             client, "edit", {"path": "src/app.py", "edits": [two[0], {"oldText": "nope", "newText": "x"}]}
@@ -268,6 +269,10 @@ async def test_edit_applies_a_list_of_edits_all_or_none(
             client, "edit", {"path": "src/app.py", "edits": [{"oldText": "line", "newText": "x", "replaceAll": True}]}
         )
     assert untouched == before and preview["dryRun"] is True  # a dry run writes nothing
+    (block,) = shown_preview.content
+    shown = block.text if isinstance(block, types.TextContent) else ""
+    assert shown.startswith("/workspace/src/app.py: 2 replacement(s), dry run, nothing written\n```diff\n--- a/")
+    assert "-line 2\n+second\n" in shown  # the diff as a diff, not an escaped JSON string
     assert preview["diff"].startswith("--- a/workspace/src/app.py\n+++ b/workspace/src/app.py\n@@ -1,5 +1,5 @@\n")
     assert "-line 2\n+second\n" in preview["diff"] and "-line 99\n+ninety-nine\n" in preview["diff"]
     assert preview["diff"].count("@@ ") == 2 and preview["diffTruncated"] is False
