@@ -316,18 +316,16 @@ async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, wait_second
     as the child's `response` with `idle`; its tool calls are `progress`."""
     async with ctx.runtime.db.read() as tx:
         cursor = await events.child_cursor(tx, ctx.session_id, child.id)
+        work = await events.handed_off_work(tx, child.id, cursor)  # one look whatever the wait (waitSeconds 0)
     limit = min(wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
-    work = None
     with anyio.move_on_after(limit):
-        while True:
+        while work.answer is None and not work.calls:
+            await anyio.sleep(POLL_SECONDS)
             async with ctx.runtime.db.read() as tx:
                 work = await events.handed_off_work(tx, child.id, cursor)
-            if work.answer is not None or work.calls:
-                break
-            await anyio.sleep(POLL_SECONDS)
-    if work is None or not (work.answer is not None or work.calls):
-        return SessionRun(stop="no_progress")
-    return SessionRun(stop="idle" if work.answer is not None else "progress", response=work.answer)
+    if work.answer is not None:
+        return SessionRun(stop="idle", response=work.answer)
+    return SessionRun(stop="progress" if work.calls else "no_progress")
 
 
 # ---- session_message_child ---------------------------------------------------------------------------
