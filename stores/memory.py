@@ -159,13 +159,22 @@ async def write(
     return record, current.version_id, new_content
 
 
+def searchable_title(target: str, session_id: str | None) -> str:
+    """What a document's search row is titled: a session's store names its session."""
+    return target if session_id is None else f"{target} of session {session_id}"
+
+
 def _version(row: Row) -> VersionRecord:
     fields = {k: row[k] for k in VersionRecord.model_fields if k != "provenance"}
     return VersionRecord(**fields, provenance=Provenance.from_json(row["provenance"]))
 
 
 async def search_key_provenance(tx: Tx, key: str) -> Provenance | None:
-    """The sources of the document a search row (`memory:<scope>:<target>`) came from; None for other rows."""
+    """The sources of the document (`memory:<scope>:<target>`) or learning (`learning:<id>`) a search row came from;
+    None for other rows."""
+    if key.startswith("learning:"):
+        found = await tx.scalar("SELECT provenance FROM learnings WHERE id = ?", (key.removeprefix("learning:"),))
+        return None if found is None else Provenance.from_json(found)
     if not key.startswith("memory:"):
         return None
     scope, _, target = key.removeprefix("memory:").rpartition(":")

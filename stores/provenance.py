@@ -18,7 +18,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 Trust = Literal["untrusted", "vouched", "trusted"]
-SourceKind = Literal["tool", "session", "upstream", "agent", "file", "person"]
+# import: brought in by `managed-tools memory import` from another memory server's file (its name and line)
+SourceKind = Literal["tool", "session", "upstream", "agent", "file", "person", "import"]
 RANK: dict[Trust, int] = {"untrusted": 0, "vouched": 1, "trusted": 2}
 MAX_SOURCES = 24  # a version's record stays small; the oldest extra sources fold into the count
 

@@ -160,12 +160,18 @@ async def record_version(
         restored_from_version_id=restored_from_version_id,
         provenance=provenance,
     )
-    fields = {**version.model_dump(exclude={"provenance"}), "provenance": provenance.to_json()}
+    await insert_version(tx, version, content)
+    return version
+
+
+async def insert_version(tx: Tx, version: SubstrateVersion, content: str) -> None:
+    """Append a version to its file's history as it is (a new one, or one a bundle carried in); the file on disk is
+    the caller's to write, or not."""
+    fields = {**version.model_dump(exclude={"provenance"}), "provenance": version.provenance.to_json()}
     await tx.execute(
         f"INSERT INTO substrate_versions ({_COLUMNS}, content) VALUES ({', '.join('?' * (len(fields) + 1))})",
         (*fields.values(), content),
     )
-    return version
 
 
 # ---- the staging manifest --------------------------------------------------------------------------------

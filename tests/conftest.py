@@ -215,6 +215,7 @@ SLOW_TESTS = frozenset({
     "test_wakes::test_a_provider_error_is_the_wakes_result",
     "test_wakes::test_a_wake_is_listed_graded_sleeping_fires_and_is_offered_to_the_next_client",
     "test_wakes::test_with_a_model_provider_a_due_wake_runs_the_session_headless",
+    "test_memory_carry::test_export_and_import_as_a_person_runs_them",
 })  # fmt: skip
 
 

@@ -93,3 +93,26 @@ def test_the_architecture_names_only_modules_that_exist() -> None:
     assert sorted(n for n in named if not exists(n)) == []
     assert not exists("server/nowhere.py") and exists("server/http/")
     assert exists("tools/framework/context/attachments.store")
+
+
+# Files of the project's private design folder, which is not in the repository: a page citing one sends a reader
+# nowhere.
+PRIVATE = ("ARCHITECTURE.md", "mcp-sdk-2.md", "openboa-runtime.md", "peers.md")
+
+
+def test_no_page_cites_a_file_that_is_not_in_the_repository() -> None:
+    cited = [
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in [ROOT / "README.md", *DOCS.rglob("*.md")]
+        for name in PRIVATE
+        if re.search(rf"(?<![\w/-]){re.escape(name)}", page.read_text(encoding="utf-8"))
+    ]
+    assert not cited, cited
+
+
+def test_every_mkdocs_command_a_page_gives_silences_materials_banner() -> None:
+    """Material 9.7 prints an end-of-life banner on every build unless NO_MKDOCS_2_WARNING is set."""
+    for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        for block in re.findall(r"^```(?:sh|bash)\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
+            if re.search(r"mkdocs (?:build|serve)", block):
+                assert "NO_MKDOCS_2_WARNING=1" in block, f"{page.relative_to(ROOT)}: {block}"

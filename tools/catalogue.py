@@ -10,16 +10,10 @@ from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
 from managed_tools.tools.framework.definitions.latent import as_declared
+from managed_tools.tools.framework.definitions.names import ALL, USER_TOOLSETS, did_you_mean
 from managed_tools.tools.framework.definitions.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.definitions.registry import Registry
-from managed_tools.tools.framework.definitions.toolsets import (
-    ALL,
-    PRESETS,
-    USER_TOOLSETS,
-    ToolSelection,
-    did_you_mean,
-    select,
-)
+from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection, select
 from managed_tools.tools.framework.wire.errors import RegistryError
 from managed_tools.tools.latent_calls import tools as latent_calls
 from managed_tools.tools.memory import search as memory_search

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -18,6 +19,7 @@ from managed_tools.server.config.rules import (
     TOKEN_ENV,
     approval_wait_allowed,
 )
+from managed_tools.tools.framework.definitions.names import did_you_mean
 
 # Only the parser loads here, so that `--version`, `--help` and usage errors answer at once; the stores load with
 # server/cli/commands.py once a command is to run, and the MCP SDK and the catalogue only for those that need them.
@@ -43,13 +45,27 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+
+
 class Parser(argparse.ArgumentParser):
-    """A usage error is one usage line and the error, not every flag of `serve` (`--help` lists them)."""
+    """A usage error is one usage line and the error, not every flag of `serve` (`--help` lists them), with the
+    closest word it takes (argparse suggests only from Python 3.14 on)."""
 
     def error(self, message: str) -> NoReturn:
         positionals = "".join(f" {a.metavar or a.dest}" for a in self._actions if not a.option_strings and a.required)
         usage = f"usage: {self.prog} [options]{positionals}  (all of them: {self.prog} --help)"
+        invalid = _INVALID_CHOICE.search(message)
+        if invalid:
+            choices = [str(c) for a in self._actions if a.choices for c in a.choices]
+            message += did_you_mean(invalid.group(1), choices)
         self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+    def unknown(self, words: list[str]) -> NoReturn:
+        """Arguments this command does not take, each flag with the closest one it does take."""
+        flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        named = [w + (did_you_mean(w.split("=", 1)[0], flags) if w.startswith("--") else "") for w in words]
+        self.error(f"unrecognized arguments: {' '.join(named)}")
 
 
 def _state_flags(parser: argparse.ArgumentParser) -> None:
@@ -321,8 +337,13 @@ def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
             "managed-tools events --session 0193f2c0 --type span.completed --follow",
         ),
         "memory": (
-            "list memory documents; `memory show TARGET` prints one, --versions its history, --diff A B a change",
-            "managed-tools memory show session_state --session 0193f2c0 --diff 0193f2c1 0193f2c4",
+            "list memory documents; `memory show TARGET` prints one, --versions its history, --diff A B a change; "
+            "`memory export` writes every store, version, learning and substrate version as one bundle, "
+            "`memory import FILE` reads one (or --from another memory server's)",
+            "managed-tools memory show session_state --session 0193f2c0 --diff 0193f2c1 0193f2c4\n"
+            "  managed-tools memory export --out memory.jsonl\n"
+            "  managed-tools memory import memory.jsonl --workspace ~/projects/app --dry-run\n"
+            "  managed-tools memory import --from basic-memory ~/basic-memory",
         ),
         "outcomes": (
             "list sessions' outcomes and their latest grade; --session ID shows one's criteria and every evaluation",
@@ -336,9 +357,20 @@ def _view_parsers(commands: argparse._SubParsersAction[Parser]) -> None:
     for name, (text, example) in views.items():
         sub = _command(commands, name, text, example)
         if name == "memory":
-            sub.add_argument("words", nargs="*", metavar="show TARGET", help="print one document (its current text)")
+            sub.add_argument(
+                "words", nargs="*", metavar="show TARGET | export | import FILE",
+                help="show TARGET prints one document (its current text); export and import carry memory",
+            )  # fmt: skip
             sub.add_argument("--versions", action="store_true", help="with show: list TARGET's versions")
             sub.add_argument("--diff", nargs=2, metavar=("A", "B"), help="with show: the change from version A to B")
+            carry = sub.add_argument_group("export and import (docs/memory-carry.md)")
+            carry.add_argument("--out", metavar="FILE", help="with export: write the bundle to FILE (default: stdout)")
+            carry.add_argument(
+                "--from", dest="source", choices=["bundle", "reference-memory", "basic-memory"], default="bundle",
+                help="with import: what FILE is: a bundle (default), the reference memory server's JSON lines, or "
+                "a directory of basic-memory notes (made learnings of --agent, default: default)",
+            )  # fmt: skip
+            carry.add_argument("--dry-run", action="store_true", help="with import: say what would be imported")
         if name in ("events", "memory", "outcomes"):
             sub.add_argument("--session", metavar="ID", help="only this session (its id, or the start of it)")
         if name in ("sessions", "memory"):
@@ -519,9 +551,11 @@ def _adopt_parser(commands: argparse._SubParsersAction[Parser]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser, subcommands = _parser()
     args, unknown = parser.parse_known_args(argv)
+    if args.command == "memory":  # `memory import --from basic-memory DIR`: its words may follow its flags
+        args.words += [word for word in unknown if not word.startswith("-")]
+        unknown = [word for word in unknown if word.startswith("-")]
     if unknown:  # said by the command they were given to, with its usage (argparse would show the top level's)
-        command = parser if args.command is None else subcommands[args.command]
-        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+        (parser if args.command is None else subcommands[args.command]).unknown(unknown)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

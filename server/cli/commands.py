@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "wakes":
             return cut_short_quietly(lambda: _wakes(args))
+        if args.command == "memory" and args.words[:1] in (["export"], ["import"]):
+            from managed_tools.server.cli import carry
+
+            return cut_short_quietly(lambda: carry.run(args))
         if args.command in VIEWS:
             from managed_tools.server.cli import views
 
@@ -65,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
             from managed_tools.server.cli.adopt import adopt
 
             return adopt(args.workspace, args.data_dir, yes=args.yes)
+        if args.command in ("serve", "tools"):
+            _refuse_unknown_selection(args)
         if args.command == "serve":
             from managed_tools.sandbox import confine
 
@@ -83,6 +89,16 @@ def run(args: argparse.Namespace) -> int:
         message, status = _failure(exc, args.command)
         print(f"managed-tools: {message}", file=sys.stderr)
         return status
+
+
+def _refuse_unknown_selection(args: argparse.Namespace) -> None:
+    """A typo in --preset or --toolsets, refused before the catalogue loads (config.json's are checked with it)."""
+    from managed_tools.tools.framework.definitions.names import unknown_selection
+
+    toolsets = [name for group in args.toolsets or () for name in group]
+    refusal = unknown_selection(args.preset, toolsets)
+    if refusal:
+        raise ConfigError(refusal)
 
 
 def _failure(exc: Exception, command: str) -> tuple[str, int]:
@@ -161,7 +177,10 @@ def _answer(args: argparse.Namespace) -> int:
     from managed_tools.server.consent import human
 
     place = StatePlace.of(args)
-    served = ServedTools(args, place.config_files())
+    files = place.config_files(lenient=True)
+    for problem in files.problems:
+        print(f"managed-tools: {problem} Fix it before `serve`.", file=sys.stderr)
+    served = ServedTools(args, files)
     commands: dict[str, Callable[[], Awaitable[None]]] = {
         "pending": lambda: human.pending(place, served, as_json=args.json),
         "approve": lambda: human.decide(

@@ -46,7 +46,7 @@ def _target(args: argparse.Namespace) -> str | None:
     if len(words) == 2 and words[0] == "show":
         return str(words[1])
     if words:
-        raise HumanError(f"memory takes `show TARGET` or nothing; not {' '.join(words)!r}.")
+        raise HumanError(f"memory takes `show TARGET`, `export`, `import FILE` or nothing; not {' '.join(words)!r}.")
     if args.versions or args.diff:
         raise HumanError("--versions and --diff need a document: managed-tools memory show TARGET --versions")
     return None

@@ -20,9 +20,10 @@ from managed_tools.server.config.state_place import StatePlace
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exits 1 when the workspace is not a directory (a mistyped --workspace), after saying where it would be."""
     report = where(StatePlace.of(args), agent=args.agent)
     print(json.dumps(report, indent=2) if args.json else _text(report))
-    return 0
+    return 0 if report["workspaceExists"] else 1
 
 
 def where(place: StatePlace, *, agent: str) -> dict[str, Any]:
@@ -43,6 +44,7 @@ def where(place: StatePlace, *, agent: str) -> dict[str, Any]:
     )
     return {
         "workspace": place.workspace.as_posix(),
+        "workspaceExists": place.workspace.is_dir(),
         "dataDir": _path(place.data_dir),
         "dataDirs": state_root().as_posix(),
         "config": _path(config.workspace_file if config else place.data_dir / "config.json"),
@@ -131,7 +133,7 @@ def _text(report: dict[str, Any]) -> str:
         vault = line("vault key", key["file"], "no OS keyring here")
     caches = report["caches"]
     lines = [
-        f"{'workspace':<15} {report['workspace']}",
+        f"{'workspace':<15} {report['workspace']}" + ("" if report["workspaceExists"] else "  (no such directory)"),
         line("data dir", report["dataDir"]),
         line("config", report["config"], "this workspace's, wins"),
         line("user config", report["userConfig"], "every workspace's"),

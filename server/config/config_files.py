@@ -12,7 +12,6 @@ server/config/serve_config.py validates the merged document.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from managed_tools.server.config.data_dir import ConfigError, user_config_home
+from managed_tools.tools.framework.definitions.names import did_you_mean
 
 CONFIG_FILE = "config.json"
 MERGED_BY_NAME = ("mcpServers", "models", "policy", "overrides", "variables", "vaults")
@@ -45,6 +45,7 @@ class ConfigFiles:
     user_file: Path
     workspace: dict[str, Any] = field(default_factory=dict)
     user: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # what a lenient read passed over (each file's first fault)
 
     @property
     def merged(self) -> dict[str, Any]:
@@ -64,11 +65,32 @@ class ConfigFiles:
         return self.workspace_file if key in self.workspace or key is None else self.user_file
 
 
-def read_config_files(data_dir: Path, mounts: Mapping[str, Path]) -> ConfigFiles:
-    """Both files, each a JSON object with known top-level keys; refused when the user's sits inside a mount."""
+def read_config_files(data_dir: Path, mounts: Mapping[str, Path], *, lenient: bool = False) -> ConfigFiles:
+    """Both files, each a JSON object with known top-level keys; refused when the user's sits inside a mount.
+
+    `lenient` (the approval commands) reads a file that is not valid JSON as `{}` and leaves out unknown keys,
+    saying so in `problems`, so that a person can still answer while the file is being fixed."""
     refuse_reachable(mounts)
     user_file, workspace_file = user_config_file(), data_dir / CONFIG_FILE
-    return ConfigFiles(workspace_file, user_file, _read(workspace_file), _read(user_file))
+    if not lenient:
+        return ConfigFiles(workspace_file, user_file, _read(workspace_file), _read(user_file))
+    (workspace, fault), (user, user_fault) = _read_leniently(workspace_file), _read_leniently(user_file)
+    problems = tuple(problem for problem in (fault, user_fault) if problem)
+    return ConfigFiles(workspace_file, user_file, workspace, user, problems)
+
+
+def _read_leniently(path: Path) -> tuple[dict[str, Any], str | None]:
+    try:
+        return _read(path), None
+    except ConfigError as exc:
+        if not path.is_file():
+            raise
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            return {}, f"{exc} It was passed over."
+        known = {key: value for key, value in document.items() if key in KEYS} if isinstance(document, dict) else {}
+        return known, f"{exc} The rest of it was read."
 
 
 def refuse_reachable(mounts: Mapping[str, Path]) -> None:
@@ -98,9 +120,3 @@ def _read(path: Path) -> dict[str, Any]:
         if key not in KEYS:
             raise ConfigError(f"{path}: unknown key {key!r}{did_you_mean(key, KEYS)}; the keys are: {', '.join(KEYS)}.")
     return document
-
-
-def did_you_mean(name: str, valid: Sequence[str]) -> str:
-    """` (did you mean 'x'?)` for the closest valid name, or nothing when none is close."""
-    near = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""

@@ -18,7 +18,6 @@ from pydantic_core import ErrorDetails
 from managed_tools.server.config.config_files import (
     CONFIG_FILE,
     ConfigFiles,
-    did_you_mean,
     read_config_files,
     refuse_reachable,
 )
@@ -57,6 +56,7 @@ from managed_tools.tools.framework.context.budget import Budgets
 from managed_tools.tools.framework.context.variable_sources import ConfigValue
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec
 from managed_tools.tools.framework.definitions.latent import LatentToolSpec
+from managed_tools.tools.framework.definitions.names import did_you_mean
 from managed_tools.tools.framework.definitions.overrides import ToolOverride
 from managed_tools.tools.framework.definitions.prompt_tools import PromptToolSpec
 from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection

@@ -57,5 +57,5 @@ class StatePlace:
     def state(self) -> Path | str:
         return self.database or self.state_path
 
-    def config_files(self) -> ConfigFiles:
-        return read_config_files(self.data_dir, {"the workspace": self.workspace})
+    def config_files(self, *, lenient: bool = False) -> ConfigFiles:
+        return read_config_files(self.data_dir, {"the workspace": self.workspace}, lenient=lenient)

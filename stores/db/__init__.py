@@ -202,8 +202,8 @@ class Database(ABC):
                 from managed_tools.stores.db.postgres import PostgresDatabase
             except ImportError as exc:  # asyncpg is the optional extra
                 raise DatabaseOpenError(
-                    "PostgreSQL needs the asyncpg driver: pip install 'managed-tools-mcp[postgres]' "
-                    "(from a clone: pip install '.[postgres]')."
+                    "PostgreSQL needs the asyncpg driver: pip install -c constraints.txt '.[postgres]' "
+                    "(in the clone the server was installed from)."
                 ) from exc
 
             if local_dir is None:

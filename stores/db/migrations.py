@@ -228,4 +228,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         # remembered approval runs again only while they are unchanged; this says which one changed.
         ("ALTER TABLE approvals ADD COLUMN binds TEXT NOT NULL DEFAULT '[]'",),
     ),
+    (
+        30,
+        "where each learning came from (stores/provenance.py), as memory and substrate versions already say",
+        # A JSON list of sources, as memory_versions.provenance; '[]' (trusted, not recorded) for those before it.
+        # An imported learning names its file and line (`managed-tools memory import`, docs/memory-carry.md).
+        ("ALTER TABLE learnings ADD COLUMN provenance TEXT NOT NULL DEFAULT '[]'",),
+    ),
 )

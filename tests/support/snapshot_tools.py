@@ -85,11 +85,11 @@ def at_connect(registry: Registry) -> list[ToolDefinition]:
 
 def preset_figures() -> dict[str, tuple[int, int, int, int]]:
     """Each preset's (served tools, tools/list bytes, model-visible characters, model-visible characters listed at
-    connect), no tools of the user's configured."""
+    connect), no tools of the user's configured; a preset with tool search serves the search tools too."""
     figures = {}
     for name, preset in PRESETS.items():
         registry = build_registry(selection=ToolSelection(preset=name))
-        served = list(registry)
+        served = list(registry) + (list(discovery.DEFINITIONS) if preset.tool_search else [])  # as `tools` counts
         chars = sum(visible_chars(d) for d in served)
         listed = sum(visible_chars(d) for d in at_connect(registry)) if preset.tool_search else chars
         figures[name] = (len(served), tools_list_bytes(served), chars, listed)

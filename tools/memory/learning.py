@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from managed_tools.stores import learnings
+from managed_tools.stores.provenance import Trust
+from managed_tools.tools.framework.context import provenance
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.context.uris import memory_uri
 from managed_tools.tools.framework.context.what_runs import visible
@@ -22,10 +24,14 @@ class LearningView(WireModel):
     promote_to_memory: bool
     session_id: str | None
     created_at: str
+    trust: Trust
+    provenance: str  # an imported learning names its file and line (`managed-tools memory import`)
 
 
 def _learning(item: learnings.Learning) -> LearningView:
-    return LearningView(learning_id=item.id, **item.model_dump(exclude={"id", "agent_id"}))
+    fields = item.model_dump(exclude={"id", "agent_id", "provenance"})
+    sources = item.provenance
+    return LearningView(learning_id=item.id, **fields, trust=sources.trust, provenance=provenance.described(sources))
 
 
 class RecordArgs(Arguments):

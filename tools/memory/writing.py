@@ -68,12 +68,13 @@ async def _write(
 ) -> WriteOutput:
     if not content.strip():
         raise ToolError(f"{source} requires a non-empty content.")
+    owner = session_id if STORES[target].scope == "session" else None  # an agent's store is no session's
     version, previous, new_content = await memory.write(
         ctx.tx,
         scope=scope_of(ctx, target, session_id),
         target=target,
         agent_id=ctx.agent_id,
-        session_id=session_id if STORES[target].scope == "session" else None,
+        session_id=owner,
         wake_id=ctx.wake_id,
         content=content,
         mode=mode,
@@ -81,7 +82,7 @@ async def _write(
         provenance=sources,
         expected_version_id=expected_version_id,
         expected_content_hash=expected_content_hash,
-        searchable_title=f"{target} of session {session_id}" if STORES[target].scope == "session" else target,
+        searchable_title=memory.searchable_title(target, owner),
     )
     uri = memory_uri(target, session_id)
     ctx.touched.update(

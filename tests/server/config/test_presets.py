@@ -19,8 +19,10 @@ from test_toolsets import SERVE, assert_hidden, stdio_client
 
 from managed_tools.server.cli.command import main
 from managed_tools.server.config.serve_config import Selecting, ServeConfig
+from managed_tools.server.publishing.publish import to_mcp_tool
 from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.tools.catalogue import FAMILIES, build_registry
+from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.discovery.tools import OWN as SEARCH_TOOLS
 from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection
 from managed_tools.tools.framework.wire.errors import RegistryError
@@ -63,7 +65,8 @@ def test_no_file_or_shell_tool_in_coding() -> None:
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_each_preset_serves_its_tools(preset: str) -> None:
     assert served(preset=preset) == EXPECTED[preset]
-    assert preset_figures()[preset][0] == len(EXPECTED[preset])
+    searched = len(SEARCH_TOOLS) if PRESETS[preset].tool_search else 0
+    assert preset_figures()[preset][0] == len(EXPECTED[preset]) + searched
 
 
 @pytest.mark.parametrize(
@@ -167,7 +170,10 @@ async def test_a_client_sees_the_preset_and_nothing_else(
         planned = data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "kept"}))
     assert [t.name for t in listing.tools] == EXPECTED[preset]
     assert planned["target"] == "working_buffer"
-    measured = len(listing.model_dump_json(by_alias=True, exclude_none=True, include={"tools"}).encode())
+    received = [t.model_dump(by_alias=True, exclude_none=True) for t in listing.tools]
+    searched = [to_mcp_tool(d).model_dump(by_alias=True, exclude_none=True) for d in discovery.DEFINITIONS]
+    served = received + (searched if PRESETS[preset].tool_search else [])  # listed once tools_describe adds them
+    measured = len(json.dumps({"tools": served}, separators=(",", ":"), ensure_ascii=False).encode())
     assert measured == preset_figures()[preset][1]  # the documented size is what a client receives
 
 

@@ -11,15 +11,12 @@ holds); `toolsets` and `tools` add to it, `exclude_tools` takes away, `read_only
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from difflib import get_close_matches
 
 from pydantic import BaseModel, ConfigDict
 
 from managed_tools.tools.framework.definitions.definition import WRITE_EFFECTS, ToolDefinition
+from managed_tools.tools.framework.definitions.names import ALL, USER_TOOLSETS, unknown
 from managed_tools.tools.framework.wire.errors import RegistryError
-
-ALL = "all"
-USER_TOOLSETS = ("custom", "extensions", "mcp")
 
 
 class Preset(BaseModel):
@@ -107,13 +104,6 @@ def keeps(selection: ToolSelection, toolset: str, definition: ToolDefinition) ->
 
 
 def _refuse_unknown(kind: str, given: Sequence[str], valid: Sequence[str]) -> None:
-    unknown = [name for name in dict.fromkeys(given) if name not in valid]
-    if unknown:
-        named = ", ".join(f"{name!r}{did_you_mean(name, valid)}" for name in unknown)
-        raise RegistryError(f"Unknown {kind} {named}; the {kind}s are: {', '.join(valid)}.")
-
-
-def did_you_mean(name: str, valid: Sequence[str]) -> str:
-    """` (did you mean 'x'?)` for the closest valid name, or nothing when none is close."""
-    near = get_close_matches(name, valid, n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    refusal = unknown(kind, given, valid)
+    if refusal:
+        raise RegistryError(refusal)
