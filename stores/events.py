@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -300,6 +301,44 @@ async def session_event_stats(tx: Tx, session_id: str) -> tuple[int, int, str | 
     )
     assert row is not None
     return int(row["n"] or 0), int(row["pending"]), row["last_id"]
+
+
+@dataclass(frozen=True)
+class HandedOffWork:
+    """What a session's own wakes did after an event of it: a hand-off child's attached client at work."""
+
+    calls: int  # tool calls completed in its wakes since
+    answer: str | None  # the newest agent.message since, if any
+
+
+async def last_seq(tx: Tx, session_id: str) -> int:
+    return int(await tx.scalar("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)))
+
+
+async def handed_off_work(tx: Tx, session_id: str, after_seq: int) -> HandedOffWork:
+    field = tx.dialect.json_text
+    calls = await tx.scalar(
+        "SELECT COUNT(*) FROM events WHERE session_id = ? AND seq > ? AND type = 'span.completed' "
+        f"AND wake_id IS NOT NULL AND {field('payload', 'spanKind')} = 'tool'",
+        (session_id, after_seq),
+    )
+    answer = await tx.scalar(
+        f"SELECT {field('payload', 'text')} FROM events WHERE session_id = ? AND seq > ? AND type = 'agent.message' "
+        "ORDER BY seq DESC LIMIT 1",
+        (session_id, after_seq),
+    )
+    return HandedOffWork(int(calls), answer)
+
+
+async def child_cursor(tx: Tx, parent_id: str, child_id: str) -> int:
+    """The child's newest event when its parent last looked at it (its latest `session.child_idle`), or 0."""
+    field = tx.dialect.json_text
+    seen = await tx.scalar(
+        f"SELECT {field('payload', 'childEventSeq')} FROM events WHERE session_id = ? AND type = 'session.child_idle' "
+        f"AND {field('payload', 'childSessionId')} = ? ORDER BY seq DESC LIMIT 1",
+        (parent_id, child_id),
+    )
+    return int(seen) if seen is not None else 0
 
 
 async def count_tool_calls(tx: Tx, session_id: str) -> int:

@@ -381,7 +381,7 @@ async def subscribe_to_session_state(client: Client) -> tuple[str, str]:
 
 def data(result: CallToolResult) -> dict[str, Any]:
     """The structured result of a successful call, checked against its text twin: the same JSON, or for `read`
-    the file's text under a line saying what is shown (tools/files/tools.py `shown_text`)."""
+    the file's text under a line saying what is shown (tools/files/tools.py `shown_text`), for `edit` its diff."""
     assert not result.is_error, result.content
     assert result.structured_content is not None
     text = result.content[0]
@@ -390,6 +390,9 @@ def data(result: CallToolResult) -> dict[str, Any]:
     if {"showing", "content", "mountPath"} <= set(structured):
         assert text.text.startswith(f"{structured['path']}: {structured['showing']}")
         assert text.text.endswith(structured["content"])
+    elif {"diff", "dryRun", "replacements"} <= set(structured):  # `edit`: a line, then the diff (`shown_diff`)
+        assert text.text.startswith(f"{structured['path']}: {structured['replacements']} replacement(s)")
+        assert f"```diff\n{structured['diff']}```" in text.text
     else:
         assert json.loads(text.text) == structured
     return structured

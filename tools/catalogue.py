@@ -9,6 +9,7 @@ from managed_tools.tools.environment import tools as environment
 from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.latent import as_declared
 from managed_tools.tools.framework.definitions.names import ALL, USER_TOOLSETS, did_you_mean
 from managed_tools.tools.framework.definitions.overrides import ToolOverride, overridden
 from managed_tools.tools.framework.definitions.registry import Registry
@@ -87,10 +88,10 @@ def toolsets(
     ones; a tool of ownership `mcp` is in `mcp` wherever it came from."""
     groups: dict[str, list[ToolDefinition]] = {name: list(family) for name, family in FAMILIES.items()}
     groups.update({name: [] for name in USER_TOOLSETS})
-    for definition in extra:
+    for definition in map(as_declared, extra):
         declared = "custom" if definition.ownership in ("custom", "latent") else "extensions"
         groups["mcp" if definition.ownership == "mcp" else declared].append(definition)
-    for definition in extensions:
+    for definition in map(as_declared, extensions):
         groups["mcp" if definition.ownership == "mcp" else "extensions"].append(definition)
     for name in USER_TOOLSETS:
         if any(d.ownership == "latent" for d in groups[name]):

@@ -26,9 +26,9 @@ from managed_tools.tools.framework.definitions.definition import model_visible_c
 from managed_tools.tools.framework.definitions.registry import Registry
 
 # What the core may cost, beside the three search tools, in names + descriptions + input schemas: the search
-# profile's whole list at connect stays under 6,000 characters (tests/tools/test_catalogue_budget.py). 4,000 until
-# every optional field took null (the fallback core 3,893 -> 4,149; docs/decisions/portable-schemas.md).
-CORE_BUDGET = 4_400
+# profile's whole list at connect stays under 6,600 characters (tests/tools/test_catalogue_budget.py). 4,000 until
+# every optional field took null and `edit` took a list of edits (docs/decisions/portable-schemas.md, edit-many.md).
+CORE_BUDGET = 4_600
 CORE_MAX_TOOLS = 8
 MAX_CONNECTIONS = 10_000  # connections whose revealed tools are kept (the oldest forgotten: they list the core)
 # A fresh state's core: where a session starts (instructions.py), what it remembers, and the file tools.

@@ -17,7 +17,7 @@ from managed_tools.server.upstream.log_repeats import limited
 from managed_tools.stores.attachments import AttachmentError
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.definitions.custom import schema_model
-from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.definition import PermissionPolicy, Ready, ToolDefinition
 from managed_tools.tools.framework.definitions.registry import (
     GROUP_SEPARATOR,
     MAX_UPSTREAM_DESCRIPTION_CHARS,
@@ -47,20 +47,26 @@ def published_name(upstream: str, tool: str) -> str:
 
 
 def definitions(
-    upstream: str, tools: list[types.Tool], call: Call, policy: Mapping[str, PermissionPolicy]
+    upstream: str,
+    tools: list[types.Tool],
+    call: Call,
+    policy: Mapping[str, PermissionPolicy],
+    ready: Ready | None = None,
 ) -> list[ToolDefinition]:
     """The tools we can publish; one we cannot (a name no client accepts, a schema that is not JSON Schema)
     is left out with a warning rather than taking the others down."""
     found: list[ToolDefinition] = []
     for tool in tools:
         try:
-            found.append(_definition(upstream, tool, call, policy))
+            found.append(_definition(upstream, tool, call, policy, ready))
         except (RegistryError, ValueError) as exc:
             log.warning("upstream %s: tool %r is not published: %s", upstream, tool.name[:80], exc)
     return found
 
 
-def _definition(upstream: str, tool: types.Tool, call: Call, policy: Mapping[str, PermissionPolicy]) -> ToolDefinition:
+def _definition(
+    upstream: str, tool: types.Tool, call: Call, policy: Mapping[str, PermissionPolicy], ready: Ready | None
+) -> ToolDefinition:
     name = published_name(upstream, tool.name)
     if not UPSTREAM_NAME_PATTERN.fullmatch(name):
         raise RegistryError(f"its published name would not match {UPSTREAM_NAME_PATTERN.pattern}")
@@ -97,6 +103,7 @@ def _definition(upstream: str, tool: types.Tool, call: Call, policy: Mapping[str
         input_model=schema_model(f"{ident}Input", tool.input_schema, Arguments),
         output_model=output_model,
         handler=handler,
+        ready=ready,  # a call waits for the server to be up before anyone is asked to approve it
         render=_render if tool.output_schema is None else None,
         ownership="mcp",
         permission_policy=policy.get(name, "always_allow" if read_only else "always_ask"),

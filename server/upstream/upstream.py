@@ -135,6 +135,13 @@ class Upstream:
         wait = f"; try again in {seconds} s"
         return f"upstream '{self.name}' {self._down}{wait}."
 
+    def ready(self) -> None:
+        """Before a call of one of its tools asks anyone anything: if it is not connected (starting with its
+        remembered tools published, restarting, failed), why, at once, as the call's answer. Not a wait: a call
+        answers at once that it is starting (docs/decisions/upstream-start-in-background.md)."""
+        if self._client is None:
+            raise ToolError(self.unavailable())
+
     async def run(self) -> None:
         """Keep it connected until cancelled: a failed start or a lost connection waits a backoff (doubling,
         capped) and starts it again."""
@@ -284,7 +291,7 @@ class Upstream:
     def _definitions(self, tools: list[types.Tool]) -> list[ToolDefinition]:
         """Its tools as ours, each with its override; an override that would loosen one is a configuration error,
         said in the log, and that tool is published as the upstream describes it (the stricter way)."""
-        found = definitions(self.name, tools, self._call, self._policy)
+        found = definitions(self.name, tools, self._call, self._policy, self.ready)
         for index, definition in enumerate(found):
             override = self._overrides.get(definition.name)
             if override is not None:

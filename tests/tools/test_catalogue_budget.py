@@ -27,9 +27,9 @@ from managed_tools.tools.framework.definitions.schemas import (
 
 MAX_DESCRIPTION_BYTES = 2048  # clients cut longer descriptions (Claude Code at 2 KB)
 MAX_TOOL_TOKENS = 350  # name + description + input schema, estimated as characters / 4
-# names + descriptions + input schemas of the full catalogue: 30,000 until every optional field took null (29,962 ->
-# 31,857 characters, docs/decisions/portable-schemas.md)
-MAX_CATALOGUE_CHARS = 32_500
+# names + descriptions + input schemas of the full catalogue: 30,000 until every optional field took null
+# (docs/decisions/portable-schemas.md) and `edit` took a list of edits (edit-many.md, hand-off-children-answer.md)
+MAX_CATALOGUE_CHARS = 33_000
 
 
 def test_tools_list_matches_the_snapshot() -> None:
@@ -129,8 +129,9 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
 # bytes before output schemas, annotations and _meta were made lean, 142,264 after (docs/decisions/lean-catalogue.md).
 # Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why (an SDK client
 # checks each output schema alone, so no `$defs` can be shared across tools). 138,667 once every definition used
-# only once was written in place (`inline_single_use`).
-MAX_TOOLS_LIST_BYTES = 140_000
+# only once was written in place (`inline_single_use`). 140,444 with `session_answer_parent`, a multi-edit `edit`
+# and nullable optional fields (issue 38); issue 41 is where it shrinks.
+MAX_TOOLS_LIST_BYTES = 141_000
 
 
 def tools_list_bytes() -> int:

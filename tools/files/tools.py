@@ -247,14 +247,38 @@ def touch(ctx: ToolContext, resolved: Resolved) -> None:
         ctx.touched.add(uri)
 
 
+MAX_EDITS = 100
+DIFF_CHARS = 20_000  # a diff longer than this is cut at a line and says so
+DIFF_CONTEXT = 3
+
+
+class Edit(Arguments):  # one of `edits`: the reference edit_file's {oldText, newText}; the first occurrence is replaced
+    old_text: Annotated[str, Field(min_length=1)]
+    new_text: str
+
+
+# One replacement (oldText/newText), or a list of them (`edits`) applied in order, all or none. The texts carry no
+# maxLength of their own: the argument cap (max_argument_bytes) bounds them, and the edited file's size is checked
+# before any replacement is made. No docstring: it would be the schema's description, read by every model.
 class EditArgs(Arguments):
     path: PathArg
-    old_text: Annotated[str, Field(min_length=1, max_length=MAX_WRITE_CHARS)]
-    new_text: Annotated[str, Field(max_length=MAX_WRITE_CHARS)]
+    old_text: Annotated[str | None, Field(min_length=1)] = None
+    new_text: str | None = None
     replace_all: bool = False
     expected_replacements: Annotated[
         int | None, Field(ge=1, description="Refuse unless oldText occurs exactly this many times.")
     ] = None
+    edits: Annotated[list[Edit] | None, Field(min_length=1, max_length=MAX_EDITS)] = None
+    dry_run: bool = False
+
+    @model_validator(mode="after")
+    def _one_form(self) -> EditArgs:
+        single = self.old_text is not None or self.new_text is not None
+        if self.edits is not None and (single or self.replace_all or self.expected_replacements is not None):
+            raise ValueError("give either edits or oldText/newText (with replaceAll, expectedEdits), not both")
+        if self.edits is None and (self.old_text is None or self.new_text is None):
+            raise ValueError("oldText and newText are required unless edits is given")
+        return self
 
 
 class EditOutput(WireModel):
@@ -265,6 +289,9 @@ class EditOutput(WireModel):
     sha256: str
     line_ending: Literal["lf", "crlf"]
     encoding: str
+    dry_run: bool
+    diff: str
+    diff_truncated: bool
 
 
 def _nearest(text: str, old: str) -> str:
@@ -282,7 +309,51 @@ def _nearest(text: str, old: str) -> str:
     return "; nearest: " + " | ".join(shown) if shown else "; nothing in the file is close to it"
 
 
+def _replace(
+    text: str, crlf: bool, edit: Edit, virtual: str, *, which: str = "", counted: EditArgs | None = None
+) -> tuple[str, int, int]:
+    """(the text after one replacement, occurrences, replacements), or a ToolError naming the edit. `counted`:
+    the single form, whose replaceAll and expectedEdits say how many to replace (one of edits replaces
+    the first occurrence, as the reference's edit_file)."""
+    expected = None if counted is None else counted.expected_replacements
+    every = counted is not None and counted.replace_all
+    old, new = edit.old_text, edit.new_text
+    if crlf and "\r\n" not in old:  # the model writes \n; the file keeps its own line endings
+        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+    occurrences = text.count(old)
+    if occurrences == 0:
+        raise ToolError(
+            f"{which}oldText was not found in {virtual}{_nearest(text, edit.old_text)}; nothing was changed."
+        )
+    if expected is not None and occurrences != expected:
+        raise ToolError(f"{which}oldText occurs {occurrences} times in {virtual}, not {expected}; nothing was changed.")
+    count = occurrences if every or expected else 1
+    # Checked before replacing: a short oldText replaced everywhere by a long newText must not build a huge string.
+    if len(text) + count * (len(new) - len(old)) > MAX_WRITE_CHARS:
+        raise ToolError(f"{which}the edit would make {virtual} over {MAX_WRITE_CHARS} characters; nothing was changed.")
+    return text.replace(old, new, count), occurrences, count
+
+
+def unified_diff(before: str, after: str, virtual: str) -> tuple[str, bool]:
+    """The change as `git diff` shows it (a/ and b/ virtual paths, 3 lines of context), cut at a line past
+    DIFF_CHARS. Both sides are the file as read and as it would be written: nothing else is ever diffed."""
+    name = virtual.lstrip("/")
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}", n=DIFF_CONTEXT
+    )
+    shown: list[str] = []
+    size = 0
+    for line in lines:
+        whole = line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        if size + len(whole) > DIFF_CHARS:
+            return "".join(shown), True
+        shown.append(whole)
+        size += len(whole)
+    return "".join(shown), False
+
+
 def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
+    """Every replacement is made in memory first; the file is written once, atomically, only if all applied."""
     if not resolved.exists:
         raise ToolError(f"{resolved.virtual} is not an existing file; write creates files.")
     with open_read(resolved) as handle:
@@ -293,21 +364,19 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
     if replaced:
         raise ToolError(f"{resolved.virtual} is not valid UTF-8; edit refuses to guess its encoding.")
     crlf = "\r\n" in text
-    old, new = args.old_text, args.new_text
-    if crlf and "\r\n" not in old:  # the model writes \n; the file keeps its own line endings
-        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-    occurrences = text.count(old)
-    if occurrences == 0:
-        raise ToolError(f"oldText was not found in {resolved.virtual}{_nearest(text, args.old_text)}.")
-    if args.expected_replacements is not None and occurrences != args.expected_replacements:
-        raise ToolError(
-            f"oldText occurs {occurrences} times in {resolved.virtual}, not {args.expected_replacements}; "
-            "nothing was changed."
-        )
-    count = occurrences if args.replace_all or args.expected_replacements else 1
-    updated = text.replace(old, new, count)
+    if args.edits is None:
+        assert args.old_text is not None and args.new_text is not None  # the model validator's rule
+        single = Edit.model_construct(old_text=args.old_text, new_text=args.new_text)
+        updated, occurrences, count = _replace(text, crlf, single, resolved.virtual, counted=args)
+    else:
+        updated, occurrences, count = text, 0, 0
+        for number, one in enumerate(args.edits, 1):
+            updated, found, made = _replace(updated, crlf, one, resolved.virtual, which=f"edit {number}: ")
+            occurrences, count = occurrences + found, count + made
     data = updated.encode(encoding)
-    atomic_write(resolved, data)
+    if not args.dry_run:
+        atomic_write(resolved, data)
+    diff, cut = unified_diff(text, updated, resolved.virtual)
     return EditOutput(
         path=resolved.virtual,
         occurrences=occurrences,
@@ -316,13 +385,26 @@ def _edit_file(resolved: Resolved, args: EditArgs) -> EditOutput:
         sha256=hashlib.sha256(data).hexdigest(),
         line_ending="crlf" if crlf else "lf",
         encoding=encoding,
+        dry_run=args.dry_run,
+        diff=diff,
+        diff_truncated=cut,
     )
+
+
+def shown_diff(output: EditOutput) -> list[Block]:
+    """What a model reads of an `edit`: one line saying what changed, then the diff as a diff (not an escaped JSON
+    string), as the reference filesystem server shows it; the fields travel as structuredContent."""
+    done = "dry run, nothing written" if output.dry_run else f"{output.bytes} bytes written, sha256 {output.sha256}"
+    cut = "\n(diff cut at a line; the file holds the rest)" if output.diff_truncated else ""
+    header = f"{output.path}: {output.replacements} replacement(s), {done}"
+    return [TextBlock(text=f"{header}\n```diff\n{output.diff}```{cut}")]
 
 
 async def edit(ctx: ToolContext, args: EditArgs) -> EditOutput:
     resolved = _resolve(ctx, args.path, "modify")
     output = await anyio.to_thread.run_sync(_edit_file, resolved, args)
-    touch(ctx, resolved)
+    if not args.dry_run:
+        touch(ctx, resolved)
     return output
 
 
@@ -505,10 +587,12 @@ DEFINITIONS = (
     ToolDefinition(
         name="edit",
         title="Edit a file",
-        description="Replace exact text in a file; keeps line endings and encoding; says where the nearest match is.",
+        description="Replace exact text in a file, or apply `edits` all or none; dryRun previews; returns a diff; "
+        "keeps line endings and encoding.",
         input_model=EditArgs,
         output_model=EditOutput,
         handler=edit,
+        render=shown_diff,
         read_only=False,
         effects=("resource_write",),
         max_argument_bytes=8 * MAX_WRITE_CHARS + 4096,

@@ -19,7 +19,13 @@ from managed_tools.stores.provenance import Trust
 from managed_tools.stores.search import SearchRow, make_snippet
 from managed_tools.tools.environment.setup import setup_fingerprint
 from managed_tools.tools.framework.context.context import ToolContext
-from managed_tools.tools.framework.context.retrieval import build_query, outcome_affinity, score_text, search_parts
+from managed_tools.tools.framework.context.retrieval import (
+    build_query,
+    outcome_affinity,
+    score_text,
+    search_parts,
+    setup_aware,
+)
 from managed_tools.tools.framework.context.scope import Lineage, in_lineage, relation
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
@@ -69,22 +75,26 @@ class SearchOutput(WireModel):
 
 def _expansion(row: SearchRow, same_setup: bool) -> NextTool:
     sid = row.session_id
-    if sid is not None and not same_setup:
-        return NextTool(
-            tool="session_get_snapshot",
-            args={"sessionId": sid},
-            rationale="That session ran under another setup: check it before relying on its memory.",
-        )
+    return setup_aware(_own_expansion(row), sid, None if sid is None else same_setup)
+
+
+def _own_expansion(row: SearchRow) -> NextTool:
+    """Where a hit is read in full (reference §3): a shell state hit in its last command's output."""
+    sid = row.session_id
+    scoped: dict[str, Any] = {} if sid is None else {"sessionId": sid}
     if row.source == "learning":
         return NextTool(tool="learning_list", args={}, rationale="Read the learning in full with its neighbours.")
     if row.source in ("session_evaluation", "session_outcome"):
+        return NextTool(tool="outcome_history", args=scoped, rationale="See how that outcome was judged over time.")
+    if row.source == "shell_state":
         return NextTool(
-            tool="outcome_history", args={"sessionId": sid}, rationale="See how that outcome was judged over time."
+            tool="shell_read_last_output", args=scoped, rationale="Read that shell's last command and its output."
         )
-    args: dict[str, Any] = {"target": row.source}
-    if sid is not None:
-        args["sessionId"] = sid
-    return NextTool(tool="memory_read", args=args, rationale="Read the whole store this snippet comes from.")
+    return NextTool(
+        tool="memory_read",
+        args={"target": row.source, **scoped},
+        rationale="Read the whole store this snippet comes from.",
+    )
 
 
 async def checkpoint_rows(ctx: ToolContext) -> list[SearchRow]:

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from managed_tools.stores import approvals, memory, outcomes, sessions, wake_requests
+from managed_tools.stores import shell as shell_store
 from managed_tools.stores.outcomes import Outcome
+from managed_tools.tools.framework.calls.arguments import clip
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.context.retrieval import build_query, score_text
 from managed_tools.tools.framework.wire.errors import Refused
 from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.shell import posture as shell_core
+from managed_tools.tools.shell.rewrites import pending_shell_command, read_only_bash
 
 GradeStatus = Literal["missing_outcome", "blocked", "sleeping", "in_progress", "done_candidate"]
 EvalStatus = Literal["missing_outcome", "blocked", "not_ready", "uncertain", "fail", "pass"]
@@ -42,6 +45,7 @@ NOT_WORK = frozenset(
      "requires_action", "handed_back"}
 )  # fmt: skip
 EVALUATE_TOOL = "outcome_evaluate"
+COMMANDS_JUDGED = 50  # the newest commands of a session whose last runs an evaluation weighs
 
 
 class OutcomeView(WireModel):
@@ -117,6 +121,9 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None, gate
     ]
     if waiting:
         first = waiting[0]
+        shell_command = pending_shell_command([first], await shell_core.posture(ctx.runtime, ctx.tx, session_id))
+        # Reference §4: a read-only allowlisted command waiting for approval is better run by `bash` right away.
+        read_only = None if shell_command is None else read_only_bash(*shell_command)
         return Grade(
             status="blocked",
             confidence="high",
@@ -124,7 +131,8 @@ async def grade(ctx: ToolContext, session_id: str, outcome: Outcome | None, gate
             matched_criteria=0,
             total_criteria=total,
             evidence=[f"pending {r.kind} request {r.id} for {r.tool_name}" for r in waiting[:5]],
-            next_suggested_tool=NextTool(
+            next_suggested_tool=read_only
+            or NextTool(
                 tool="permissions_check",
                 args={"toolName": first.tool_name},
                 rationale="See what the person must decide before work can go on.",
@@ -226,14 +234,15 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
     """(wake id, successful tool calls, tools with a failure still open) of the session's latest wake.
 
     Our wake is the whole connection, far longer than the reference's, so a failure is judged against the work
-    done after it, not for ever: it is closed by a later success of the same tool, or of newer work on the
-    workspace of at least its kind (any file read, write or command closes a failed read; only a write or a
-    command closes a failed write). Navigation and bookkeeping (sessions, outcomes, memory, plans, permissions)
-    close nothing but their own failures, with one exception: once an evaluation has reported a failure, new
-    evidence after it (a successful memory write, file write or command) closes it, so a later evaluation judges
-    the new evidence rather than the old failure for ever. Calls refused before they ran (bad arguments,
-    unknown tools, a passed deadline) and refusals by design (the outcome gate, a precondition, a lost
-    compare-and-swap, a person's decline) were not work and never count.
+    done after it, not for ever: it is closed by a later success of the same tool, or by a later write or command
+    on the workspace. Only failures that matter count: a read-only call that failed (a lookup of an unknown
+    version, a missing file) changed nothing, and nothing but a correct lookup could fix it, so it never fails
+    the outcome. Navigation and bookkeeping (sessions, outcomes, memory, plans, permissions) close nothing but
+    their own failures, with one exception: once an evaluation has reported a failure, new evidence after it (a
+    successful memory write, file write or command) closes it, so a later evaluation judges the new evidence
+    rather than the old failure for ever. Calls refused before they ran (bad arguments, unknown tools, a passed
+    deadline) and refusals by design (the outcome gate, a precondition, a lost compare-and-swap, a person's
+    decline) were not work and never count.
     """
     wake = await sessions.latest_wake(ctx.tx, session_id)
     if wake is None:
@@ -245,29 +254,60 @@ async def _latest_wake_spans(ctx: ToolContext, session_id: str) -> tuple[str | N
         f"AND {field('payload', 'spanKind')} = 'tool' ORDER BY seq",
         (wake.id,),
     )
-    open_failures: dict[str, bool] = {}  # tool -> whether it only reads
+    open_failures: set[str] = set()
     reported: set[str] = set()  # open failures an evaluation has already shown
     ok = 0
     for row in rows:
         tool = row["tool"]
         kind = _kind_of(ctx, tool)
         if row["result"] == "error":
-            if row["kind"] not in NOT_WORK:
-                open_failures[tool] = kind.reads
+            if row["kind"] not in NOT_WORK and not kind.reads:
+                open_failures.add(tool)
                 reported.discard(tool)
             continue
         if row["result"] != "success":
             continue
         ok += 1
-        open_failures.pop(tool, None)
+        open_failures.discard(tool)
         if tool == EVALUATE_TOOL:
             reported = set(open_failures)
         elif kind.evidence and reported:
-            open_failures = {t: r for t, r in open_failures.items() if t not in reported}
+            open_failures -= reported
             reported = set()
-        if kind.workspace:
-            open_failures = {t: r for t, r in open_failures.items() if not (r or not kind.reads)}
+        if kind.workspace and not kind.reads:
+            open_failures.clear()
     return wake.id, ok, sorted(open_failures)
+
+
+async def failed_commands(ctx: ToolContext, session_id: str) -> list[shell_store.CommandRecord]:
+    """The writable shells' commands whose newest run failed (a non-zero exit, a timeout, a kill): evidence
+    against the criteria whatever the session's memory says, until the same command runs again and exits 0.
+    The read-only `bash` hand is left out: a `grep` that finds nothing is a lookup, not failed work."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    failed = []
+    for record in await shell_store.recent_commands(ctx.tx, session_id, COMMANDS_JUDGED):
+        key = (record.command, tuple(record.args))
+        if record.kind == "bash" or record.status == "running" or key in seen:
+            continue
+        seen.add(key)
+        if record.status != "completed" or record.exit_code != 0:
+            failed.append(record)
+    return failed
+
+
+def _command_failure(record: shell_store.CommandRecord) -> tuple[str, NextTool]:
+    """What a failed command says, and the step that can fix it: the same command again, once its cause is fixed
+    (shell_read_command shows the output)."""
+    how = f"exited {record.exit_code}" if record.status == "completed" else record.status.replace("_", " ")
+    command = clip(record.command, 120)
+    summary = f"The session's command `{command}` {how} (command {record.id}) and has not run cleanly since."
+    step = NextTool(
+        tool="shell_exec" if record.kind == "persistent-shell" else "shell_run",
+        args={"command": record.command},
+        rationale=f"shell_read_command {{commandId: {record.id}}} shows why it failed; fix the cause, then run it "
+        "again: a run that exits 0 is the evidence the criteria need.",
+    )
+    return summary, step
 
 
 def _trend(status: EvalStatus, ready: bool, previous: HistoryEntry | None) -> tuple[Trend, str]:
@@ -300,14 +340,20 @@ async def evaluate(
         status, summary = "not_ready", graded.summary
     else:
         wake_id, ok, failed = await _latest_wake_spans(ctx, session_id)
-        if failed:
+        commands = await failed_commands(ctx, session_id)
+        if commands:
+            status, confidence = "fail", "high"
+            summary, next_tool = _command_failure(commands[0])
+            evidence.extend(_command_failure(c)[0] for c in commands[:3])
+        elif failed:
             status, confidence = "fail", "high"
             summary = f"In the latest wake a call of {', '.join(failed)} failed and no later work made up for it."
             evidence.append(summary)
             next_tool = NextTool(
-                tool="session_get_trace",
-                args={"wakeId": wake_id, "types": ["span.completed"]},
-                rationale="Read the failed calls, fix them, then evaluate again.",
+                tool=failed[0],
+                args={},
+                rationale="Its last call failed (session_get_trace shows the error): call it again with what the "
+                "error asks for; a success, or a later write or command on the workspace, closes the failure.",
             )
         elif ok:
             status, confidence = "pass", "high" if graded.confidence != "low" else "medium"

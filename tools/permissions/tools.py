@@ -6,7 +6,6 @@ its busy and recovery plans, and for a shell command the read-first alternatives
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -29,7 +28,16 @@ from managed_tools.tools.framework.wire.models import (
 )
 from managed_tools.tools.outcomes.gate import Evaluation, OutcomePosture, posture
 from managed_tools.tools.shell import posture as shell_core
-from managed_tools.tools.shell.rewrites import alternatives, first_class, read_first_menu, read_only_bash
+from managed_tools.tools.shell.rewrites import (
+    SHELL_COMMANDS,
+    alternatives,
+    first_class,
+    pending_shell_command,
+    planned_command,
+    planned_cwd,
+    read_first_menu,
+    read_only_bash,
+)
 
 # The tools whose effect on shared state needs a passing outcome evaluation (reference §5, "Outcome gate").
 OUTCOME_GATED = frozenset({"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version"})
@@ -38,7 +46,6 @@ SHELL_MUTATION = frozenset(
     {"shell_set_cwd", "shell_set_env", "shell_unset_env", "shell_open", "shell_restart", "shell_run", "shell_exec",
      "shell_close"}
 )  # fmt: skip
-SHELL_COMMANDS = frozenset({"shell_run", "shell_exec"})
 HOW_TO_APPROVE = (
     "A person answers in the client when it can show the question; otherwise they run `managed-tools pending` and "
     "`managed-tools approve ID` (or `deny ID`) in a terminal, and the model calls the tool again with exactly the "
@@ -124,12 +131,9 @@ async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutp
     registry = ctx.runtime.registry
     outcome = await posture(ctx, ctx.session_id)
     shell = await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id)
-    pending = next(
-        (r for r in records if r.status == "pending" and r.tool_name in SHELL_COMMANDS and _command(r.arguments)),
-        None,
-    )
-    steps = [] if pending is None else alternatives(_command(pending.arguments), _cwd(pending.arguments, shell))
-    bash_step = None if pending is None else read_only_bash(_command(pending.arguments), _cwd(pending.arguments, shell))
+    pending = pending_shell_command(records, shell)
+    steps = [] if pending is None else alternatives(*pending)
+    bash_step = None if pending is None else read_only_bash(*pending)
     return DescribeOutput(
         outcome_evaluation=outcome.outcome_evaluation,
         next_outcome_step=outcome.next_outcome_step,
@@ -211,8 +215,8 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     mutates_shell = definition.name in SHELL_MUTATION
     outcome = await posture(ctx, ctx.session_id) if gated or mutates_shell else None
     shell = await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id) if mutates_shell else None
-    command = _command(args.tool_args) if definition.name in SHELL_COMMANDS else ""
-    cwd = _cwd(args.tool_args or {}, shell) if shell is not None else "/workspace"
+    command = planned_command(args.tool_args) if definition.name in SHELL_COMMANDS else ""
+    cwd = planned_cwd(args.tool_args or {}, shell) if shell is not None else "/workspace"
     rewrite = first_class(command, cwd) if command else None
     bash_step = read_only_bash(command, cwd) if command else None
     valid: bool | None = None
@@ -313,18 +317,6 @@ def _next_step(
             rationale="Calling it asks a person to approve these exact arguments first.",
         )
     return None
-
-
-def _command(tool_args: dict[str, Any] | None) -> str:
-    command = (tool_args or {}).get("command")
-    return command if isinstance(command, str) else ""
-
-
-def _cwd(tool_args: dict[str, Any], shell: shell_core.ShellPosture) -> str:
-    cwd = tool_args.get("cwd")
-    if not isinstance(cwd, str) or not cwd.strip():
-        return shell.cwd
-    return posixpath.normpath(cwd if cwd.startswith("/") else posixpath.join("/workspace", cwd))
 
 
 def _mutation_posture(shell: shell_core.ShellPosture) -> dict[str, Any]:

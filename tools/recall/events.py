@@ -14,11 +14,11 @@ from managed_tools.stores import event_search, events, sessions
 from managed_tools.stores.event_search import EventMatch, EventScope
 from managed_tools.stores.search import make_snippet
 from managed_tools.tools.framework.context.context import ToolContext
-from managed_tools.tools.framework.context.retrieval import Query, build_query, score_text, search_parts
+from managed_tools.tools.framework.context.retrieval import Query, build_query, score_text, search_parts, setup_aware
 from managed_tools.tools.framework.context.scope import Lineage, in_lineage, relation, scoped_session
 from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.framework.wire.models import Arguments, NextTool, NonEmptyStr, WireModel
-from managed_tools.tools.recall.hits import RecallHit, SessionFacts, needles, ranked, session_facts, setup_aware
+from managed_tools.tools.recall.hits import RecallHit, SessionFacts, needles, ranked, session_facts
 
 CONTEXT_BOOST = 2
 TRACE_BOOST = 3

@@ -110,18 +110,6 @@ def _evaluation(record: outcomes.EvaluationRecord | None) -> Evaluation | None:
         return None  # written by an older server in another shape: no posture rather than a failed search
 
 
-def setup_aware(expansion: NextTool, session_id: str | None, setup_match: bool | None) -> NextTool:
-    """A hit from a session that ran under another setup points at the setup comparison first (reference §3)."""
-    if session_id is None or setup_match is not False:
-        return expansion
-    return NextTool(
-        tool="agent_compare_setup",
-        args={"sessionId": session_id},
-        rationale="That session ran under another setup: compare it with the current one before reusing its work "
-        "or reading its traces.",
-    )
-
-
 def needles(query: Query) -> list[str]:
     """Where a snippet is anchored, best anchor first (reference buildRetrievalSnippet)."""
     return [query.normalized, *query.phrases, *query.path_terms, *query.identifiers, *query.terms]

@@ -10,12 +10,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from managed_tools.tools.framework.context.context import ToolContext
+from managed_tools.tools.framework.context.retrieval import setup_aware
 from managed_tools.tools.framework.context.scope import Relation
 from managed_tools.tools.framework.wire.models import NextTool, WireModel
 from managed_tools.tools.memory.search import SearchArgs, memory_search
 from managed_tools.tools.outcomes.gate import posture
 from managed_tools.tools.recall.events import RecallArgs, context_hits, parse_query, trace_hits
-from managed_tools.tools.recall.hits import RecallHit, ranked, session_facts, setup_aware
+from managed_tools.tools.recall.hits import RecallHit, ranked, session_facts
 
 BackendName = Literal["memory", "session_context", "session_trace", "vector"]
 DEFAULT_BACKENDS: tuple[BackendName, ...] = ("memory", "session_context", "session_trace")

@@ -18,24 +18,32 @@ import anyio
 from managed_tools.stores import delegations, events, outcomes, sessions
 from managed_tools.stores.db import Tx
 from managed_tools.tools.environment.setup import setup_fingerprint
+from managed_tools.tools.framework.calls.arguments import clip
 from managed_tools.tools.framework.calls.executor import execute
 from managed_tools.tools.framework.context.context import Attachment, Ports, Runtime
 from managed_tools.tools.framework.context.ports import (
+    ApprovalDecision,
+    ApprovalRequest,
     ChildModel,
+    Consent,
     ModelTurn,
     NoChildModel,
     SamplingUnavailableError,
     ToolSpec,
 )
 from managed_tools.tools.framework.context.uris import view_uri
+from managed_tools.tools.framework.context.what_runs import visible
 from managed_tools.tools.framework.wire.models import WireModel
 
 MAX_MODEL_TOKENS = 4000
 HISTORY_MESSAGES = 40  # the conversation a run starts from: the last N messages of the session
 ANSWER_EVENT = "agent.message"
 COMPLETED_EVENT = "session.child_completed"  # queued to the parent of a child with implicit communication
-# A run cannot delegate or run children of its own: one level, bounded.
-NOT_FOR_CHILDREN = frozenset({"session_delegate", "session_run_child", "session_message_child"})
+# A run cannot delegate or run children of its own: one level, bounded. Its final text is its answer, so the
+# attached client's way to answer (session_answer_parent) is not offered either.
+NOT_FOR_CHILDREN = frozenset(
+    {"session_delegate", "session_run_child", "session_message_child", "session_answer_parent"}
+)
 
 StopReason = Literal["idle", "max_cycles", "requires_action", "model_error", "refused", "progress", "no_progress"]
 
@@ -89,9 +97,12 @@ async def run_session(
         )
         run.processed = await events.mark_processed(tx, session_id)
         conversation = await conversation_of(tx, session_id)
+        record = await sessions.get_session(tx, session_id)
+        delegation = await delegations.get(tx, session_id)
     run.wake_id = wake.id
     attachment = Attachment(session_id=session_id, wake_id=wake.id, transport=transport, owner=owner)
-    ports = dataclasses.replace(outer, consent=model.consent_in(session_id, wake.id), child_model=NoChildModel())
+    consent = AskedFor(model.consent_in(session_id, wake.id), who_asks(record, delegation, transport, started_by))
+    ports = dataclasses.replace(outer, consent=consent, child_model=NoChildModel())
     tools = [
         ToolSpec(name=d.name, description=d.description, input_schema=d.input_schema())
         for d in runtime.registry
@@ -112,8 +123,10 @@ async def run_session(
                         {"text": run.response, "stopReason": run.stop},
                         summary=run.response[:200],
                     )
-                if run.stop in ("idle", "refused"):
-                    await _tell_parent(tx, run, session_id)
+                if run.stop in ("idle", "refused") and (
+                    told := await tell_parent(tx, session_id, run.stop, run.response)
+                ):
+                    run.touched.add(told)
                 await events.append_event(
                     tx,
                     session_id,
@@ -125,23 +138,50 @@ async def run_session(
     return run
 
 
-async def _tell_parent(tx: Tx, run: SessionRun, session_id: str) -> None:
+@dataclasses.dataclass(frozen=True)
+class AskedFor:
+    """A run's consent: every question it puts to a person first says whose call it is and that a model, not the
+    person's own client, made it (issue 38 item 6)."""
+
+    inner: Consent
+    who: str
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await self.inner.ask(request.model_copy(update={"message": f"{self.who}\n\n{request.message}"}))
+
+
+def who_asks(
+    record: sessions.SessionRecord, delegation: delegations.Delegation | None, transport: str, started_by: str | None
+) -> str:
+    """The line a person reads before a run's question: the session (the child's name, else its title, made
+    visible and bounded), whose child it is, and which model runs it headless."""
+    label = delegation.name if delegation is not None else record.title
+    title = f" ({visible(clip(label, 80))})" if label else ""
+    child = f", a child delegated by session {started_by}," if started_by else ""
+    model = "the client's model (sampling)" if transport == "sampling" else "the configured model (config.json)"
+    return (
+        f"Asked by session {record.id}{title}{child} run headless by {model}: no person typed this call, "
+        "its model chose it."
+    )
+
+
+async def tell_parent(tx: Tx, session_id: str, stop: StopReason, response: str | None) -> str | None:
     """A child delegated with `parentCommunication: implicit` queues its completion to its parent: a pending event
-    there (taken up by the parent's next run) and an update of the parent's children resource."""
+    there (taken up by the parent's next run); returns the parent's children resource to update, or None."""
     delegation = await delegations.get(tx, session_id)
     if delegation is None or delegation.parent_communication != "implicit":
-        return
+        return None
     parent = delegation.parent_session_id
     await events.append_event(
         tx,
         parent,
         None,
         COMPLETED_EVENT,
-        {"childSessionId": session_id, "name": delegation.name, "stopReason": run.stop, "response": run.response},
-        summary=f"Child {delegation.name} finished: {(run.response or run.stop)[:160]}",
+        {"childSessionId": session_id, "name": delegation.name, "stopReason": stop, "response": response},
+        summary=f"Child {delegation.name} finished: {(response or stop)[:160]}",
         processed=False,
     )
-    run.touched.add(view_uri("children", parent))
+    return view_uri("children", parent)
 
 
 async def _turns(

@@ -26,7 +26,14 @@ from managed_tools.tools.framework.context.scope import scoped_session
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, SessionId, WireModel
-from managed_tools.tools.sessions.child_run import ANSWER_EVENT, CallRecord, SessionRun, StopReason, run_session
+from managed_tools.tools.sessions.child_run import (
+    ANSWER_EVENT,
+    CallRecord,
+    SessionRun,
+    StopReason,
+    run_session,
+    tell_parent,
+)
 from managed_tools.tools.sessions.tools import Known, SessionFilters, SessionSummary, sort_sessions, summary_fields
 
 MAX_CYCLES = 10
@@ -263,6 +270,7 @@ async def _advance(
                 "executedCycles": run.cycles,
                 "loopStopReason": run.stop,
                 "newEventCount": new_events,
+                "childEventSeq": await events.last_seq(tx, child.id),  # where the next hand-off look starts
             },
             summary=f"Child {child.id}: {run.stop} after {run.cycles} cycle(s)",
         )
@@ -303,18 +311,21 @@ def _how_to_work(child_id: str) -> HowToWork:
 
 
 async def _wait_for_progress(ctx: ToolContext, child: SessionRecord, wait_seconds: float) -> SessionRun:
-    """The hand-off: wait (bounded by the argument and the call's deadline) for an event another client adds."""
+    """The hand-off: what a client attached to the child did since the parent last looked (not only during this
+    call), waited for up to the argument and the call's deadline. Its answer (session_answer_parent) ends the wait
+    as the child's `response` with `idle`; its tool calls are `progress`."""
     async with ctx.runtime.db.read() as tx:
-        _, _, start = await events.session_event_stats(tx, child.id)
+        cursor = await events.child_cursor(tx, ctx.session_id, child.id)
+        work = await events.handed_off_work(tx, child.id, cursor)  # one look whatever the wait (waitSeconds 0)
     limit = min(wait_seconds, max(0.0, ctx.deadline - anyio.current_time() - 1))
     with anyio.move_on_after(limit):
-        while True:
-            async with ctx.runtime.db.read() as tx:
-                _, _, last = await events.session_event_stats(tx, child.id)
-            if last != start:
-                return SessionRun(stop="progress")
+        while work.answer is None and not work.calls:
             await anyio.sleep(POLL_SECONDS)
-    return SessionRun(stop="no_progress")
+            async with ctx.runtime.db.read() as tx:
+                work = await events.handed_off_work(tx, child.id, cursor)
+    if work.answer is not None:
+        return SessionRun(stop="idle", response=work.answer)
+    return SessionRun(stop="progress" if work.calls else "no_progress")
 
 
 # ---- session_message_child ---------------------------------------------------------------------------
@@ -353,6 +364,40 @@ async def session_message_child(ctx: ToolContext, args: MessageChildInput) -> Me
 
 
 # Both run a child: their own transactions (a run outlives many), cancelled with the call, bounded.
+# ---- session_answer_parent ---------------------------------------------------------------------------
+
+
+class AnswerParentInput(Arguments):
+    text: Annotated[NonEmptyStr, Field(max_length=8000, description="Your answer to the parent's task.")]
+
+
+class AnswerParentOutput(WireModel):
+    parent_session_id: str
+    event_id: str
+    queued_to_parent: bool
+
+
+async def session_answer_parent(ctx: ToolContext, args: AnswerParentInput) -> AnswerParentOutput:
+    """A client attached to a hand-off child answers its parent as a model run would: the child's `agent.message`
+    (the parent's session_run_child returns it as `response`) and, for an implicit child, its queued completion.
+    Only the session's own: the attached client answers for the session it is attached to, never another."""
+    delegation = await delegations.get(ctx.tx, ctx.session_id)
+    if delegation is None:
+        raise ToolError(
+            f"Session {ctx.session_id} was not delegated (session_delegate makes a child); no parent waits."
+        )
+    payload = {"text": args.text, "stopReason": "idle"}
+    event = await events.append_event(
+        ctx.tx, ctx.session_id, ctx.wake_id, ANSWER_EVENT, payload, summary=args.text[:200]
+    )
+    told = await tell_parent(ctx.tx, ctx.session_id, "idle", args.text)
+    if told is not None:
+        ctx.touched.add(told)
+    return AnswerParentOutput(
+        parent_session_id=delegation.parent_session_id, event_id=event.id, queued_to_parent=told is not None
+    )
+
+
 RUNS_A_CHILD: dict[str, Any] = {
     "effects": ("session_write",),
     "read_only": False,
@@ -362,6 +407,17 @@ RUNS_A_CHILD: dict[str, Any] = {
 }
 
 DEFINITIONS = (
+    ToolDefinition(
+        name="session_answer_parent",
+        title="Answer the parent session",
+        description="In a delegated child worked by an attached client: give the parent your answer (its "
+        "session_run_child's response).",
+        input_model=AnswerParentInput,
+        output_model=AnswerParentOutput,
+        handler=session_answer_parent,
+        effects=("session_write",),
+        read_only=False,
+    ),
     ToolDefinition(
         name="session_delegate",
         title="Delegate to a child session",

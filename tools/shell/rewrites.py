@@ -9,8 +9,10 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
+from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.tools.framework.wire.models import NextTool
 from managed_tools.tools.shell import git
 from managed_tools.tools.shell.argv import flags_allowed
@@ -20,6 +22,7 @@ SHELL_SYNTAX = re.compile(r"[|&;<>$`\n(){}\\]")
 LS_FLAGS = re.compile(r"^-[Aal1hF]+$")
 GREP_FLAGS = re.compile(r"^-[niFrRIHs]+$")
 RG_FLAGS = re.compile(r"^-[niFS]+$")
+SHELL_COMMANDS = frozenset({"shell_run", "shell_exec"})
 
 
 def _tokens(command: str) -> list[str] | None:
@@ -160,3 +163,24 @@ def read_first_menu(shell: ShellPosture, preferred: NextTool | None = None) -> l
             )
         )
     return menu
+
+
+def planned_command(tool_args: dict[str, Any] | None) -> str:
+    """The command a shell_run/shell_exec call (or its pending approval) would run, or ""."""
+    command = (tool_args or {}).get("command")
+    return command if isinstance(command, str) else ""
+
+
+def planned_cwd(tool_args: dict[str, Any], shell: ShellPosture) -> str:
+    cwd = tool_args.get("cwd")
+    if not isinstance(cwd, str) or not cwd.strip():
+        return shell.cwd
+    return posixpath.normpath(cwd if cwd.startswith("/") else posixpath.join("/workspace", cwd))
+
+
+def pending_shell_command(records: Iterable[ApprovalRecord], shell: ShellPosture) -> tuple[str, str] | None:
+    """(command, cwd) of the first shell command waiting for a person's approval, or None."""
+    for record in records:
+        if record.status == "pending" and record.tool_name in SHELL_COMMANDS and planned_command(record.arguments):
+            return planned_command(record.arguments), planned_cwd(record.arguments, shell)
+    return None

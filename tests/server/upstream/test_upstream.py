@@ -514,6 +514,29 @@ async def test_remembered_tools_are_listed_at_once_and_answer_starting(workspace
     assert not [name for name in listed if name.startswith("probe__")]
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_no_person_is_asked_for_a_tool_whose_upstream_is_starting(
+    workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    """Issue 38 item 5: a remembered always_ask tool of an upstream still starting answers "starting" before any
+    approval is asked; the approval is not spent on an answer that it is starting."""
+    data_dir = tmp_path / "data"
+    async with open_runtime(configured(workspace, data_dir, {"probe": SERVES})) as rt:
+        await upstreams_started(rt, "probe")
+    seen: list[str] = []
+    config = configured(workspace, data_dir, {"probe": HANGS})
+    async with (
+        open_runtime(config) as rt,
+        client_for(rt, mode, elicitation_callback=answering("accept", YES, seen)) as client,
+    ):
+        with anyio.fail_after(2):
+            result = await client.call_tool("probe__write_file", {"path": str(workspace / "x.txt"), "text": "x"})
+        async with rt.db.read() as tx:
+            requests = await tx.scalar("SELECT count(*) FROM approvals")
+    assert result.is_error and error_text(result).startswith("upstream 'probe' is starting (")
+    assert seen == [] and requests == 0  # nobody was asked, and no request waits for anyone
+
+
 @pytest.mark.slow
 async def test_its_own_list_replaces_the_remembered_one(workspace: Path, tmp_path: Path) -> None:
     """A remembered tool the upstream no longer lists goes when it lists its own, and clients are told."""

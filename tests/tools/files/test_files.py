@@ -145,22 +145,25 @@ ESCAPES = [
 
 
 @pytest.mark.parametrize(("path", "expected"), ESCAPES)
-@pytest.mark.parametrize("tool", ["read", "write", "edit", "grep"])
+@pytest.mark.parametrize("tool", ["read", "write", "edit", "edit_dry_run", "grep"])
 async def test_every_escape_is_refused_by_every_tool(  # noqa: PLR0917 (fixtures and parameters)
     rt: Runtime, connect: Connect, tree: dict[str, Path], path: str, expected: str, tool: str
 ) -> None:
-    args: dict[str, Any] = {
+    every: dict[str, dict[str, Any]] = {
         "read": {"path": path},
         "write": {"path": path, "content": "pwned"},
         "edit": {"path": path, "oldText": "top", "newText": "pwned"},
+        # A dry run's diff would show the file's lines: it goes through the same guard, so shows nothing outside.
+        "edit_dry_run": {"path": path, "edits": [{"oldText": "top", "newText": "pwned"}], "dryRun": True},
         "grep": {"path": path, "query": "secret"},
-    }[tool]
+    }
     async with connect(rt) as client:
-        result = await call(client, tool, args)
+        result = await call(client, tool.removesuffix("_dry_run"), every[tool])
     if path.strip():
         assert expected in error_text(result)
     else:
         assert "empty" in error_text(result) or "field 'path'" in error_text(result)
+    assert "top secret" not in error_text(result)
     assert (tree["outside"] / "secret.txt").read_text() == "top secret\n"
 
 
@@ -225,6 +228,74 @@ async def test_edit(rt: Runtime, connect: Connect, workspace: Path) -> None:
     assert first_only["occurrences"] == 1 and first_only["replacements"] == 1
     assert every["replacements"] == 99 and "row 100" in (workspace / "src" / "app.py").read_text()
     assert "not valid UTF-8" in error_text(latin)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_edit_applies_a_list_of_edits_all_or_none(
+    rt: Runtime, connect: Connect, workspace: Path, mode: str
+) -> None:
+    """Issue 38 item 16: the reference filesystem server's edit_file (a list of edits, dryRun, a git-style diff),
+    and the single form kept."""
+    app = workspace / "src" / "app.py"
+    before = app.read_text()
+    two = [{"oldText": "line 2\n", "newText": "second\n"}, {"oldText": "line 99\n", "newText": "ninety-nine\n"}]
+    async with connect(rt, mode) as client:
+        shown_preview = await call(client, "edit", {"path": "src/app.py", "edits": two, "dryRun": True})
+        preview = data(shown_preview)
+        untouched = app.read_text()
+        broken = await call(
+            client, "edit", {"path": "src/app.py", "edits": [two[0], {"oldText": "nope", "newText": "x"}]}
+        )
+        after_broken = app.read_text()
+        applied = data(await call(client, "edit", {"path": "src/app.py", "edits": two}))
+        chained = data(
+            await call(
+                client,
+                "edit",
+                {
+                    "path": "src/app.py",
+                    "edits": [{"oldText": "second", "newText": "2nd"}, {"oldText": "2nd", "newText": "two"}],
+                },
+            )
+        )
+        single = data(await call(client, "edit", {"path": "src/app.py", "oldText": "line 3\n", "newText": "three\n"}))
+        both = await call(client, "edit", {"path": "src/app.py", "oldText": "a", "newText": "b", "edits": two})
+        neither = await call(client, "edit", {"path": "src/app.py"})
+        too_many = await call(client, "edit", {"path": "src/app.py", "edits": [two[0]] * 101})
+        huge = await call(
+            client, "edit", {"path": "src/app.py", "oldText": "line", "newText": "x" * 100_000, "replaceAll": True}
+        )
+        per_edit_count = await call(
+            client, "edit", {"path": "src/app.py", "edits": [{"oldText": "line", "newText": "x", "replaceAll": True}]}
+        )
+    assert untouched == before and preview["dryRun"] is True  # a dry run writes nothing
+    (block,) = shown_preview.content
+    shown = block.text if isinstance(block, types.TextContent) else ""
+    assert shown.startswith("/workspace/src/app.py: 2 replacement(s), dry run, nothing written\n```diff\n--- a/")
+    assert "-line 2\n+second\n" in shown  # the diff as a diff, not an escaped JSON string
+    assert preview["diff"].startswith("--- a/workspace/src/app.py\n+++ b/workspace/src/app.py\n@@ -1,5 +1,5 @@\n")
+    assert "-line 2\n+second\n" in preview["diff"] and "-line 99\n+ninety-nine\n" in preview["diff"]
+    assert preview["diff"].count("@@ ") == 2 and preview["diffTruncated"] is False
+    assert "edit 2: oldText was not found" in error_text(broken) and after_broken == before  # all or none
+    assert applied["diff"] == preview["diff"] and applied["replacements"] == 2 and applied["dryRun"] is False
+    assert "second" not in app.read_text() and "two\n" in app.read_text()  # each edit sees the ones before it
+    assert chained["replacements"] == 2
+    assert single["replacements"] == 1 and "-line 3\n+three\n" in single["diff"]
+    assert "not both" in error_text(both) and "required unless edits" in error_text(neither)
+    assert too_many.is_error and "edits" in error_text(too_many)
+    assert "over 5000000 characters" in error_text(huge) and "x" * 100 not in app.read_text()
+    assert "replaceAll" in error_text(per_edit_count)  # one of edits is the reference's {oldText, newText}
+
+
+async def test_a_long_diff_is_cut_at_a_line(rt: Runtime, connect: Connect, workspace: Path) -> None:
+    (workspace / "big.txt").write_text("".join(f"row {n}\n" for n in range(20_000)))
+    async with connect(rt) as client:
+        every = data(
+            await call(client, "edit", {"path": "big.txt", "oldText": "row", "newText": "R", "replaceAll": True})
+        )
+    assert every["replacements"] == 20_000 and every["diffTruncated"] is True
+    assert len(every["diff"]) <= 20_000 and every["diff"].endswith("\n")
+    assert (workspace / "big.txt").read_text().startswith("R 0\nR 1\n")
 
 
 async def test_glob_and_grep(rt: Runtime, connect: Connect) -> None:

@@ -195,6 +195,27 @@ async def test_a_tools_module_declares_one_with_models(config: ServeConfig, conn
     assert "lines: List should have at least 3 items" in prompts[1]
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_tool_defined_without_a_handler_is_latent(config: ServeConfig, connect: Connect, mode: str) -> None:
+    """Seed 003's zero-configuration rule (issue 38 item 4): no activity means latent, not "has no
+    implementation". Sampled where the client offers it (legacy), handed back to the calling model otherwise."""
+    bare = HAIKU.model_copy(update={"name": "write_senryu", "ownership": "managed"})
+    sample = scripted([json.dumps({"lines": ["a", "b", "c"]})], [])
+    async with runtime_with(config, bare) as runtime, connect(runtime, mode, sampling_callback=sample) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        result = await client.call_tool("write_senryu", {"topic": "rain"})
+        if mode == "legacy":
+            answered = data(result)
+        else:
+            action = (result.meta or {})[ACTION_META_KEY]
+            out = {"callId": action["callId"], "output": {"lines": ["x", "y", "z"]}}
+            answered = data(await client.call_tool("latent_submit", out))["output"]
+    assert runtime.registry.get("write_senryu").ownership == "latent"  # type: ignore[union-attr]
+    assert "latent_submit" in listed and "write_senryu" in listed
+    assert "no implementation" not in str(result.content)
+    assert answered == ({"lines": ["a", "b", "c"]} if mode == "legacy" else {"lines": ["x", "y", "z"]})
+
+
 def test_a_latent_tool_has_no_handler() -> None:
     async def handler(ctx: Any, args: Any) -> Haiku:
         return Haiku(lines=["a", "b", "c"])

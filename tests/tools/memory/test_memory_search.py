@@ -58,14 +58,22 @@ async def test_memory_search_finds_another_sessions_shell_commands_and_checkpoin
         checkpoint = data(await first.call_tool("memory_search", {"query": "bash success"}))
     async with connect(runtime) as second:
         found = data(await second.call_tool("memory_search", {"query": "osprey_report.txt"}))
+        expanded = data(await second.call_tool("shell_read_last_output", {"sessionId": mine}))
+    async with runtime.db.write() as tx:  # the first session ran under another setup
+        await tx.execute("UPDATE wakes SET setup_fingerprint = ? WHERE session_id = ?", ("0" * 64, mine))
+    async with connect(runtime) as third:
+        moved = data(await third.call_tool("memory_search", {"query": "osprey_report.txt"}))
     assert "osprey_report.txt" in listed["stdout"]
     assert [(h["source"], h["sessionId"]) for h in checkpoint["hits"]] == [("checkpoint", mine)]
     assert "source:checkpoint+1" in checkpoint["hits"][0]["reasons"]
     shell_hits = [h for h in found["hits"] if h["source"] == "shell_state"]
     assert [h["sessionId"] for h in shell_hits] == [mine]
     assert "osprey_report.txt" in shell_hits[0]["snippet"]
-    assert shell_hits[0]["expansion"] == {
-        "tool": "memory_read",
-        "args": {"target": "shell_state", "sessionId": mine},
-        "rationale": "Read the whole store this snippet comes from.",
-    }
+    # Reference §3: a shell state hit is read in full as its last command's output, as the expansion asks.
+    assert shell_hits[0]["expansion"]["tool"] == "shell_read_last_output"
+    assert shell_hits[0]["expansion"]["args"] == {"sessionId": mine}
+    assert "osprey_report.txt" in expanded["lastCommand"]["stdout"]
+    # A hit from a session under another setup points at the setup comparison, as session_search_context does.
+    moved_hits = [h for h in moved["hits"] if h["sessionId"] == mine]
+    assert moved_hits and {h["expansion"]["tool"] for h in moved_hits} == {"agent_compare_setup"}
+    assert moved_hits[0]["expansion"]["args"] == {"sessionId": mine}

@@ -21,21 +21,82 @@ async def test_an_early_stumble_does_not_fail_the_whole_connection(
     (workspace / "notes.md").write_text("old\n")
     async with connect(runtime) as client:
         await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes rewritten"]})
-        assert (await client.call_tool("read", {"path": "nope.txt"})).is_error
         data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes rewritten"}))
-        after_stumble = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
-        data(await client.call_tool("glob", {"pattern": "*.md"}))  # newer work on the workspace
-        moved_on = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
         assert (await client.call_tool("edit", {"path": "gone.md", "oldText": "a", "newText": "b"})).is_error
         data(await client.call_tool("grep", {"query": "old"}))  # a read does not make up for a failed write
         write_open = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
         data(await client.call_tool("write", {"path": "notes.md", "content": "new\n"}))
         written = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
-    assert after_stumble["status"] == "fail"  # nothing was done on the workspace since
-    assert "read" in after_stumble["summary"]
-    assert moved_on["status"] == "pass" and moved_on["promotionReady"] is True
     assert write_open["status"] == "fail" and "edit" in write_open["summary"]
+    # The step offered is one that can fix it: the failed tool itself, not a trace to read.
+    assert write_open["nextSuggestedTool"]["tool"] == "edit"
     assert written["status"] == "pass"
+
+
+async def test_a_failed_lookup_does_not_fail_the_outcome(runtime: Runtime, connect: Connect) -> None:
+    """Issue 38 item 2: a read-only call that failed changed nothing; it neither fails the outcome nor blocks a
+    promotion."""
+    async with connect(runtime, elicitation_callback=answer("accept", {"approve": True})) as client:
+        data(await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes checked"]}))
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes checked"}))
+        missing = await client.call_tool("memory_read_version", {"target": "session_state", "versionId": "nope"})
+        unread = await client.call_tool("read", {"path": "nope.txt"})
+        evaluated = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        promoted = await client.call_tool("memory_promote_note", {"content": "notes are checked"})
+    assert error_kind(missing) == "tool_error" and unread.is_error  # real failures, of lookups
+    assert evaluated["status"] == "pass" and evaluated["promotionReady"] is True, evaluated
+    assert data(promoted)["outcomeEvaluation"]["status"] == "pass"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_failing_command_outweighs_what_the_model_wrote(
+    runtime: Runtime, connect: Connect, workspace: Path, mode: str
+) -> None:
+    """Issue 38 item 1: the session's test run exited 1 and the model wrote "all tests pass": the evaluation
+    says fail, the gate refuses before any person is asked, and a clean rerun of the same command passes."""
+    (workspace / "check.sh").write_text("echo '1 failed'\nexit 1\n")
+    asked: list[str] = []
+    async with connect(runtime, mode, elicitation_callback=answer("accept", {"approve": True}, asked)) as client:
+        data(await client.call_tool("outcome_define", {"title": "Tests", "successCriteria": ["all tests pass"]}))
+        ran = data(await client.call_tool("shell_run", {"command": "sh check.sh"}))
+        data(await client.call_tool("memory_write", {"target": "session_state", "content": "all tests pass"}))
+        graded = data(await client.call_tool("outcome_grade", {}))["grade"]
+        evaluated = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        refused = await client.call_tool("memory_promote_note", {"content": "the tests pass"})
+        asked_before_fix = len(asked)
+        (workspace / "check.sh").write_text("echo ok\n")
+        rerun = data(
+            await client.call_tool(evaluated["nextSuggestedTool"]["tool"], evaluated["nextSuggestedTool"]["args"])
+        )
+        passed = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
+        promoted = data(await client.call_tool("memory_promote_note", {"content": "the tests pass"}))
+    assert ran["ok"] is False and ran["exitCode"] == 1
+    assert graded["status"] == "done_candidate"  # the memory says so; the evaluation weighs the command
+    assert evaluated["status"] == "fail" and evaluated["promotionReady"] is False
+    assert "`sh check.sh` exited 1" in evaluated["summary"]
+    assert evaluated["nextSuggestedTool"] == {
+        "tool": "shell_run",
+        "args": {"command": "sh check.sh"},
+        "rationale": evaluated["nextSuggestedTool"]["rationale"],
+    }
+    assert "Current status=fail" in error_text(refused) and error_kind(refused) == "refused"
+    assert asked_before_fix == 1  # only the command itself reached a person; the refused promotion did not
+    assert rerun["ok"] is True and passed["status"] == "pass", passed
+    assert promoted["outcomeEvaluation"]["status"] == "pass"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_blocked_read_only_command_suggests_bash(runtime: Runtime, connect: Connect, mode: str) -> None:
+    """Issue 38 item 3 (reference §4): a shell_run waiting for approval that only reads is better run by the
+    read-only `bash`, which needs none."""
+    async with connect(runtime, mode) as client:  # no elicitation: the request stays pending
+        data(await client.call_tool("outcome_define", {"title": "Read", "successCriteria": ["readme read"]}))
+        blocked = await client.call_tool("shell_run", {"command": "cat README.md"})
+        graded = data(await client.call_tool("outcome_grade", {}))["grade"]
+    assert error_kind(blocked) == "permission"
+    assert graded["status"] == "blocked"
+    assert graded["nextSuggestedTool"]["tool"] == "bash"
+    assert graded["nextSuggestedTool"]["args"] == {"command": "cat", "args": ["README.md"], "cwd": "/workspace"}
 
 
 def error_kind(result: object) -> str:
@@ -78,15 +139,15 @@ async def test_a_later_evaluation_on_new_evidence_closes_old_failures(runtime: R
     async with connect(runtime) as client:
         data(await client.call_tool("outcome_define", {"title": "Notes", "successCriteria": ["notes checked"]}))
         data(await client.call_tool("memory_write", {"target": "session_state", "content": "notes checked"}))
-        missing = await client.call_tool("memory_read_version", {"target": "session_state", "versionId": "nope"})
+        failed = await client.call_tool("edit", {"path": "gone.md", "oldText": "a", "newText": "b"})
         data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "before any verdict"}))
         unseen = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
         again = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]  # no new evidence
         data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "looked into it"}))
         closed = data(await client.call_tool("outcome_evaluate", {}))["evaluation"]
-    assert error_kind(missing) == "tool_error"  # a real failure
+    assert error_kind(failed) == "tool_error"  # a real failure
     # Evidence written before an evaluation reported the failure does not close it: the model never saw it.
-    assert unseen["status"] == "fail" and "memory_read_version" in unseen["summary"]
+    assert unseen["status"] == "fail" and "edit" in unseen["summary"]
     assert again["status"] == "fail"
     assert closed["status"] == "pass", closed
 

@@ -3,6 +3,7 @@ model (sampling with tools, handshake era) or by handing it to a second client a
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,40 @@ async def test_without_sampling_the_child_is_handed_to_a_second_client(
     assert ran["childSession"]["sessionId"] == child
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_hand_off_child_worked_by_an_attached_client_reports_and_answers(
+    rt: Runtime, connect: Connect, mode: str
+) -> None:
+    """Issue 38 item 7: calls the attached client made before the parent looks are progress (not no_progress),
+    and the client answers the parent (session_answer_parent): a response, and the implicit completion."""
+    async with connect(rt, mode) as parent:
+        delegated = data(
+            await parent.call_tool(
+                "session_delegate", {"name": "worker", "task": "Plan it", "parentCommunication": "implicit"}
+            )
+        )
+        child = delegated["childSession"]["sessionId"]
+        async with connect(rt, mode, session_id=child) as worker:
+            data(await worker.call_tool("planning_setup_plan", {"objective": "it"}))
+        worked = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        idle = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        async with connect(rt, mode, session_id=child) as worker:
+            answered = data(await worker.call_tool("session_answer_parent", {"text": "planned: 3 steps"}))
+        done = data(await parent.call_tool("session_run_child", {"sessionId": child, "waitSeconds": 0}))
+        own = await parent.call_tool("session_answer_parent", {"text": "nobody asked"})
+        parent_id = data(await parent.call_tool("session_get_snapshot", {}))["sessionId"]
+    assert worked["loopStopReason"] == "progress"  # the work happened before this call: it still counts
+    assert idle["loopStopReason"] == "no_progress"  # nothing new since the parent last looked
+    assert answered["parentSessionId"] == parent_id and answered["queuedToParent"] is True
+    assert done["loopStopReason"] == "idle" and done["response"] == "planned: 3 steps"
+    assert own.is_error and "was not delegated" in error_text(own)
+    async with rt.db.read() as tx:
+        queued = await tx.fetchall(
+            "SELECT payload FROM events WHERE session_id = ? AND type = 'session.child_completed'", (parent_id,)
+        )
+    assert len(queued) == 1 and json.loads(queued[0]["payload"])["response"] == "planned: 3 steps"
+
+
 async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: Runtime, connect: Connect) -> None:
     script = [
         tool_use("1", "launch_probe", {}),
@@ -264,11 +299,17 @@ async def test_a_person_approving_through_elicitation_lets_the_child_go_on(rt: R
     assert ran["loopStopReason"] == "idle" and ran["executedCycles"] == 2 and ran["response"] == "launched"
     assert [(c["toolName"], c["status"]) for c in ran["toolCalls"]] == [("launch_probe", "success")]
     assert len(asked) == 1 and "launch_probe" in asked[0]
+    # Issue 38 item 6: the person reads whose call it is and that a headless model, not their client, made it.
+    first_line = asked[0].split("\n")[0]
+    assert f"session {child} (worker)" in first_line and "a child delegated by session" in first_line
+    assert "run headless by the client's model (sampling)" in first_line
     async with rt.db.read() as tx:
+        stored = await tx.scalar("SELECT question FROM approvals")
         launched = await tx.fetchall("SELECT session_id FROM events WHERE type = 'probe.launched'")
         decided = await tx.fetchall("SELECT session_id, status FROM approvals")
     assert [r["session_id"] for r in launched] == [child]
     assert [(r["session_id"], r["status"]) for r in decided] == [(child, "consumed")]
+    assert stored == asked[0]  # the CLI shows the same question
 
 
 async def test_the_hand_off_over_stdio_with_serve_session_child(workspace: Path) -> None:

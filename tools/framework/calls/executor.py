@@ -191,6 +191,7 @@ async def _run(call: Call) -> CallResult:
                 )
             result = withhold(definition, call.redact(result))  # an answer may quote a secret it was given
             return await write_completed(span, result)
+        _check_ready(call)
         await _check_precondition(call)
         approved = await confirm(call)
         # One scope for both the shield and the timeout (fail_after would be a second): a shielded scope still ends
@@ -277,6 +278,17 @@ def _stopped(call: Call) -> CallResult:
         )
     return CallResult("error", f"{name} did not finish within {call.timeout:g} s and was stopped; {undone}.",
                       error_kind="timeout")  # fmt: skip
+
+
+def _check_ready(call: Call) -> None:
+    """What the handler needs is up before anyone is asked: an approval given for an upstream tool whose server is
+    still starting would be spent on an answer that it is starting (docs/upstream.md)."""
+    if call.definition.ready is None:
+        return
+    try:
+        call.definition.ready()
+    except ToolError as exc:
+        raise Refusal("tool_error", str(exc)) from None
 
 
 async def _check_precondition(call: Call) -> None:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from managed_tools.stores.outcomes import Outcome
+from managed_tools.tools.framework.wire.models import NextTool
 
 STOPWORDS = frozenset(
     [
@@ -125,3 +126,15 @@ def search_parts(query: Query) -> tuple[list[str], list[str], list[str]]:
     loose = {w for token in structured if not _hyphenated(token) for w in re.findall(r"\w+", token.lower())}
     words = [t for t in query.terms if t not in pieces]
     return [*words, *structured], query.phrases, sorted(loose)
+
+
+def setup_aware(expansion: NextTool, session_id: str | None, setup_match: bool | None) -> NextTool:
+    """A hit from a session that ran under another setup points at the setup comparison first (reference §3)."""
+    if session_id is None or setup_match is not False:
+        return expansion
+    return NextTool(
+        tool="agent_compare_setup",
+        args={"sessionId": session_id},
+        rationale="That session ran under another setup: compare it with the current one before reusing its work "
+        "or reading its traces.",
+    )

@@ -53,6 +53,9 @@ AsksBecause = Callable[[ToolContext, Any], Awaitable[str | None]]
 # A check that can refuse a call before a person is asked (an outcome gate): no point asking for approval of a
 # call that would be refused anyway. Runs in a read snapshot; the handler re-checks inside its transaction.
 Precondition = Callable[[ToolContext, Any], Awaitable[None]]
+# Raises ToolError saying why what the handler needs (an upstream server) is not up; run before the precondition
+# and before any person is asked to approve the call.
+Ready = Callable[[], None]
 # How a successful output is shown to the model when compact JSON is not the right form (an image, a
 # document). The output still travels as structuredContent; `render` only chooses the content blocks.
 Render = Callable[[Any], Sequence[Block]]
@@ -104,6 +107,7 @@ class ToolDefinition(BaseModel):
     asks_because: AsksBecause | None = None
     contained: Contained | None = None
     precondition: Precondition | None = None
+    ready: Ready | None = None
     render: Render | None = None
     ownership: Ownership = "managed"
     permission_policy: PermissionPolicy = "always_allow"

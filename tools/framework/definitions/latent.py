@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, OutputMismatch, check_output, schema_tool
-from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.definition import DEFAULT_TIMEOUT_SECONDS, ToolDefinition
 
 LATENT_TIMEOUT_SECONDS = 300.0  # a model's turn, possibly twice
 SAMPLING_MAX_TOKENS = 4096
@@ -32,6 +32,20 @@ class LatentToolSpec(CustomToolSpec):
 
 def latent_tool(spec: LatentToolSpec) -> ToolDefinition:
     return schema_tool(spec, ownership="latent", instructions=spec.instructions, timeout_seconds=LATENT_TIMEOUT_SECONDS)
+
+
+def as_declared(definition: ToolDefinition) -> ToolDefinition:
+    """Seed 003's zero-configuration rule: a tool with no activity (no handler) and no other way to be answered is
+    latent. A user's tool defined with `handler=None` and no ownership is a model's to fulfil, not refused."""
+    if definition.handler is not None or definition.ownership != "managed":
+        return definition
+    timeout = definition.timeout_seconds
+    return definition.model_copy(
+        update={
+            "ownership": "latent",
+            "timeout_seconds": LATENT_TIMEOUT_SECONDS if timeout == DEFAULT_TIMEOUT_SECONDS else timeout,
+        }
+    )
 
 
 def check_text(definition: ToolDefinition, text: str) -> dict[str, Any]:
