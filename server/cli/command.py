@@ -45,7 +45,7 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
-_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+_INVALID_CHOICE = re.compile(r"argument ([^:]+): invalid choice: '([^']*)'")
 
 
 class Parser(argparse.ArgumentParser):
@@ -56,9 +56,10 @@ class Parser(argparse.ArgumentParser):
         positionals = "".join(f" {a.metavar or a.dest}" for a in self._actions if not a.option_strings and a.required)
         usage = f"usage: {self.prog} [options]{positionals}  (all of them: {self.prog} --help)"
         invalid = _INVALID_CHOICE.search(message)
-        if invalid:
-            choices = [str(c) for a in self._actions if a.choices for c in a.choices]
-            message += did_you_mean(invalid.group(1), choices)
+        if invalid:  # the closest of that argument's own choices (argparse names it by its flags or metavar)
+            named = set(invalid.group(1).split("/"))
+            of = [a for a in self._actions if a.choices and named & {*a.option_strings, a.metavar, a.dest}]
+            message += did_you_mean(invalid.group(2), [str(c) for a in of for c in a.choices or ()])
         self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
 
     def unknown(self, words: list[str]) -> NoReturn:

@@ -30,6 +30,8 @@ def test_a_mistyped_command_or_flag_gets_the_closest_one(capsys: pytest.CaptureF
     assert "(did you mean '--json'?)" in refused(capsys, "where", "--jsn")
     assert "(did you mean 'DEBUG'?)" in refused(capsys, "tools", "--log-level", "debg")
     assert "did you mean" not in refused(capsys, "serve", "--zzzzzzzz")  # nothing close: no guess
+    # Only the named argument's own choices: `DEBUG` is --log-level's, never a guess for --transport.
+    assert "did you mean" not in refused(capsys, "serve", "--transport", "DEBG")
 
 
 def test_the_selection_names_are_the_catalogues() -> None:
