@@ -80,17 +80,17 @@ def read_config_files(data_dir: Path, mounts: Mapping[str, Path], *, lenient: bo
 
 
 def _read_leniently(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The file's known keys, and what was passed over: the whole file when it is not a JSON object (an unreadable
+    one is still refused), or its unknown keys."""
     try:
-        return _read(path), None
+        document = _parsed(path)
     except ConfigError as exc:
         if not path.is_file():
             raise
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            return {}, f"{exc} It was passed over."
-        known = {key: value for key, value in document.items() if key in KEYS} if isinstance(document, dict) else {}
-        return known, f"{exc} The rest of it was read."
+        return {}, f"{exc} It was passed over."
+    refusal = _unknown_key(path, document)
+    known = {key: value for key, value in document.items() if key in KEYS}
+    return known, None if refusal is None else f"{refusal} The rest of it was read."
 
 
 def refuse_reachable(mounts: Mapping[str, Path]) -> None:
@@ -106,6 +106,15 @@ def refuse_reachable(mounts: Mapping[str, Path]) -> None:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    document = _parsed(path)
+    refusal = _unknown_key(path, document)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    return document
+
+
+def _parsed(path: Path) -> dict[str, Any]:
+    """The file as a JSON object (an absent one reads as `{}`), keys unchecked."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, NotADirectoryError):  # a data dir that is a file is said when the state opens
@@ -116,7 +125,12 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid JSON in UTF-8: {exc}.") from exc
     if not isinstance(document, dict):
         raise ConfigError(f"{path} must hold a JSON object, not {type(document).__name__}.")
-    for key in document:
-        if key not in KEYS:
-            raise ConfigError(f"{path}: unknown key {key!r}{did_you_mean(key, KEYS)}; the keys are: {', '.join(KEYS)}.")
     return document
+
+
+def _unknown_key(path: Path, document: dict[str, Any]) -> str | None:
+    """The refusal of the first key config.json does not take, or None."""
+    key = next((key for key in document if key not in KEYS), None)
+    if key is None:
+        return None
+    return f"{path}: unknown key {key!r}{did_you_mean(key, KEYS)}; the keys are: {', '.join(KEYS)}."
