@@ -16,16 +16,18 @@ from managed_tools.tools.framework.wire.models import Arguments, WireModel
 
 def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
+    written = _verbatim(model)
     published: dict[str, Any] = portable(
-        schema if _verbatim(model) else _nullable_optionals(_without_refusals(_clean_schema(schema)))
+        schema if written else _nullable_optionals(_without_refusals(_clean_schema(schema))), as_written=written
     )
     return published
 
 
 def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
+    written = _verbatim(model)
     published: dict[str, Any] = portable(
-        schema if _verbatim(model) else inline_single_use(hoist_repeats(lean_output(schema)))
+        schema if written else inline_single_use(hoist_repeats(lean_output(schema))), as_written=written
     )
     return published
 
@@ -129,28 +131,30 @@ def nullable(prop: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if not (key == "default" and value is None)}
 
 
-def portable(node: Any) -> Any:
+def portable(node: Any, *, as_written: bool = False) -> Any:
     """The rewrites every client's schema rules need (docs/decisions/portable-schemas.md): `const` as an `enum` of
     one (Gemini's subset has no `const`), and no boolean `additionalProperties`: google-genai's conversion of an MCP
     tool list fails on either value (googleapis/python-genai#2476) and OpenAI strict refuses `true`. `true` is the
     default anyway; for `false` the executor refuses an unknown field with a message naming the accepted ones, and
-    every strict conversion closes each object itself."""
+    every strict conversion closes each object itself. A schema a person wrote (`as_written`, a custom tool's) keeps
+    its `additionalProperties`: whether its objects are closed is its author's contract, which the server enforces
+    and the MCP conformance suite checks is published (its json-schema-2020-12 scenario)."""
     if isinstance(node, list):
-        return [portable(item) for item in node]
+        return [portable(item, as_written=as_written) for item in node]
     if not isinstance(node, dict):
         return node
     result: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "additionalProperties" and (isinstance(value, bool) or value == {}):
+        if key == "additionalProperties" and not as_written and (isinstance(value, bool) or value == {}):
             continue
         if key == "const" and "enum" not in node:
             result["enum"] = [value]
         elif key in ("default", "const", "enum", "examples"):
             result[key] = value
         elif key in ("properties", "$defs"):
-            result[key] = {name: portable(sub) for name, sub in value.items()}
+            result[key] = {name: portable(sub, as_written=as_written) for name, sub in value.items()}
         else:
-            result[key] = portable(value)
+            result[key] = portable(value, as_written=as_written)
     return result
 
 
