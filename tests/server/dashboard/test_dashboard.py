@@ -96,10 +96,14 @@ async def test_it_renders_and_follows_the_calls_live(probe_rt: Runtime, dashboar
         await tab.wait_for_selector("#events li:has-text('probe_plain: success')", timeout=10_000)
         first = "first line\nsecond line"
         await client.call_tool("memory_write", {"target": "working_buffer", "content": first})
-        await client.call_tool("memory_write", {"target": "working_buffer", "content": first + "\nthird line"})
-        # The newest version is the second write (the new agent's substrate files came first).
-        await tab.wait_for_selector("#versions tr:first-child:has-text('working_buffer') button", timeout=10_000)
-    await tab.click("#versions tr:first-child button")
+        second = data(
+            await client.call_tool("memory_write", {"target": "working_buffer", "content": first + "\nthird line"})
+        )
+        # The newest version is the second write (the new agent's substrate files came first). The page may show
+        # the first write's row on top before the second's arrives: wait for the second's own size.
+        newest = f"#versions tr:first-child:has-text('working_buffer'):has-text('{second['sizeBytes']} B') button"
+        await tab.wait_for_selector(newest, timeout=10_000)
+    await tab.click(newest)
     await tab.wait_for_selector("#diff:has-text('+third line')")  # (the page's CSP forbids evaluated strings)
     assert "-first line" not in await tab.inner_text("#diff")  # the newest version's own change only
     sessions = await tab.inner_text("#sessions")
