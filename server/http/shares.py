@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import mcp_types as types
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -85,27 +87,17 @@ class SessionShares:
                     self._used[opened] = None
             await send(message)
 
-        self._opening[owner] += 1
-        try:
+        with _counted(self._opening, owner):
             await self._app(scope, receive, noted)
-        finally:
-            self._opening[owner] -= 1
-            if not self._opening[owner]:
-                del self._opening[owner]
 
     async def _in_session(self, session: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A request in an open MCP session: that session is busy while it runs, and the most recently used."""
         if session in self._used:
             self._used.move_to_end(session)
-        self._busy[session] += 1
-        try:
+        with _counted(self._busy, session):
             await self._app(scope, receive, send)
-        finally:
-            self._busy[session] -= 1
-            if not self._busy[session]:
-                del self._busy[session]
-            if session in self._used:
-                self._used.move_to_end(session)
+        if session in self._used:
+            self._used.move_to_end(session)
 
     async def _make_room(self, owner: str) -> None:
         """End the least recently used idle session, `owner`'s own first, so that a new client is served."""
@@ -130,3 +122,15 @@ class SessionShares:
         else:
             self._held.pop(owner, None)
         return len(held)
+
+
+@contextmanager
+def _counted(counter: Counter[str], key: str) -> Iterator[None]:
+    """`key` counted in `counter` while the block runs (and gone from it at zero)."""
+    counter[key] += 1
+    try:
+        yield
+    finally:
+        counter[key] -= 1
+        if not counter[key]:
+            del counter[key]
