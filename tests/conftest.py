@@ -118,6 +118,7 @@ SLOW_MODULES = {
     "test_toolchain_found": "a server process per test running pytest, pip, npm, go and cargo in the sandbox",
     "test_startup": "a CLI process per start-up failure",
     "test_stdio": "a server process per test, over stdio",
+    "test_stdio_bounds": "a server process per test, one fed a 300 MB line",
     "test_shutdown": "signals to server processes",
     "test_installed": "the installed command in fresh processes",
     "test_secret_by_page": "a server process and Chromium",

@@ -5,11 +5,18 @@ streams. With OAuth, one principal opening sessions until the bound is reached w
 refused; so a principal past its share gets 429 with a message, and the others keep theirs. A session is the
 principal's from the response that opened it (its `Mcp-Session-Id`) until the manager forgets it (DELETE, idle
 timeout, stop); a request still opening one counts too, so a burst cannot slip past the share.
+
+At the bound, a request opening a session no longer waits for an idle timeout (30 minutes of 503 after a client
+abandoned its sessions): the least recently used idle session (no request in flight) is ended to make room, the
+opener's own first, else anyone's. Only when every session is busy does the opener get the 503.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import mcp_types as types
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -20,6 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from managed_tools.server.auth.fair_share import share_of
 from managed_tools.server.auth.principal import current_principal
 from managed_tools.server.http.headers import header
+
+log = logging.getLogger(__name__)
 
 MCP_SESSION_ID = "mcp-session-id"
 SESSION_ID_NAME = MCP_SESSION_ID.encode()
@@ -47,38 +56,62 @@ class SessionShares:
         self._manager = manager
         self._held: dict[str, set[str]] = {}  # owner -> the MCP session ids it opened
         self._opening: Counter[str] = Counter()  # owner -> its requests opening a session now
+        self._used: OrderedDict[str, None] = OrderedDict()  # MCP session ids, least recently asked first
+        self._busy: Counter[str] = Counter()  # MCP session id -> its requests in flight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self._manager.max_sessions
-        # Cheapest first: most requests carry an MCP session (or there are none), and only OAuth principals
-        # have a share smaller than the whole.
-        opens = scope["method"] == "POST" and header(scope, SESSION_ID_NAME) is None
-        if self._manager.stateless or limit is None or not opens:
+        if self._manager.stateless or limit is None:
+            await self._app(scope, receive, send)
+            return
+        session = header(scope, SESSION_ID_NAME)
+        if session is not None:
+            await self._in_session(session, scope, receive, send)
+            return
+        if scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
         owner = current_principal().owner
         share = share_of(owner, limit)
-        if share >= limit:
-            await self._app(scope, receive, send)
-            return
-        if self._holding(owner) + self._opening[owner] >= share:
+        if share < limit and self._holding(owner) + self._opening[owner] >= share:
             await beyond_share("MCP sessions", share)(scope, receive, send)
             return
+        if len(self._manager._server_instances) >= limit:
+            await self._make_room(owner)
 
         async def noted(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
                 opened = MutableHeaders(scope=message).get(MCP_SESSION_ID)
                 if opened is not None:
                     self._held.setdefault(owner, set()).add(opened)
+                    self._used[opened] = None
             await send(message)
 
-        self._opening[owner] += 1
-        try:
+        with _counted(self._opening, owner):
             await self._app(scope, receive, noted)
-        finally:
-            self._opening[owner] -= 1
-            if not self._opening[owner]:
-                del self._opening[owner]
+
+    async def _in_session(self, session: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request in an open MCP session: that session is busy while it runs, and the most recently used."""
+        if session in self._used:
+            self._used.move_to_end(session)
+        with _counted(self._busy, session):
+            await self._app(scope, receive, send)
+        if session in self._used:
+            self._used.move_to_end(session)
+
+    async def _make_room(self, owner: str) -> None:
+        """End the least recently used idle session, `owner`'s own first, so that a new client is served."""
+        live = self._manager._server_instances
+        for gone in [session for session in self._used if session not in live]:
+            del self._used[gone]
+        idle = [session for session in self._used if not self._busy[session]]
+        own = self._held.get(owner, set())
+        victim = next((session for session in idle if session in own), idle[0] if idle else None)
+        if victim is None:
+            return  # every session is busy: the SDK answers 503
+        log.info("ending idle MCP session %s… to make room for a new one", victim[:8])
+        del self._used[victim]
+        await self._manager._discard_session(victim, live[victim])
 
     def _holding(self, owner: str) -> int:
         """How many of `owner`'s sessions are still open; those the manager has forgotten are dropped."""
@@ -89,3 +122,15 @@ class SessionShares:
         else:
             self._held.pop(owner, None)
         return len(held)
+
+
+@contextmanager
+def _counted(counter: Counter[str], key: str) -> Iterator[None]:
+    """`key` counted in `counter` while the block runs (and gone from it at zero)."""
+    counter[key] += 1
+    try:
+        yield
+    finally:
+        counter[key] -= 1
+        if not counter[key]:
+            del counter[key]

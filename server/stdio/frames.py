@@ -20,8 +20,9 @@ from pydantic import ValidationError
 # so the rest of the frame, its id included, still reads.
 _MAX_INT_DIGITS = sys.int_info.default_max_str_digits
 # The id of a frame too broken to parse, read from its opening: `{"jsonrpc": "2.0", "id": 7, "method": ...`,
-# up to the first nested value, so that an "id" inside the arguments is never taken for the frame's.
-_OPENING_ID = re.compile(r'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,256}")')
+# up to the first nested value, so that an "id" inside the arguments is never taken for the frame's. The id must
+# be followed by what ends a member (`,` or `}`): a frame cut inside its id (`"id": 12` of 123) has none to read.
+_OPENING_ID = re.compile(r'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,256}")\s*[,}]')
 _BATCH = "JSON-RPC batches are not part of MCP: send each request as its own line"
 _BAD_ID = "a request's id must be a string or an integer"
 
@@ -59,6 +60,14 @@ def answers_to_unreadable(line: str, problem: Exception) -> list[types.JSONRPCEr
         ]
     request_id = _request_id(frame.get("id")) if isinstance(frame, dict) else None
     return [_error(request_id, types.INVALID_REQUEST, f"Invalid request: {_reason(problem)}")]
+
+
+def answer_to_oversized(opening: str, limit: int) -> types.JSONRPCError:
+    """The answer to a line over `limit` bytes, dropped unread but for its `opening`."""
+    found = _OPENING_ID.match(opening)
+    request_id = _request_id(json.loads(found.group(1))) if found else None
+    message = f"Invalid request: a line over {limit} bytes is not read; send smaller requests"
+    return _error(request_id, types.INVALID_REQUEST, message)
 
 
 def answer_to_misread_notification(line: str) -> types.JSONRPCError | None:

@@ -24,9 +24,14 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from managed_tools.server.http.config import DEFAULT_MAX_REQUEST_BYTES
 from managed_tools.server.mcp.app import InFlight
 from managed_tools.server.runtime.stopping import Stopping
-from managed_tools.server.stdio.frames import answer_to_misread_notification, answers_to_unreadable
+from managed_tools.server.stdio.frames import (
+    answer_to_misread_notification,
+    answer_to_oversized,
+    answers_to_unreadable,
+)
 
 CHUNK = 65536
 WIND_DOWN_SECONDS = 2.0
@@ -34,12 +39,20 @@ WIND_DOWN_SECONDS = 2.0
 # long at most: a call waiting on a question its client can no longer answer must not hold the exit forever.
 ANSWER_BEFORE_END_SECONDS = 10.0
 CANCELLED = "notifications/cancelled"
+# Of a line over the limit only this much is kept, to read its id from; the rest is dropped as it arrives.
+OVERSIZED_PREFIX = 4096
+# What the SDK's reader is handed for a line over the limit: one item (a parse failure), answered here.
+_NOT_A_FRAME = "\n"
+_BOM = "\ufeff"
 
 
-async def serve_stdio(server: Server[Any], calls: InFlight, stopping: Stopping) -> None:
+async def serve_stdio(
+    server: Server[Any], calls: InFlight, stopping: Stopping, max_line_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+) -> None:
     """Serve until stdin ends. A stop answers the calls in flight, then ends stdin as a client closing it would;
-    if the connection does not wind down within a few seconds even so, it is cancelled."""
-    with anyio.CancelScope() as serving, _claimed_stdin() as stdin:
+    if the connection does not wind down within a few seconds even so, it is cancelled. A line longer than
+    `max_line_bytes` is never held: it is dropped as it arrives and answered with an error."""
+    with anyio.CancelScope() as serving, _claimed_stdin(max_line_bytes) as stdin:
 
         async def stop() -> None:
             await calls.end_all()
@@ -55,7 +68,7 @@ async def serve_stdio(server: Server[Any], calls: InFlight, stopping: Stopping) 
 
 
 @contextmanager
-def _claimed_stdin() -> Iterator[StdinLines]:
+def _claimed_stdin(max_line_bytes: int) -> Iterator[StdinLines]:
     """stdin's pipe on a private descriptor, and fd 0 on /dev/null while serving (as the SDK's own claim does):
     nothing else in the process, a user's tool module say, can take the protocol's bytes."""
     try:
@@ -69,22 +82,29 @@ def _claimed_stdin() -> Iterator[StdinLines]:
         restore = True
     try:
         with open(wire, encoding="utf-8", errors="replace", closefd=False) as text:
-            yield StdinLines(text, wire)
+            yield StdinLines(text, wire, max_line_bytes)
     finally:
         if restore:
             os.dup2(wire, 0)
         os.close(wire)
 
 
+class OversizedLine(str):
+    """The opening of a line that was over the limit (the rest was dropped unread)."""
+
+
 class StdinLines(anyio.AsyncFile[str]):
     """Lines of UTF-8 (bad bytes replaced, as the SDK reads them) from `fd`, each read waiting in the event loop.
 
     `text` is the same descriptor as a file, for the rest of AsyncFile's interface; only `readline` serves.
+    A line is held only up to `max_line_bytes`: past that it is dropped up to its newline, chunk by chunk, so a
+    client sending one endless line costs a bounded buffer, not its size in memory.
     """
 
-    def __init__(self, text: IO[str], fd: int) -> None:
+    def __init__(self, text: IO[str], fd: int, max_line_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
         super().__init__(text)
         self._fd = fd
+        self._max = max_line_bytes
         self._buffer = bytearray()
         self._searched = 0  # no newline before this offset of the buffer
         self._pollable = True
@@ -94,6 +114,10 @@ class StdinLines(anyio.AsyncFile[str]):
         # turns each line into exactly one item, in order, so the oldest here is the next item's line.
         self.unmatched: deque[str] = deque()
         self.unanswered = Unanswered()
+
+    @property
+    def max_line_bytes(self) -> int:
+        return self._max
 
     def end(self) -> None:
         """End of input from now on, whatever the client sends."""
@@ -108,20 +132,44 @@ class StdinLines(anyio.AsyncFile[str]):
 
     async def _line(self) -> str:
         while (end := self._buffer.find(b"\n", self._searched)) < 0:
+            if len(self._buffer) > self._max:
+                return await self._drop_oversized()
             self._searched = len(self._buffer)
             chunk = await self._read()
             if not chunk:  # end of input: what is left, then ""
                 end = len(self._buffer) - 1
                 break
             self._buffer += chunk
-        line = bytes(self._buffer[: end + 1]).decode("utf-8", errors="replace")
-        del self._buffer[: end + 1]
-        self._searched = 0
+        if end + 1 > self._max:
+            return await self._drop_oversized()
+        line = self._take(end + 1)
+        if line.startswith(_BOM):  # some writers open each frame with a byte-order mark; it is not JSON
+            line = line.removeprefix(_BOM)
         if line:
             self.unmatched.append(line)
         else:  # the end: the SDK would stop serving at once, dropping what is still being answered
             await self.unanswered.settled(ANSWER_BEFORE_END_SECONDS)
         return line
+
+    def _take(self, size: int) -> str:
+        line = bytes(self._buffer[:size]).decode("utf-8", errors="replace")
+        del self._buffer[:size]
+        self._searched = 0
+        return line
+
+    async def _drop_oversized(self) -> str:
+        """Drop the line being read, up to and with its newline (or the end of input), keeping its opening."""
+        opening = bytes(self._buffer[:OVERSIZED_PREFIX]).decode("utf-8", errors="replace").removeprefix(_BOM)
+        while (end := self._buffer.find(b"\n")) < 0:
+            self._buffer.clear()
+            chunk = await self._read()
+            if not chunk:
+                break
+            self._buffer += chunk
+        del self._buffer[: end + 1 if end >= 0 else len(self._buffer)]
+        self._searched = 0
+        self.unmatched.append(OversizedLine(opening))
+        return _NOT_A_FRAME
 
     async def _read(self) -> bytes:
         if self._pollable:
@@ -173,6 +221,7 @@ class AnsweredFrames(_Wrapping):
         self._outbox = outbox
         self._lines = stdin.unmatched
         self._unanswered = stdin.unanswered
+        self._max_line_bytes = stdin.max_line_bytes
 
     @property
     def last_context(self) -> contextvars.Context | None:
@@ -182,7 +231,9 @@ class AnsweredFrames(_Wrapping):
         while True:
             item = await self._items.receive()
             line = self._lines.popleft() if self._lines else ""
-            if isinstance(item, Exception):
+            if isinstance(line, OversizedLine):
+                answers = [answer_to_oversized(line, self._max_line_bytes)]
+            elif isinstance(item, Exception):
                 answers = answers_to_unreadable(line, item)
             elif (answer := self._answer_for(item.message, line)) is not None:
                 answers = [answer]

@@ -424,6 +424,26 @@ async def test_the_session_limit_refuses_more_and_recovers(config: ServeConfig) 
     assert third_stream.status_code == 503
 
 
+async def test_abandoned_sessions_make_room_for_a_new_client(config: ServeConfig) -> None:
+    """Sessions opened and abandoned (no request in flight) used to fill the bound until their idle timeout,
+    30 minutes of 503 for every new client; now the least recently used idle one ends to make room."""
+    async with serving(config, max_sessions=3) as served, httpx2.AsyncClient() as http:
+        abandoned = [
+            (await http.post(served.mcp, json=INITIALIZE, headers=POST_HEADERS)).headers["mcp-session-id"]
+            for _ in range(3)
+        ]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        used = await http.post(served.mcp, json=ping, headers={**POST_HEADERS, "Mcp-Session-Id": abandoned[0]})
+        async with client(served, "legacy") as new:  # served: the least recently used, abandoned[1], ends
+            data(await new.call_tool("environment_describe", {}))
+        asked = [
+            (await http.post(served.mcp, json=ping, headers={**POST_HEADERS, "Mcp-Session-Id": s})).status_code
+            for s in abandoned
+        ]
+    assert used.status_code == 200
+    assert asked == [200, 404, 200]
+
+
 # ---- the command line --------------------------------------------------------------------------------------
 
 

@@ -154,6 +154,9 @@ UNREADABLE = [
     ('[{"jsonrpc":"2.0","id":14,"method":"ping"},{"jsonrpc":"2.0","id":"fifteen","method":"ping"}]', "fifteen", -32600),
     ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600),
     ('{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"read","argum', 16, -32700),
+    # Cut inside the id: no id can be read (never the shorter `12`, or `"ab"`)
+    ('{"jsonrpc":"2.0","id":123', None, -32700),
+    ('{"jsonrpc":"2.0","id":"abc', None, -32700),
     ("this is not json", None, -32700),
 ]
 
