@@ -27,6 +27,13 @@ if TYPE_CHECKING:  # the catalogue loads only when a command needs it (server/cl
     from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
 BY = "cli"
+# An id that starts with the given text, taken literally: `%`, `_` and `\` in it are no wildcards.
+ID_STARTS = "id LIKE ? ESCAPE '\\'"
+
+
+def like_prefix(given: str) -> str:
+    """The LIKE pattern (with ID_STARTS' escape) for what starts with `given`."""
+    return given.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class HumanError(Exception):
@@ -236,7 +243,14 @@ async def interrupt(config: StateAt, session_id: str | None, *, note: str | None
 
 
 async def _get(tx: Tx, served: Served, request_id: str) -> ApprovalRecord:
-    """The request, unless it is for a tool this server does not serve: then it does not exist here either."""
+    """The request (named by its id or a prefix only it has, as the tables print ids), unless it is for a tool
+    this server does not serve: then it does not exist here either."""
+    starts = (like_prefix(request_id),)
+    rows = await tx.fetchall(f"SELECT id FROM approvals WHERE {ID_STARTS} ORDER BY id LIMIT 2", starts)
+    if len(rows) == 1:
+        request_id = str(rows[0]["id"])
+    elif len(rows) > 1 and not any(row["id"] == request_id for row in rows):
+        raise HumanError(f"{request_id!r} is the start of more than one request's id; give more of it.")
     try:
         record = await approvals.get(tx, request_id)
     except StoreError as exc:
