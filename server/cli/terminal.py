@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -76,7 +77,10 @@ class Screen:
         return line if not self.width else fit(line, self.width)
 
     def show(self, text: str) -> None:
-        """Print `text`; on a terminal, through $PAGER (`less -FRX`) when it does not fit the window."""
+        """Print `text`; on a terminal, each line wider than the window wrapped (indented under its start) and the
+        whole through $PAGER (`less -FRX`) when it does not fit the window."""
+        if self.width:
+            text = "\n".join(self._wrapped(line) for line in text.split("\n"))
         if self.tty and text.count("\n") + 1 >= self.height and (pager := _pager()) is not None:
             env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
             try:
@@ -85,6 +89,12 @@ class Screen:
             except OSError:
                 pass  # a pager that cannot start: print instead
         print(text)
+
+    def _wrapped(self, line: str) -> str:
+        if visible(line) <= self.width:
+            return line
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, self.width // 2)
+        return "\n".join(textwrap.wrap(line, self.width, subsequent_indent=indent, break_on_hyphens=False))
 
 
 def _pager() -> list[str] | None:

@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 from managed_tools.server.cli.terminal import Column, Screen, more, short_ids, table
 from managed_tools.server.config.state_place import StatePlace
 from managed_tools.server.consent.human import ID_STARTS, HumanError, age, like_prefix, state_database
-from managed_tools.stores import outcomes
+from managed_tools.stores import events, outcomes
 from managed_tools.stores.db import Database, Row, Tx, as_dict
 
 FOLLOW_POLL_SECONDS = 0.5
@@ -195,10 +195,9 @@ def _said(screen: Screen, event: dict[str, Any]) -> str:
     """An event in a line: a call's start with the command it runs; a command's end with its exit status (a
     non-zero exit in red, as a failure), then the command."""
     payload = event["payload"] if isinstance(event["payload"], dict) else {}
-    args = payload.get("args")
     if event["type"] == "span.started" and "toolName" in payload:
-        command = args.get("command") if isinstance(args, dict) else None
-        return f"{payload['toolName']} started" + (f": {command}" if isinstance(command, str) else "")
+        command = events.command_line(payload.get("args"))
+        return f"{payload['toolName']} started" + (f": {command}" if command is not None else "")
     said = str(event["summary"] or "")
     if isinstance(payload.get("exitCode"), int) and payload["exitCode"]:
         said = screen.style(said, "red")

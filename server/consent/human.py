@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from managed_tools.server.cli.terminal import Screen
 from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
@@ -167,16 +168,22 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
     if not records:
         print("No permission requests are waiting.")
         return
-    print(f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`.")
+    said = [f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`."]
     for r in records:
         waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
         what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
-        print(f"\n{r.id}  {r.tool_name}  ({what}, {age(r.requested_at)} old)\n  session {r.session_id}")
+        said.append(f"\n{r.id}  {r.tool_name}  ({what}, {age(r.requested_at)} old)\n  session {r.session_id}")
         if not attached[r.id]:
             seen = attendance.get(r.session_id)
             since = f" for {age(seen.last_activity_at)}" if seen else ""
-            print(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
-        print(_indented(question(r)))
+            said.append(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
+        said.append(_indented(question(r)))
+    shown(said)
+
+
+def shown(said: list[str]) -> None:
+    """Lines for a person: on a terminal wrapped to the window (a question is read whole) and paged."""
+    Screen.now().show("\n".join(said))
 
 
 async def decide(

@@ -80,7 +80,7 @@ class Span:
         exit_code = result.structured.get("exitCode") if result.structured else None
         if isinstance(exit_code, int):  # a command's end: what ran and how it ended, for the person reading events
             payload["exitCode"] = exit_code
-            if isinstance(command := self.args_shown.get("command"), str):  # as masked in the start event
+            if (command := events.command_line(self.args_shown)) is not None:  # as masked in the start event
                 payload["command"] = clip(command, COMMAND_CHARS)
             outcome = f"failed (exit {exit_code})" if exit_code else f"{outcome} (exit 0)"
         summary = f"{self.tool_name}: {outcome} in {duration_ms:.0f} ms"
