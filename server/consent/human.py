@@ -119,7 +119,7 @@ def _view(record: ApprovalRecord, attended: Attendance | None, attached: bool) -
     }
 
 
-def _attached(attended: Attendance | None, *, local: bool) -> bool:
+def client_attached(attended: Attendance | None, *, local: bool) -> bool:
     """Is a client attached to the session now: an open wake whose server process lives (on this machine, where an
     SQLite state's servers run; a PostgreSQL state's replicas run elsewhere, so an open wake is taken at its word)?
     A wake a killed server left open does not count."""
@@ -158,7 +158,7 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
         records = [r for r in await approvals.list_open(tx) if not served.hidden(r.tool_name)]
         attendance = await sessions.attendance(tx, {r.session_id for r in records})
     local = config.database is None
-    attached = {r.id: _attached(attendance.get(r.session_id), local=local) for r in records}
+    attached = {r.id: client_attached(attendance.get(r.session_id), local=local) for r in records}
     records.sort(key=lambda r: not attached[r.id])  # stable: oldest first within each group
     if as_json:
         # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
