@@ -81,7 +81,7 @@ class RefusalView(BaseModel):
     session_id: str
     created_at: str
     tool: str | None
-    kind: str  # "network", "denied" or the call's error kind
+    kind: str  # "network", "denied", "waiting" (for a person's answer, not refused) or the call's error kind
     detail: str
 
 
@@ -274,6 +274,8 @@ def _refusal(row: Any) -> RefusalView:
             kind, detail = "network", "; ".join(str(b) for b in payload["networkBlocked"])[:300]
         elif at >= 0:
             kind, detail = "network", text[at + len(NETWORK_BLOCKED) :].split("\n")[0][:300]
+        elif isinstance(payload.get("waitsFor"), str) or payload.get("errorKind") == "requires_action":
+            kind, detail = "waiting", _words(str(payload.get("error", "")), 300)  # a person was asked: no refusal
         else:
             kind, detail = str(payload.get("errorKind")), _words(str(payload.get("error", "")), 300)
     return RefusalView(

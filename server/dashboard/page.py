@@ -89,6 +89,8 @@ function approvals(items) {
       : el("span", "client left", "mark gone"));
     card.append(title, el("p", "session …" + short(a.session) + " · asked at " + clock(a.requestedAt) +
       " · via " + a.channel, "muted"));
+    if (a.clientAttached && a.channel === "input_required") card.append(el("p", "The client's own form is open " +
+      "too: an answer here decides, and the call runs or stops when that form is closed.", "muted"));
     if (!a.clientAttached) card.append(el("p", "No client is attached to this session (idle since " +
       clock(a.lastActivityAt) + "): its model sees the answer only if it comes back.", "muted orphaned"));
     const what = el("pre", a.question); what.className = "what"; card.append(what);
@@ -190,8 +192,8 @@ function trend(items) {
   box.replaceChildren(svg, el("p", items.length + " evaluation(s); latest: " + latest, "muted"));
 }
 function refusals(all) {
-  listed($("refusals"), all.filter((r) => r.kind !== "requires_action"), "Nothing refused.");
-  listed($("held"), all.filter((r) => r.kind === "requires_action"), "No call has waited for approval.");
+  listed($("refusals"), all.filter((r) => r.kind !== "waiting"), "Nothing refused.");
+  listed($("held"), all.filter((r) => r.kind === "waiting"), "No call has waited for approval.");
 }
 function listed(box, items, none) {
   if (!items.length) return empty(box, none);

@@ -69,6 +69,9 @@ class Span:
         if result.is_error:
             payload["errorKind"] = result.error_kind
             payload["error"] = clip(result.text, 400)
+            waits = result.action_required.get("requestId") if result.action_required else None
+            if isinstance(waits, str):  # not refused: waiting for a person's answer to this request
+                payload["waitsFor"] = waits
         elif self.summarize_result:
             payload["resultSummary"] = clip(result.text, RESULT_SUMMARY_CHARS)
         blocked = result.structured.get("networkBlocked") if result.structured else None
