@@ -200,7 +200,7 @@ function listed(box, items, none) {
   const list = el("ol");
   for (const r of items) {
     const li = el("li");
-    li.append(el("span", clock(r.created_at), "t"), el("span", r.kind, "ty bad"));
+    li.append(el("span", clock(r.created_at), "t"), el("span", r.kind, r.kind === "waiting" ? "ty" : "ty bad"));
     if (r.tool) li.append(el("code", r.tool), " ");
     li.append(el("span", r.detail, "muted"));
     list.append(li);
