@@ -15,8 +15,8 @@ import subprocess
 import sys
 import termios
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+import anyio
 import pytest
 from conftest import Connect, data
 from test_views_cli import Acted, acted  # noqa: F401  (the fixture this module's tests use)
@@ -142,10 +142,10 @@ async def test_a_short_prefix_works_as_an_argument_and_an_ambiguous_one_says_so(
     shown = [line.split()[0] for line in prefix[1:] if line.strip() and not line.startswith("…")]
     named = on_terminal(["events", "--session", shown[-1], *seen.flags], 80)
     assert any(line.startswith("SEQ") for line in named.lines)
-    both = os.path.commonprefix([seen.first, seen.second])
+    both = seen.first[: next(i for i, (a, b) in enumerate(zip(seen.first, seen.second, strict=True)) if a != b)]
     assert len(both) >= 8  # UUIDv7 ids made in the same minute share their clock digits: that start names neither
     command = [sys.executable, "-m", "managed_tools.server", "events", "--session", both, *seen.flags]
-    ran = subprocess.run(command, capture_output=True, text=True, check=False)
+    ran = await anyio.to_thread.run_sync(lambda: subprocess.run(command, capture_output=True, text=True, check=False))
     assert ran.returncode == 1 and "more than one session" in ran.stderr and "Traceback" not in ran.stderr
 
 
@@ -153,9 +153,10 @@ async def test_a_long_list_pages_on_a_terminal_and_not_through_a_pipe(seen: Acte
     paged = on_terminal(["tools", *seen.flags], 80)
     assert paged.lines[0].strip() == PAGED
     fits(paged, 80)
-    piped = subprocess.run(
-        [sys.executable, "-m", "managed_tools.server", "tools", *seen.flags],
-        capture_output=True, text=True, check=True, env={**os.environ, "PAGER": f"sh -c 'echo {PAGED}; cat'"},
-    )  # fmt: skip
+    command = [sys.executable, "-m", "managed_tools.server", "tools", *seen.flags]
+    env = {**os.environ, "PAGER": f"sh -c 'echo {PAGED}; cat'"}
+    piped = await anyio.to_thread.run_sync(
+        lambda: subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    )
     assert PAGED not in piped.stdout and "\x1b[" not in piped.stdout
     assert max(len(line) for line in piped.stdout.splitlines()) > 80  # whole, uncut
