@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,16 @@ from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.ids import utc_now, uuid7
 
 TOOL_SPAN_TYPES = ("span.started", "span.completed")
+
+
+def command_line(args: object) -> str | None:
+    """The command a shell call's recorded arguments run, as one line (`bash` keeps its argv apart), if any."""
+    if not isinstance(args, dict) or not isinstance(command := args.get("command"), str):
+        return None
+    argv = args.get("args")
+    if isinstance(argv, list) and all(isinstance(word, str) for word in argv):
+        return shlex.join([command, *argv])
+    return command
 
 
 class EventHead(BaseModel):

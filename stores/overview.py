@@ -82,7 +82,7 @@ class RefusalView(BaseModel):
     session_id: str
     created_at: str
     tool: str | None
-    kind: str  # "network", "denied" or the call's error kind
+    kind: str  # "network", "denied", "waiting" (for a person's answer, not refused) or the call's error kind
     detail: str
 
 
@@ -254,6 +254,14 @@ async def refusals(tx: Tx) -> list[RefusalView]:
     return [_refusal(row) for row in rows]
 
 
+def _words(text: str, most: int) -> str:
+    """At most `most` characters, cut at a word's end (with an ellipsis), never inside one."""
+    if len(text) <= most:
+        return text
+    cut = text[: most - 1]
+    return (cut.rsplit(maxsplit=1)[0] if " " in cut else cut) + "…"
+
+
 def _refusal(row: Any) -> RefusalView:
     payload = _payload(row["payload"])
     tool = payload.get("toolName") if isinstance(payload.get("toolName"), str) else None
@@ -266,8 +274,10 @@ def _refusal(row: Any) -> RefusalView:
             kind, detail = "network", "; ".join(str(b) for b in payload["networkBlocked"])[:300]
         elif at >= 0:
             kind, detail = "network", text[at + len(NETWORK_BLOCKED) :].split("\n")[0][:300]
+        elif isinstance(payload.get("waitsFor"), str) or payload.get("errorKind") == "requires_action":
+            kind, detail = "waiting", _words(str(payload.get("error", "")), 300)  # a person was asked: no refusal
         else:
-            kind, detail = str(payload.get("errorKind")), str(payload.get("error", ""))[:300]
+            kind, detail = str(payload.get("errorKind")), _words(str(payload.get("error", "")), 300)
     return RefusalView(
         seq=row["seq"], session_id=row["session_id"], created_at=row["created_at"], tool=tool, kind=kind, detail=detail
     )

@@ -108,6 +108,7 @@ SLOW_MODULES = {
     "test_replicas": "PostgreSQL, nginx and several server processes",
     "test_pages": "Chromium",
     "test_dashboard": "Chromium and a dashboard process",
+    "test_views_pty": "a CLI process per view and width, on a pseudo-terminal",
     "test_approval_card": "Chromium",
     "test_crash": "server processes killed mid-write, then recovered",
     "test_wal_bound": "eight server processes on one data dir",

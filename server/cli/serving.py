@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from managed_tools.sandbox import layers
 from managed_tools.server.cli.arguments import cut_short_quietly, serve_config
+from managed_tools.server.cli.terminal import Screen
 from managed_tools.server.config.data_dir import tell
 from managed_tools.server.config.rules import DATABASE_ENV
 from managed_tools.server.config.serve_config import STATE_FILE, ConfigError, ServeConfig
@@ -293,18 +294,22 @@ def _print_tools(registry: Registry, *, as_json: bool) -> int:
         ]  # fmt: skip
         print(json.dumps({"toolsets": sets, "tools": listing}, indent=2))
         return 0
-    print(f"{len(PURPOSES)} toolsets (serve --toolsets A,B; default all)\n")
-    print(f"{'toolset':<12}  {'tools served':<14}  what for")
+    lines = [
+        f"{len(PURPOSES)} toolsets (serve --toolsets A,B; default all)",
+        "",
+        f"{'toolset':<12}  {'tools served':<14}  what for",
+    ]
     for name, count, total in toolsets:
         # An upstream's tools are known only once it lists them: every one it listed is counted as served.
         of = f"{count} of {max(total, count)}" if name != "mcp" else f"{count} listed"
-        print(f"{name:<12}  {of:<14}  {PURPOSES[name]}")
+        lines.append(f"{name:<12}  {of:<14}  {PURPOSES[name]}")
     rows = [
         (d.name, d.permission_policy, "read-only" if d.read_only else "writes", d.description.split(". ")[0])
         for d in registry
     ]
-    print(f"\n{len(rows)} tools served (always_ask tools wait for a person's approval)\n")
+    lines += ["", f"{len(rows)} tools served (always_ask tools wait for a person's approval)", ""]
     width = max((len(name) for name, *_ in rows), default=0)
-    for name, policy, mode, summary in rows:
-        print(f"{name:<{width}}  {policy:<12}  {mode:<9}  {summary}")
+    lines += [f"{name:<{width}}  {policy:<12}  {mode:<9}  {summary}" for name, policy, mode, summary in rows]
+    screen = Screen.now()  # on a terminal: each line cut to the window, the list paged as git pages
+    screen.show("\n".join(screen.cut(line) for line in lines))
     return 0

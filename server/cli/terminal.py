@@ -3,15 +3,52 @@ NO_COLOR), a pager only when the text is longer than the window. Redirected outp
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+_CODE = re.compile(r"\x1b\[[0-9;]*m")  # what style() adds: takes no column on the screen
+SHORT_ID = 8  # the fewest characters of an id a table shows
+
+
+def visible(text: str) -> int:
+    """How many columns `text` takes on a terminal (its colour codes take none)."""
+    return len(_CODE.sub("", text))
+
+
+def fit(text: str, width: int) -> str:
+    """`text` cut to `width` visible columns, ending in an ellipsis when cut; its colour codes kept (and closed)."""
+    if visible(text) <= width:
+        return text
+    out, left = [], max(width - 1, 0)
+    for piece in re.split(f"({_CODE.pattern})", text):
+        if _CODE.fullmatch(piece):
+            out.append(piece)
+        elif left:
+            out.append(piece[:left])
+            left -= len(out[-1])
+    coloured = any(_CODE.fullmatch(piece) for piece in out)
+    return "".join(out) + "…" + ("\x1b[0m" if coloured else "")
+
+
+def short_ids(ids: Sequence[str]) -> dict[str, str]:
+    """Each id's shortest prefix (SHORT_ID characters or more) that no other of `ids` starts with, as git shortens
+    hashes. A UUIDv7 begins with its millisecond clock, so ids made in the same minute share their first 8
+    characters: theirs grow into the clock's later digits until they differ."""
+    ordered = sorted(set(ids))
+    shared = dict.fromkeys(ordered, 0)
+    for a, b in itertools.pairwise(ordered):
+        common = next((n for n, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
+    return {i: i[: max(SHORT_ID, shared[i] + 1)] for i in ordered}
 
 
 @dataclass(frozen=True)
@@ -37,10 +74,13 @@ class Screen:
 
     def cut(self, line: str) -> str:
         """A line no wider than the window (whole when not on a terminal)."""
-        return line if not self.width or len(line) <= self.width else line[: self.width - 1] + "…"
+        return line if not self.width else fit(line, self.width)
 
     def show(self, text: str) -> None:
-        """Print `text`; on a terminal, through $PAGER (`less -FRX`) when it does not fit the window."""
+        """Print `text`; on a terminal, each line wider than the window wrapped (indented under its start) and the
+        whole through $PAGER (`less -FRX`) when it does not fit the window."""
+        if self.width:
+            text = "\n".join(self._wrapped(line) for line in text.split("\n"))
         if self.tty and text.count("\n") + 1 >= self.height and (pager := _pager()) is not None:
             env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
             try:
@@ -49,6 +89,12 @@ class Screen:
             except OSError:
                 pass  # a pager that cannot start: print instead
         print(text)
+
+    def _wrapped(self, line: str) -> str:
+        if visible(line) <= self.width:
+            return line
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, self.width // 2)
+        return "\n".join(textwrap.wrap(line, self.width, subsequent_indent=indent, break_on_hyphens=False))
 
 
 def _pager() -> list[str] | None:
@@ -69,7 +115,7 @@ class Column:
 def table(screen: Screen, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> str:
     """Rows under a heading, columns padded; on a terminal a flexible column is cut so each line fits."""
     cells = [[cell.replace("\n", " ") for cell in row] for row in rows]
-    widths = [max([len(c.heading), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    widths = [max([len(c.heading), *(visible(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     if screen.width:
         over = sum(widths) + 2 * (len(widths) - 1) - screen.width
         for i, column in enumerate(columns):
@@ -79,15 +125,11 @@ def table(screen: Screen, columns: Sequence[Column], rows: Sequence[Sequence[str
                 widths[i] = keep
 
     def line(values: Sequence[str]) -> str:
-        fitted = [_fit(v, widths[i]).ljust(widths[i]) for i, v in enumerate(values)]
+        fitted = [(cut := fit(v, widths[i])) + " " * (widths[i] - visible(cut)) for i, v in enumerate(values)]
         return screen.cut("  ".join(fitted).rstrip())
 
     heading = screen.style(line([c.heading for c in columns]), "bold")
     return "\n".join([heading, *(line(row) for row in cells)])
-
-
-def _fit(value: str, width: int) -> str:
-    return value if len(value) <= width else value[: max(width - 1, 0)] + "…"
 
 
 def more(shown: int, total: int) -> str | None:

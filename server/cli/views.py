@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+from pydantic.alias_generators import to_camel
 
-from managed_tools.server.cli.terminal import Column, Screen, more, table
+from managed_tools.server.cli.terminal import Column, Screen, more, short_ids, table
 from managed_tools.server.config.state_place import StatePlace
-from managed_tools.server.consent.human import HumanError, age, state_database
-from managed_tools.stores import memory, outcomes
+from managed_tools.server.consent.human import ID_STARTS, HumanError, age, like_prefix, state_database
+from managed_tools.stores import events, memory, outcomes
 from managed_tools.stores.db import Database, Row, Tx, as_dict
 
 FOLLOW_POLL_SECONDS = 0.5
@@ -56,39 +57,31 @@ def _json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def wire(row: dict[str, Any], id_name: str | None = None) -> dict[str, Any]:
+    """A row under the key names MCP results use (camelCase; its `id` named for what it is: `sessionId`, ...)."""
+    return {(id_name if key == "id" and id_name else to_camel(key)): value for key, value in row.items()}
+
+
 def _show(screen: Screen, lines: Sequence[str | None]) -> None:
     screen.show("\n".join(line for line in lines if line is not None))
 
 
 async def one_session(tx: Tx, given: str) -> str:
     """A session's full id from its id or a unique prefix of it (as the tables print them)."""
-    rows = await tx.fetchall(f"SELECT id FROM sessions WHERE {_ID_STARTS} ORDER BY id LIMIT 6", (_like_prefix(given),))
+    rows = await tx.fetchall(f"SELECT id FROM sessions WHERE {ID_STARTS} ORDER BY id LIMIT 6", (like_prefix(given),))
     found = _named(rows, given)
     if found is not None:
         return str(found["id"])
     if not rows:
         raise HumanError(f"No session {given!r}; `managed-tools sessions` lists them.")
     ids = ", ".join(row["id"] for row in rows[:5])
-    raise HumanError(f"{given!r} names more than one session ({ids}); give more of its id.")
-
-
-# An id that starts with the given text, taken literally: `%`, `_` and `\` in it are no wildcards.
-_ID_STARTS = "id LIKE ? ESCAPE '\\'"
-
-
-def _like_prefix(given: str) -> str:
-    """The LIKE pattern (with _ID_STARTS' escape) for what starts with `given`."""
-    return given.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    raise HumanError(f"{given!r} is the start of more than one session ({ids}); give more of its id.")
 
 
 def _named(rows: Sequence[Row], given: str) -> Row | None:
     """The row `given` names among those whose id starts with it: its exact id, else the only one."""
     exact = [row for row in rows if row["id"] == given]
     return exact[0] if exact else rows[0] if len(rows) == 1 else None
-
-
-def _short(session_id: str | None) -> str:
-    return (session_id or "")[:13]
 
 
 # sessions ------------------------------------------------------------------------------------------------------
@@ -113,15 +106,16 @@ async def _sessions(place: StatePlace, args: argparse.Namespace, screen: Screen)
     for row in rows:
         row["grade"] = graded[row["id"]].grade_status if row["id"] in graded else None
     if args.json:
-        _json({"total": total, "sessions": rows})
+        _json({"total": total, "sessions": [wire(row, "sessionId") for row in rows]})
         return
     if not rows:
         print("No sessions yet: a client that connects to `managed-tools serve` starts one.")
         return
+    short = short_ids([row["id"] for row in rows])
     columns = [Column(h) for h in ("SESSION", "AGENT", "STATUS", "ACTIVE", "EVENTS", "GRADE")]
     cells = [
         [
-            row["id"],
+            short[row["id"]],
             row["agent_id"],
             _status(screen, row["status"]),
             age(row["last_activity_at"]),
@@ -157,7 +151,7 @@ async def _events(place: StatePlace, args: argparse.Namespace, screen: Screen) -
             )
         shown = [_event(row) for row in rows]
         if args.json and not args.follow:
-            _json({"total": total, "events": shown})
+            _json({"total": total, "events": [wire(e, "eventId") for e in shown]})
             return
         if not args.follow:
             if not shown:
@@ -188,19 +182,26 @@ def _event(row: Any) -> dict[str, Any]:
 
 def _event_table(screen: Screen, shown: Sequence[dict[str, Any]], *, heading: bool = True) -> str:
     columns = [Column("SEQ"), Column("TIME"), Column("SESSION"), Column("TYPE"), Column("SUMMARY", flexible=True)]
+    short = short_ids([e["session_id"] for e in shown])
     cells = [
-        [str(e["seq"]), e["created_at"][5:19].replace("T", " "), _short(e["session_id"]), e["type"], _said(e)]
+        [str(e["seq"]), e["created_at"][5:19].replace("T", " "), short[e["session_id"]], e["type"], _said(screen, e)]
         for e in shown
     ]
     text = table(screen, columns, cells)
     return text if heading else text.split("\n", 1)[1] if "\n" in text else ""
 
 
-def _said(event: dict[str, Any]) -> str:
-    payload = event["payload"]
-    if event["type"] == "span.started" and isinstance(payload, dict) and "toolName" in payload:
-        return f"{payload['toolName']} started"
-    return str(event["summary"] or "")
+def _said(screen: Screen, event: dict[str, Any]) -> str:
+    """An event in a line: a call's start with the command it runs; a command's end with its exit status (a
+    non-zero exit in red, as a failure), then the command."""
+    payload = event["payload"] if isinstance(event["payload"], dict) else {}
+    if event["type"] == "span.started" and "toolName" in payload:
+        command = events.command_line(payload.get("args"))
+        return f"{payload['toolName']} started" + (f": {command}" if command is not None else "")
+    said = str(event["summary"] or "")
+    if isinstance(payload.get("exitCode"), int) and payload["exitCode"]:
+        said = screen.style(said, "red")
+    return said + (f": {payload['command']}" if isinstance(payload.get("command"), str) else "")
 
 
 async def _follow(
@@ -215,7 +216,7 @@ async def _follow(
         if shown:
             if args.json:
                 for event in shown:
-                    print(json.dumps(event, ensure_ascii=False), flush=True)
+                    print(json.dumps(wire(event, "eventId"), ensure_ascii=False), flush=True)
             else:
                 print(_event_table(screen, shown, heading=first), flush=True)
                 first = False
@@ -249,7 +250,7 @@ async def _memory(place: StatePlace, args: argparse.Namespace, screen: Screen) -
             )
             assert row is not None  # _scope found it
             if args.json:
-                _json({"scope": scope, "target": args.target, **as_dict(row)})
+                _json({"scope": scope, "target": args.target, **wire(as_dict(row))})
             else:
                 heading = f"{args.target} in {scope}, version {row['version_id']}, {age(row['updated_at'])} ago"
                 _show(screen, [screen.style(heading, "dim"), row["content"]])
@@ -276,14 +277,15 @@ async def _documents(tx: Tx, args: argparse.Namespace, screen: Screen, session: 
         )
     ]
     if args.json:
-        _json({"total": total, "documents": rows})
+        _json({"total": total, "documents": [wire(r) for r in rows]})
         return
     if not rows:
         print("No memory written yet.")
         return
+    short = short_ids([r["scope"] for r in rows])
     columns = [Column(h) for h in ("TARGET", "SCOPE", "VERSIONS", "CHARS", "UPDATED")]
     cells = [
-        [r["target"], _short(r["scope"]), str(r["versions"]), str(r["chars"]), age(r["updated_at"]), r["preview"]]
+        [r["target"], short[r["scope"]], str(r["versions"]), str(r["chars"]), age(r["updated_at"]), r["preview"]]
         for r in rows
     ]
     _show(screen, [table(screen, [*columns, Column("BEGINS", flexible=True)], cells), more(len(rows), total)])
@@ -318,11 +320,19 @@ async def _versions(tx: Tx, scope: str, target: str, args: argparse.Namespace, s
         )
     ]
     if args.json:
-        _json({"scope": scope, "target": target, "total": total, "versions": rows})
+        _json({"scope": scope, "target": target, "total": total, "versions": [wire(r, "versionId") for r in rows]})
         return
+    short = short_ids([r["id"] for r in rows])
     columns = [Column(h) for h in ("VERSION", "WRITTEN", "SOURCE", "MODE", "BYTES")]
     cells = [
-        [r["id"], r["created_at"][:19].replace("T", " "), r["source"], r["mode"], str(r["size_bytes"]), r["preview"]]
+        [
+            short[r["id"]],
+            r["created_at"][:19].replace("T", " "),
+            r["source"],
+            r["mode"],
+            str(r["size_bytes"]),
+            r["preview"],
+        ]
         for r in rows
     ]
     _show(screen, [table(screen, [*columns, Column("BEGINS", flexible=True)], cells), more(len(rows), total)])
@@ -348,8 +358,8 @@ async def _diff(tx: Tx, scope: str, args: argparse.Namespace, screen: Screen) ->
 
 async def _version_text(tx: Tx, scope: str, target: str, given: str) -> tuple[str, str]:
     rows = await tx.fetchall(
-        f"SELECT id FROM memory_versions WHERE scope = ? AND target = ? AND {_ID_STARTS} ORDER BY id LIMIT 3",
-        (scope, target, _like_prefix(given)),
+        f"SELECT id FROM memory_versions WHERE scope = ? AND target = ? AND {ID_STARTS} ORDER BY id LIMIT 3",
+        (scope, target, like_prefix(given)),
     )
     found = _named(rows, given)
     if found is not None:
@@ -370,9 +380,9 @@ async def _outcomes(place: StatePlace, args: argparse.Namespace, screen: Screen)
             if args.json:
                 _json(
                     {
-                        "session": session,
-                        "outcome": active.model_dump() if active else None,
-                        "evaluations": [e.model_dump() for e in history],
+                        "sessionId": session,
+                        "outcome": wire(active.model_dump()) if active else None,
+                        "evaluations": [wire(e.model_dump()) for e in history],
                     }
                 )
                 return
@@ -398,7 +408,7 @@ async def _outcomes(place: StatePlace, args: argparse.Namespace, screen: Screen)
         graded = await outcomes.latest_evaluations(tx, ids)
     found = [
         {
-            "session": sid,
+            "sessionId": sid,
             "title": active_many[sid].title,
             "criteria": len(active_many[sid].success_criteria),
             "grade": graded[sid].grade_status if sid in graded else None,
@@ -414,10 +424,11 @@ async def _outcomes(place: StatePlace, args: argparse.Namespace, screen: Screen)
     if not found:
         print("No outcomes defined yet (outcome_define sets one).")
         return
+    short = short_ids([f["sessionId"] for f in found])
     columns = [Column(h) for h in ("SESSION", "GRADE", "EVALUATIONS", "EVALUATED", "CRITERIA")]
     cells = [
         [
-            f["session"],
+            short[f["sessionId"]],
             _grade(screen, f["grade"] or "-"),
             str(f["iteration"]),
             age(f["evaluatedAt"]) if f["evaluatedAt"] else "-",
@@ -427,6 +438,15 @@ async def _outcomes(place: StatePlace, args: argparse.Namespace, screen: Screen)
         for f in found
     ]
     _show(screen, [table(screen, [*columns, Column("OUTCOME", flexible=True)], cells)])
+
+
+def gist(question: str) -> str:
+    """A question in one line: what it asks about (a command, a path), without the heading every question of its
+    kind shares (`Command, run once by /bin/bash in a new process:`)."""
+    lines = [line.strip() for line in question.split("\n") if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        lines = lines[1:]
+    return " ".join(lines)
 
 
 def _grade(screen: Screen, grade: str) -> str:
@@ -458,21 +478,22 @@ async def _approvals(place: StatePlace, args: argparse.Namespace, screen: Screen
             )
         ]
     if args.json:
-        _json({"total": total, "approvals": rows})
+        _json({"total": total, "approvals": [wire(r, "requestId") for r in rows]})
         return
     if not rows:
         print("No permission requests waiting." if not args.all else "No permission requests yet.")
         return
+    short, session = short_ids([r["id"] for r in rows]), short_ids([r["session_id"] for r in rows])
     columns = [Column(h) for h in ("REQUEST", "STATUS", "TOOL", "SESSION", "ASKED", "BY")]
     cells = [
         [
-            r["id"],
+            short[r["id"]],
             screen.style(r["status"], "yellow") if r["status"] == "pending" else r["status"],
             r["tool_name"],
-            _short(r["session_id"]),
+            session[r["session_id"]],
             age(r["requested_at"]),
             r["decided_by"] or "-",
-            (r["note"] or r["question"] or "").split("\n", 1)[0],
+            r["note"] or gist(r["question"] or ""),
         ]
         for r in rows
     ]

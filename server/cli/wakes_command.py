@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from managed_tools.server.consent.human import StateAt, moment, span, state_database
+from managed_tools.server.consent.human import StateAt, moment, shown, span, state_database
 from managed_tools.stores import wake_requests
 from managed_tools.stores.wake_requests import WakeRequest, WakeStatus
 
@@ -45,10 +45,12 @@ async def wakes(config: StateAt, *, agent: str, include_done: bool, as_json: boo
         print("No scheduled wakes." if include_done else "No wakes are waiting (--all shows those already handled).")
         return
     now = datetime.now(UTC)
-    print(f"{len(found)} wake(s), soonest first.")
+    said = [f"{len(found)} wake(s), soonest first."]
     for record, _ in found:
-        print(f"\n{record.id}  {record.status}  due {record.due_at} ({_when(record.due_at, now)}), {record.priority}")
-        print(f"  session {record.session_id}")
-        print(f"  {json.dumps(record.reason, ensure_ascii=True)[1:-1]}")
+        due = f"due {record.due_at} ({_when(record.due_at, now)})"
+        said.append(f"\n{record.id}  {record.status}  {due}, {record.priority}")
+        said.append(f"  session {record.session_id}")
+        said.append(f"  {json.dumps(record.reason, ensure_ascii=True)[1:-1]}")
         if record.result:
-            print(f"  result: {json.dumps(record.result[:200], ensure_ascii=True)[1:-1]}")
+            said.append(f"  result: {json.dumps(record.result[:200], ensure_ascii=True)[1:-1]}")
+    shown(said)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from managed_tools.server.cli.terminal import Screen
 from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
@@ -27,6 +28,13 @@ if TYPE_CHECKING:  # the catalogue loads only when a command needs it (server/cl
     from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
 BY = "cli"
+# An id that starts with the given text, taken literally: `%`, `_` and `\` in it are no wildcards.
+ID_STARTS = "id LIKE ? ESCAPE '\\'"
+
+
+def like_prefix(given: str) -> str:
+    """The LIKE pattern (with ID_STARTS' escape) for what starts with `given`."""
+    return given.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class HumanError(Exception):
@@ -111,7 +119,7 @@ def _view(record: ApprovalRecord, attended: Attendance | None, attached: bool) -
     }
 
 
-def _attached(attended: Attendance | None, *, local: bool) -> bool:
+def client_attached(attended: Attendance | None, *, local: bool) -> bool:
     """Is a client attached to the session now: an open wake whose server process lives (on this machine, where an
     SQLite state's servers run; a PostgreSQL state's replicas run elsewhere, so an open wake is taken at its word)?
     A wake a killed server left open does not count."""
@@ -150,7 +158,7 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
         records = [r for r in await approvals.list_open(tx) if not served.hidden(r.tool_name)]
         attendance = await sessions.attendance(tx, {r.session_id for r in records})
     local = config.database is None
-    attached = {r.id: _attached(attendance.get(r.session_id), local=local) for r in records}
+    attached = {r.id: client_attached(attendance.get(r.session_id), local=local) for r in records}
     records.sort(key=lambda r: not attached[r.id])  # stable: oldest first within each group
     if as_json:
         # ASCII-only: a bidi or zero-width character in the arguments shows as a \uXXXX escape, never raw.
@@ -160,16 +168,22 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
     if not records:
         print("No permission requests are waiting.")
         return
-    print(f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`.")
+    said = [f"{len(records)} request(s). Approve with `managed-tools approve ID`, refuse with `managed-tools deny ID`."]
     for r in records:
         waiting = "waits for a person" if r.status == "pending" else "approved, waits for the retry"
         what = "answer with `managed-tools respond ID --json ...`" if r.kind == "custom_tool" else waiting
-        print(f"\n{r.id}  {r.tool_name}  ({what}, {age(r.requested_at)} old)\n  session {r.session_id}")
+        said.append(f"\n{r.id}  {r.tool_name}  ({what}, {age(r.requested_at)} old)\n  session {r.session_id}")
         if not attached[r.id]:
             seen = attendance.get(r.session_id)
             since = f" for {age(seen.last_activity_at)}" if seen else ""
-            print(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
-        print(_indented(question(r)))
+            said.append(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
+        said.append(_indented(question(r)))
+    shown(said)
+
+
+def shown(said: list[str]) -> None:
+    """Lines for a person: on a terminal wrapped to the window (a question is read whole) and paged."""
+    Screen.now().show("\n".join(said))
 
 
 async def decide(
@@ -236,7 +250,14 @@ async def interrupt(config: StateAt, session_id: str | None, *, note: str | None
 
 
 async def _get(tx: Tx, served: Served, request_id: str) -> ApprovalRecord:
-    """The request, unless it is for a tool this server does not serve: then it does not exist here either."""
+    """The request (named by its id or a prefix only it has, as the tables print ids), unless it is for a tool
+    this server does not serve: then it does not exist here either."""
+    starts = (like_prefix(request_id),)
+    rows = await tx.fetchall(f"SELECT id FROM approvals WHERE {ID_STARTS} ORDER BY id LIMIT 2", starts)
+    if len(rows) == 1:
+        request_id = str(rows[0]["id"])
+    elif len(rows) > 1 and not any(row["id"] == request_id for row in rows):
+        raise HumanError(f"{request_id!r} is the start of more than one request's id; give more of it.")
     try:
         record = await approvals.get(tx, request_id)
     except StoreError as exc:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from managed_tools.server.consent.bound_answers import Answered, BoundAnswers, Decision
-from managed_tools.server.consent.human import question
-from managed_tools.stores import approvals
+from managed_tools.server.consent.human import client_attached, question
+from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
 
@@ -40,7 +40,14 @@ class Dashboard:
 
 
 async def pending_views(tx: Tx, answer_token: Callable[[ApprovalRecord], str]) -> list[dict[str, Any]]:
-    """The requests waiting for a person, oldest first, each with exactly what it runs and its answer token."""
+    """The requests waiting for a person, each with exactly what it runs, its answer token, and whether a client
+    is attached to wait for the answer: those first (oldest first), then the orphaned ones (their client left; the
+    model sees an answer only if it comes back), as `managed-tools pending` orders them."""
+    records = [r for r in await approvals.list_open(tx) if r.status == "pending"]
+    attendance = await sessions.attendance(tx, {r.session_id for r in records})
+    local = tx.dialect.name == "sqlite"  # a PostgreSQL state's servers run elsewhere: an open wake is believed
+    attached = {r.id: client_attached(attendance.get(r.session_id), local=local) for r in records}
+    records.sort(key=lambda r: not attached[r.id])  # stable: oldest first within each group
     return [
         {
             "id": r.id,
@@ -51,7 +58,8 @@ async def pending_views(tx: Tx, answer_token: Callable[[ApprovalRecord], str]) -
             "requestedAt": r.requested_at,
             "question": question(r),
             "answerToken": answer_token(r),
+            "clientAttached": attached[r.id],
+            "lastActivityAt": seen.last_activity_at if (seen := attendance.get(r.session_id)) else None,
         }
-        for r in await approvals.list_open(tx)
-        if r.status == "pending"
+        for r in records
     ]

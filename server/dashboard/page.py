@@ -17,22 +17,28 @@ header h1{font-size:1.05rem;margin:0}#live{font-size:.85rem;color:#f9c74f}#live.
 main{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1rem;padding:1rem 1.2rem}
 section{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:.6rem .9rem;min-width:0}
 section.wide{grid-column:1/-1}h2{font-size:.95rem;margin:.1rem 0 .5rem}
-pre{white-space:pre-wrap;word-break:break-all;background:#f3f4f6;border:1px solid #d6d9de;padding:.5rem;margin:.3rem 0;
-font:12.5px/1.4 ui-monospace,monospace;max-height:22rem;overflow:auto}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f3f4f6;border:1px solid #d6d9de;padding:.5rem;
+margin:.3rem 0;font:12.5px/1.4 ui-monospace,monospace;max-height:22rem;overflow:auto}
 table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.2rem .4rem;border-bottom:1px solid #eceef1;
 vertical-align:top}th{font-weight:600;color:#555}code{font:12.5px ui-monospace,monospace}
 .card{border:1px solid #e0a800;background:#fffbea;border-radius:6px;padding:.5rem .7rem;margin:.4rem 0}
 .card h3{margin:0;font-size:.95rem}button{font:inherit;padding:.25rem .8rem;margin:.2rem .4rem .2rem 0;cursor:pointer}
 .muted{color:#667}.empty{color:#889;font-style:italic}ol{list-style:none;margin:0;padding:0;max-height:24rem;overflow:auto}
 ol li{padding:.15rem 0;border-bottom:1px solid #f0f1f3;font-size:13px}.t{color:#667;margin-right:.5rem}
-.ty{font-weight:600;margin-right:.4rem}.ok{color:#1a7f37}.bad{color:#b42318}svg{display:block}
+.ty{font-weight:600;margin-right:.4rem}.ok{color:#1a7f37}.bad{color:#b42318}svg{display:block;max-width:100%}
+.card.orphan{border-color:#b8bec8;background:#f3f4f6}.mark{font-size:.8rem;font-weight:600;border-radius:3px;
+padding:0 .35rem;margin-left:.4rem}.mark.live{background:#d7f5dd;color:#14532d}.mark.gone{background:#e4e6ea;color:#444}
+h2 label{font-weight:400;font-size:.85rem;margin-left:.6rem}td,li{overflow-wrap:break-word}
+@media (max-width:700px){main{grid-template-columns:minmax(0,1fr);padding:.6rem}header{flex-wrap:wrap;gap:.3rem .8rem}
+section{padding:.5rem .6rem}tr:has(th){display:none}tr{display:block;border-bottom:1px solid #e3e6ea;padding:.2rem 0}
+td{display:inline-block;border:0;padding:.1rem .4rem .1rem 0}button{padding:.45rem .8rem}}
 """
 
 SCRIPT = r"""
 "use strict";
 const base = location.pathname.replace(/[^/]*$/, "");
 const csrf = document.body.dataset.csrf;
-let lastSeq = null, pending = null;
+let lastSeq = null, pending = null, lastState = null;
 const $ = (id) => document.getElementById(id);
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -48,6 +54,7 @@ async function refresh() {
   if (!r.ok) return;
   const s = await r.json();
   approvals(s.approvals); sessions(s.sessions); versions(s.versions); trend(s.grades); refusals(s.refusals);
+  lastState = s;
   if (lastSeq === null) { s.events.forEach(addEvent); lastSeq = s.lastSeq; listen(); }
   document.body.dataset.ready = "1";
 }
@@ -69,13 +76,23 @@ function addEvent(e) {
 }
 function approvals(items) {
   const box = $("approvals");
-  $("waiting").textContent = items.length ? "(" + items.length + " waiting)" : "";
+  const gone = items.filter((a) => !a.clientAttached).length;
+  $("waiting").textContent = items.length ? "(" + (items.length - gone) + " with a client waiting" +
+    (gone ? ", " + gone + " whose client left" : "") + ")" : "";
   if (!items.length) return empty(box, "No call is waiting for a person.");
   box.replaceChildren(...items.map((a) => {
-    const card = el("div", null, "card");
+    const card = el("div", null, a.clientAttached ? "card" : "card orphan");
     card.id = "approval-" + a.id;
-    card.append(el("h3", a.tool), el("p", "session …" + short(a.session) + " · asked at " + clock(a.requestedAt) +
+    card.dataset.attached = a.clientAttached ? "1" : "0";
+    const title = el("h3", a.tool);
+    title.append(a.clientAttached ? el("span", "client waiting", "mark live")
+      : el("span", "client left", "mark gone"));
+    card.append(title, el("p", "session …" + short(a.session) + " · asked at " + clock(a.requestedAt) +
       " · via " + a.channel, "muted"));
+    if (a.clientAttached && a.channel === "input_required") card.append(el("p", "The client's own form is open " +
+      "too: an answer here decides, and the call runs or stops when that form is closed.", "muted"));
+    if (!a.clientAttached) card.append(el("p", "No client is attached to this session (idle since " +
+      clock(a.lastActivityAt) + "): its model sees the answer only if it comes back.", "muted orphaned"));
     const what = el("pre", a.question); what.className = "what"; card.append(what);
     const note = el("p", "", "muted");
     const choices = a.kind === "tool_confirmation"
@@ -98,9 +115,13 @@ async function answer(a, decision, note) {
   $("answered").textContent = got.message;
   soon();
 }
-function sessions(items) {
-  const box = $("sessions");
-  if (!items.length) return empty(box, "No sessions yet.");
+function idle(s) { return (s.status === "idle" || s.status === "terminated") && !s.wakes.some((w) => !w.ended_at); }
+function sessions(all) {
+  const box = $("sessions"), every = $("show-idle").checked, items = every ? all : all.filter((s) => !idle(s));
+  const hidden = all.length - items.length;
+  $("idle-count").textContent = hidden ? hidden + " idle hidden" : "";
+  if (!all.length) return empty(box, "No sessions yet.");
+  if (!items.length) return empty(box, "No session is active now (" + hidden + " idle: show them above).");
   const table = el("table"), head = el("tr");
   ["session", "title", "status", "last activity", "events", "wakes"].forEach((h) => head.append(el("th", h)));
   table.append(head);
@@ -170,19 +191,23 @@ function trend(items) {
   const latest = items[items.length - 1].status;
   box.replaceChildren(svg, el("p", items.length + " evaluation(s); latest: " + latest, "muted"));
 }
-function refusals(items) {
-  const box = $("refusals");
-  if (!items.length) return empty(box, "Nothing refused.");
+function refusals(all) {
+  listed($("refusals"), all.filter((r) => r.kind !== "waiting"), "Nothing refused.");
+  listed($("held"), all.filter((r) => r.kind === "waiting"), "No call has waited for approval.");
+}
+function listed(box, items, none) {
+  if (!items.length) return empty(box, none);
   const list = el("ol");
   for (const r of items) {
     const li = el("li");
-    li.append(el("span", clock(r.created_at), "t"), el("span", r.kind, "ty bad"));
+    li.append(el("span", clock(r.created_at), "t"), el("span", r.kind, r.kind === "waiting" ? "ty" : "ty bad"));
     if (r.tool) li.append(el("code", r.tool), " ");
     li.append(el("span", r.detail, "muted"));
     list.append(li);
   }
   box.replaceChildren(list);
 }
+$("show-idle").addEventListener("change", () => { if (lastState) sessions(lastState.sessions); });
 refresh();
 """
 
@@ -210,8 +235,10 @@ def document(csrf: str, where: str) -> str:
         '<section class="wide"><h2>Waiting for you <span id="waiting"></span></h2><div id="approvals"></div>'
         '<p id="answered" class="muted"></p></section>'
         '<section><h2>Live events</h2><ol id="events"></ol></section>'
-        '<section><h2>Outcome trend</h2><div id="trend"></div><h2>Refusals</h2><div id="refusals"></div></section>'
-        '<section class="wide"><h2>Sessions and their wakes</h2><div id="sessions"></div></section>'
+        '<section><h2>Outcome trend</h2><div id="trend"></div><h2>Refused</h2><div id="refusals"></div>'
+        '<h2>Waited for approval</h2><div id="held"></div></section>'
+        '<section class="wide"><h2>Sessions and their wakes<label><input type="checkbox" id="show-idle"> show idle'
+        '</label> <span id="idle-count" class="muted"></span></h2><div id="sessions"></div></section>'
         '<section class="wide"><h2>Memory and substrate versions</h2><div id="versions"></div>'
         '<pre id="diff">Choose a version to see what it changed.</pre></section>'
         f"</main><script>{SCRIPT}</script></body></html>"

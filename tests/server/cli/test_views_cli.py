@@ -65,9 +65,12 @@ async def test_sessions_lists_each_session_with_its_status_events_and_grade(tmp_
     assert listed.returncode == 0, listed.stderr
     heading, *rows = listed.stdout.splitlines()
     assert heading.split()[:6] == ["SESSION", "AGENT", "STATUS", "ACTIVE", "EVENTS", "GRADE"]
-    assert rows[0].startswith(acted.second) and rows[1].startswith(acted.first)  # most recently active first
+    shown = [row.split()[0] for row in rows]  # each id's shortest prefix no other row shares
+    assert acted.second.startswith(shown[0]) and acted.first.startswith(shown[1])  # most recently active first
+    assert len(shown[0]) >= 8 and not acted.first.startswith(shown[0]) and not acted.second.startswith(shown[1])
     as_json = json.loads(view(tmp_path, acted, "sessions", "--json").stdout)
-    found = {s["id"]: s for s in as_json["sessions"]}
+    found = {s["sessionId"]: s for s in as_json["sessions"]}
+    assert found[acted.first]["agentId"] == "default" and "lastActivityAt" in found[acted.first]
     assert as_json["total"] == 2 and found[acted.first]["grade"] is not None
     assert found[acted.first]["events"] >= 12  # six calls, two span events each
     limited = view(tmp_path, acted, "sessions", "--limit", "1")
@@ -107,7 +110,7 @@ async def test_events_follow_prints_each_new_event_then_stops_quietly(tmp_path: 
     assert follower.stdout is not None
     try:
         first = json.loads(await anyio.to_thread.run_sync(follower.stdout.readline))  # the latest, a line each
-        assert first["session_id"] == acted.first
+        assert first["sessionId"] == acted.first
         async with acted.runtime.db.write() as tx:
             await events.append_event(tx, acted.first, None, "note.added", {}, summary="appended while following")
         seen: list[dict[str, Any]] = []
@@ -130,7 +133,7 @@ async def test_memory_lists_shows_versions_and_diffs(tmp_path: Path, acted: Acte
     shown = view(tmp_path, acted, "memory", "show", "session_state", *one)
     assert shown.returncode == 0 and shown.stdout.rstrip().endswith(SECRET_ARG + " " + TOKEN), shown.stdout
     versions = json.loads(view(tmp_path, acted, "memory", "show", "session_state", "--versions", "--json", *one).stdout)
-    _, middle, oldest = [v["id"] for v in versions["versions"]]
+    _, middle, oldest = [v["versionId"] for v in versions["versions"]]
     assert versions["total"] == 3
     diff = view(tmp_path, acted, "memory", "show", "session_state", "--diff", oldest[:30], middle, *one)
     assert diff.returncode == 0, diff.stderr
@@ -145,7 +148,8 @@ async def test_memory_lists_shows_versions_and_diffs(tmp_path: Path, acted: Acte
 
 async def test_outcomes_show_the_latest_grade_and_one_sessions_history(tmp_path: Path, acted: Acted) -> None:
     listed = view(tmp_path, acted, "outcomes")
-    assert acted.first in listed.stdout and "Fix the bug" in listed.stdout
+    assert "Fix the bug" in listed.stdout
+    assert acted.first.startswith(listed.stdout.splitlines()[1].split()[0])
     history = json.loads(view(tmp_path, acted, "outcomes", "--session", acted.first, "--json").stdout)
     assert history["outcome"]["title"] == "Fix the bug" and len(history["evaluations"]) == 1
     text = view(tmp_path, acted, "outcomes", "--session", acted.first).stdout
@@ -162,11 +166,12 @@ async def test_approvals_list_the_waiting_then_all_with_who_decided(tmp_path: Pa
             question="Run this command?\n\nmake deploy",
         )  # fmt: skip
     waiting = view(tmp_path, acted, "approvals")
-    assert asked.id in waiting.stdout and "pending" in waiting.stdout and "Run this command?" in waiting.stdout
-    assert view(tmp_path, acted, "deny", asked.id, "--note", "not today").returncode == 0
+    shown = waiting.stdout.splitlines()[1]
+    assert asked.id.startswith(shown.split()[0]) and "pending" in shown and "Run this command? make deploy" in shown
+    assert view(tmp_path, acted, "deny", shown.split()[0], "--note", "not today").returncode == 0  # its prefix
     assert "No permission requests waiting." in view(tmp_path, acted, "approvals").stdout
     every = json.loads(view(tmp_path, acted, "approvals", "--all", "--json").stdout)
-    assert [(a["id"], a["status"], a["decided_by"], a["note"]) for a in every["approvals"]] == [
+    assert [(a["requestId"], a["status"], a["decidedBy"], a["note"]) for a in every["approvals"]] == [
         (asked.id, "denied", "cli", "not today")
     ]
 

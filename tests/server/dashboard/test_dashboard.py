@@ -281,3 +281,94 @@ def test_serve_on_a_terminal_prints_the_dashboards_link(probe_config: ServeConfi
     os.close(terminal)
     piped = subprocess.run(command, input=b"", capture_output=True, env=env, timeout=60, check=True)
     assert b"dashboard at" not in piped.stderr
+
+
+class HeldOpen:
+    """A client's approval form left open until `close` is set; then its person closes it without answering."""
+
+    def __init__(self) -> None:
+        self.shown, self.close = anyio.Event(), anyio.Event()
+
+    async def __call__(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.shown.set()
+        await self.close.wait()
+        return types.ElicitResult(action="cancel")
+
+
+async def left_behind(probe_rt: Runtime) -> None:
+    """A request whose client asked (no form of its own) and then went away: nobody waits for its answer now."""
+    async with Client(build_server(probe_rt, transport="memory")) as client:
+        assert "needs a person's approval" in error_text(await client.call_tool("probe_danger", {"label": "orphan"}))
+
+
+@browser_test
+async def test_the_waiting_list_puts_a_waiting_client_first_and_marks_the_orphan_last(
+    probe_rt: Runtime, dashboard: str, browser: Any, tmp_path: Path
+) -> None:
+    await left_behind(probe_rt)  # asked first: the oldest
+    server = build_server(probe_rt, transport="memory", approval_wait_seconds=60)
+    async with (
+        Client(server, mode="legacy", elicitation_callback=Unanswered()) as client,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(client.call_tool, "probe_danger", {"label": "live one", "count": 1})
+        tab = await opened(browser, dashboard)
+        await tab.wait_for_selector(".card:nth-child(2)", timeout=10_000)
+        cards = await tab.query_selector_all(".card")
+        marks = [await card.get_attribute("data-attached") for card in cards]
+        assert marks == ["1", "0"]  # the one a client waits for first, the orphan last
+        assert "client waiting" in await cards[0].inner_text() and "live one" in await cards[0].inner_text()
+        orphan = await cards[1].inner_text()
+        assert "client left" in orphan and "sees the answer only if it comes back" in orphan
+        assert "1 with a client waiting, 1 whose client left" in await tab.inner_text("#waiting")
+        for width in (1280, 390):
+            await tab.set_viewport_size({"width": width, "height": 900})
+            await tab.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
+            await screenshot(tab, f"dashboard-{width}.png")
+            # Nothing wider than the window at phone width: columns collapse, words wrap at their ends.
+            assert await tab.evaluate("document.documentElement.scrollWidth") <= width
+        held = await tab.inner_text("#held")
+        assert "probe_danger" in held and "probe_danger" not in await tab.inner_text("#refusals")
+        tg.cancel_scope.cancel()
+    assert tab.problems == []
+
+
+@browser_test
+async def test_idle_sessions_wait_behind_a_filter(probe_rt: Runtime, dashboard: str, browser: Any) -> None:
+    async with Client(build_server(probe_rt, transport="memory")) as client:
+        await client.call_tool("probe_plain", {"label": "done", "count": 1})  # then it leaves: an idle session
+    tab = await opened(browser, dashboard)
+    assert "No session is active now" in await tab.inner_text("#sessions")
+    assert "idle hidden" in await tab.inner_text("#idle-count")
+    await tab.check("#show-idle")
+    await tab.wait_for_selector("#sessions table")
+
+
+@browser_test
+async def test_a_dashboard_approval_releases_a_2026_client_whose_own_form_is_open(
+    probe_rt: Runtime, dashboard: str, browser: Any
+) -> None:
+    """2026-07-28: the call answered the client with its question (input required); the client holds its form
+    open. The dashboard's approval is the decision: when the form closes, whatever it says, the retry runs."""
+    tab = await opened(browser, dashboard)
+    form = HeldOpen()
+    result: list[types.CallToolResult] = []
+
+    async def call(client: Client) -> None:
+        result.append(await client.call_tool("probe_danger", {"label": "modern", "count": 3}))
+
+    async with (
+        Client(build_server(probe_rt, transport="memory"), elicitation_callback=form) as client,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(call, client)
+        with anyio.fail_after(10):
+            await form.shown.wait()
+        await tab.wait_for_selector(".card[data-attached='1']", timeout=10_000)
+        assert "own form is open" in await tab.inner_text(".card")
+        await tab.click(".card button[data-decision='approve']")
+        await tab.wait_for_selector("#answered:has-text('Approved probe_danger')")
+        form.close.set()  # the person closes the client's form: the dashboard already answered
+    assert data(result[0]) == {"rows": 3}
+    [record] = await requests_of(probe_rt)
+    assert record.status == "consumed" and record.decided_by == "dashboard"

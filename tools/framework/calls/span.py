@@ -23,6 +23,7 @@ log = logging.getLogger("managed_tools.executor")
 
 SECRET_EVENT = "secret.detected"
 RESULT_SUMMARY_CHARS = 300
+COMMAND_CHARS = 200  # of a shell command, repeated in its completion event
 MAX_BLOCKED = 20  # refused destinations kept in a completion event
 
 
@@ -44,8 +45,11 @@ class Span:
     # in one round trip; every other call writes it first (`flush_started`), before it can have any effect.
     unwritten: dict[str, Any] | None = None
     argument_secrets: tuple[str, ...] = ()  # the kinds of credential the scan found in the arguments
+    args_shown: dict[str, Any] = field(default_factory=dict)  # the arguments as recorded: previewed, secrets masked
 
     def start(self, payload: dict[str, Any]) -> None:
+        shown = payload.get("args")
+        self.args_shown = shown if isinstance(shown, dict) else {}
         self.unwritten = {"spanId": self.span_id, "spanKind": "tool", "toolName": self.tool_name, **payload}
 
     def tokens(self, result: CallResult) -> int:
@@ -65,6 +69,9 @@ class Span:
         if result.is_error:
             payload["errorKind"] = result.error_kind
             payload["error"] = clip(result.text, 400)
+            waits = result.action_required.get("requestId") if result.action_required else None
+            if isinstance(waits, str):  # not refused: waiting for a person's answer to this request
+                payload["waitsFor"] = waits
         elif self.summarize_result:
             payload["resultSummary"] = clip(result.text, RESULT_SUMMARY_CHARS)
         blocked = result.structured.get("networkBlocked") if result.structured else None
@@ -72,7 +79,14 @@ class Span:
             payload["networkBlocked"] = blocked[:MAX_BLOCKED]
         if result.withheld:  # what was kept from the model, by digest: events are readable by the model
             payload["withheld"] = {name: _digest(value) for name, value in result.withheld.items()}
-        summary = f"{self.tool_name}: {result.status} in {duration_ms:.0f} ms"
+        outcome: str = result.status
+        exit_code = result.structured.get("exitCode") if result.structured else None
+        if isinstance(exit_code, int):  # a command's end: what ran and how it ended, for the person reading events
+            payload["exitCode"] = exit_code
+            if (command := events.command_line(self.args_shown)) is not None:  # as masked in the start event
+                payload["command"] = clip(command, COMMAND_CHARS)
+            outcome = f"failed (exit {exit_code})" if exit_code else f"{outcome} (exit 0)"
+        summary = f"{self.tool_name}: {outcome} in {duration_ms:.0f} ms"
         return payload, summary
 
     async def write_started(self, tx: Tx) -> None:
