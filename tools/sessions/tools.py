@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from managed_tools.stores import approvals, delegations, events, outcomes, sessions, usage
+from managed_tools.stores import approvals, attachments, delegations, events, outcomes, sessions, usage
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
@@ -23,6 +23,14 @@ from managed_tools.tools.framework.context.scope import (
     relation,
     scoped_session,
     scoped_session_id,
+)
+from managed_tools.tools.framework.context.uris import (
+    SESSION_TARGETS,
+    VIEWS,
+    attachment_uri,
+    evaluation_uri,
+    memory_uri,
+    view_uri,
 )
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
@@ -84,6 +92,9 @@ class BudgetView(WireModel):
     )
 
 
+MAX_SNAPSHOT_ATTACHMENTS = 10  # the map stays bounded however many files a session attached
+
+
 class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     ALWAYS = frozenset({"session_id", "status"})
 
@@ -101,6 +112,10 @@ class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     queued_wakes: list[wakes.WakeView]
     next_wake_at: str | None
     budget: BudgetView
+    resources: dict[str, str] = Field(
+        description="The session's resources (resources/read): its memory stores, evaluation and views served, "
+        f"and its newest attachments (at most {MAX_SNAPSHOT_ATTACHMENTS}), each name to its URI."
+    )
 
 
 @dataclass(frozen=True)
@@ -291,7 +306,17 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
         queued_wakes=queued_wakes,
         next_wake_at=next_wake_at,
         budget=await budget_view(ctx, record.id),
+        resources=await resource_map(ctx, record.id),
     ).only(args.fields)
+
+
+async def resource_map(ctx: ToolContext, session_id: str) -> dict[str, str]:
+    """What the reference's snapshot lists as `artifactPaths`, as the resources this server serves instead."""
+    found = {target: memory_uri(target, session_id) for target in SESSION_TARGETS}
+    found["outcome_evaluation"] = evaluation_uri(session_id)
+    found |= {name: view_uri(name, session_id) for name, view in VIEWS.items() if view.tool in ctx.runtime.registry}
+    newest = (await attachments.of_session(ctx.tx, session_id))[-MAX_SNAPSHOT_ATTACHMENTS:]
+    return found | {f"attachment_{r.id}": attachment_uri(session_id, r.id) for r in newest}
 
 
 async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox.egress import proxy_env
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
@@ -143,12 +144,17 @@ async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
     state = await shell_state(ctx)
     where = writable_dir(ctx, args.cwd if args.cwd is not None else meta["cwd"] if meta else state.cwd)
     names: tuple[str, ...] = ()
+    # The egress proxy's variables are the server's (set at the shell's spawn), not an earlier command's.
+    proxy = tuple(proxy_env()) if ctx.runtime.confinement.egress is not None else ()
     if meta is not None:
         fixed = core.base_env(ctx.runtime, ctx.session_id, where.virtual, {})
-        names = tuple(sorted(set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - TRANSIENT_KEYS))
+        exported = set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - set(proxy) - TRANSIENT_KEYS
+        names = tuple(sorted(exported))
     how = "in a new persistent shell" if meta is None else f"in the persistent shell {meta['shellId']}"
     runner = f"{how} ({shell_argv()[0]}; its cwd and exported env persist)"
-    what = WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
+    what = WhatRuns(
+        runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names, proxy_names=proxy
+    )
     return await bind(ctx.runtime.guard, ctx.runtime.confinement.shell_path, what)
 
 
