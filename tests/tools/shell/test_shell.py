@@ -265,8 +265,11 @@ async def test_persistent_shell_lifecycle(rt: Runtime, config: ServeConfig, mode
         assert before["persistentShell"] is None and before["recoveryPlan"]["tool"] == "shell_open"
         opened = await call(client, "shell_open", {})
         shell = opened["persistentShell"]
-        assert shell["status"] == "active" and shell["live"] and len(shell["shellId"]) == 16
-        await call(client, "shell_set_env", {"key": "GREETING", "value": "hello there"})
+        assert shell["status"] == "active" and opened["changed"] == "opened" and len(shell["shellId"]) == 16
+        env_set = await call(client, "shell_set_env", {"key": "GREETING", "value": "hello there"})
+        # A setter answers with what it changed (issue 38, item 15): not the whole posture shell_describe shows.
+        assert env_set["changed"] == "GREETING set" and env_set["envKeys"] == ["GREETING"]
+        assert set(env_set) == {"changed", "cwd", "envKeys", "persistentShell"} and "hello there" not in str(env_set)
         first = await call(client, "shell_exec", {"command": "cd sub && export COLOR=blue && pwd"})
         second = await call(client, "shell_exec", {"command": 'echo "$COLOR $GREETING"; pwd'})
         syntax = await call(client, "shell_exec", {"command": 'echo "unclosed'})
@@ -289,7 +292,7 @@ async def test_persistent_shell_lifecycle(rt: Runtime, config: ServeConfig, mode
     assert described["cwd"] == "/workspace/sub" and "COLOR" in described["persistentShell"]["envKeys"]
     assert "hello there" not in env_view and "blue" not in env_view  # keys only, never values
     assert gone["persistentShell"]["status"] == "closed" and gone["recoveryPlan"]["tool"] == "shell_restart"
-    assert restarted["persistentShell"]["status"] == "active"
+    assert restarted["persistentShell"]["status"] == "active" and restarted["changed"] == "opened"  # it was dead
     assert restarted["persistentShell"]["shellId"] != shell["shellId"]
     assert after["stdout"] == "hello there\n/workspace/sub\n"  # durable cwd and shell_set_env env come back
     assert [c["kind"] for c in history["commands"]] == ["persistent-shell"] * 5
