@@ -18,6 +18,7 @@ from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, Se
 from managed_tools.tools.outcomes.gate import (
     Evaluation,
     Grade,
+    GradeStatus,
     HistoryEntry,
     OutcomeView,
     evaluate,
@@ -88,15 +89,30 @@ async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
     )
 
 
+class EvaluateArgs(SessionArgs):
+    include_history: bool = Field(default=False, description="Also return the evaluation history (outcome_history).")
+
+
+class GradeBrief(WireModel):
+    """The grade the evaluation rests on, in brief: its evidence and next step are the evaluation's
+    (outcome_grade has the whole grade)."""
+
+    status: GradeStatus
+    matched_criteria: int
+    total_criteria: int
+
+
 class EvaluateOutput(WireModel):
     session_id: str
     active_outcome: OutcomeView | None
-    grade: Grade
+    grade: GradeBrief
     evaluation: Evaluation
-    evaluation_history: list[HistoryEntry]
+    iteration: int | None = Field(description="This evaluation's entry in the history; null without an outcome.")
+    history_count: int
+    evaluation_history: list[HistoryEntry] | None = Field(description="Only with includeHistory.")
 
 
-async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutput:
+async def outcome_evaluate(ctx: ToolContext, args: EvaluateArgs) -> EvaluateOutput:
     session_id = await scoped_session_id(ctx, args.session_id)
     outcome, graded, evaluation, _ = await evaluate(ctx, session_id)
     if outcome is not None:  # over MCP there is no harness: the evaluation records its own history entry
@@ -114,9 +130,13 @@ async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutpu
     return EvaluateOutput(
         session_id=session_id,
         active_outcome=outcome_view(outcome),
-        grade=graded,
+        grade=GradeBrief(
+            status=graded.status, matched_criteria=graded.matched_criteria, total_criteria=graded.total_criteria
+        ),
         evaluation=evaluation,
-        evaluation_history=history,
+        iteration=history[-1].iteration if outcome is not None and history else None,
+        history_count=len(history),
+        evaluation_history=history if args.include_history else None,
     )
 
 
@@ -187,7 +207,7 @@ DEFINITIONS = (
         title="Evaluate the outcome",
         description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it in "
         "the history.",
-        input_model=SessionArgs,
+        input_model=EvaluateArgs,
         output_model=EvaluateOutput,
         handler=outcome_evaluate,
         read_only=False,

@@ -95,6 +95,14 @@ class BudgetView(WireModel):
 MAX_SNAPSHOT_ATTACHMENTS = 10  # the map stays bounded however many files a session attached
 
 
+class SessionResources(WireModel):
+    """The reference snapshot's `artifactPaths`, as the resources this server serves instead (resources/read)."""
+
+    under: str = Field(description="The URI every path below continues.")
+    paths: list[str] = Field(description="The session's memory stores, evaluation and views.")
+    attachments: list[str] = Field(description=f"URIs of its newest attachments (at most {MAX_SNAPSHOT_ATTACHMENTS}).")
+
+
 class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     ALWAYS = frozenset({"session_id", "status"})
 
@@ -112,10 +120,7 @@ class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     queued_wakes: list[wakes.WakeView]
     next_wake_at: str | None
     budget: BudgetView
-    resources: dict[str, str] = Field(
-        description="The session's resources (resources/read): its memory stores, evaluation and views served, "
-        f"and its newest attachments (at most {MAX_SNAPSHOT_ATTACHMENTS}), each name to its URI."
-    )
+    resources: SessionResources
 
 
 @dataclass(frozen=True)
@@ -310,13 +315,18 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
     ).only(args.fields)
 
 
-async def resource_map(ctx: ToolContext, session_id: str) -> dict[str, str]:
-    """What the reference's snapshot lists as `artifactPaths`, as the resources this server serves instead."""
-    found = {target: memory_uri(target, session_id) for target in SESSION_TARGETS}
-    found["outcome_evaluation"] = evaluation_uri(session_id)
-    found |= {name: view_uri(name, session_id) for name, view in VIEWS.items() if view.tool in ctx.runtime.registry}
+async def resource_map(ctx: ToolContext, session_id: str) -> SessionResources:
+    uris = [memory_uri(target, session_id) for target in SESSION_TARGETS]
+    uris.append(evaluation_uri(session_id))
+    uris += [view_uri(name, session_id) for name, view in VIEWS.items() if view.tool in ctx.runtime.registry]
+    under = evaluation_uri(session_id).removesuffix("outcome/evaluation")
+    assert all(uri.startswith(under) for uri in uris)
     newest = (await attachments.of_session(ctx.tx, session_id))[-MAX_SNAPSHOT_ATTACHMENTS:]
-    return found | {f"attachment_{r.id}": attachment_uri(session_id, r.id) for r in newest}
+    return SessionResources(
+        under=under,
+        paths=[uri.removeprefix(under) for uri in uris],
+        attachments=[attachment_uri(session_id, r.id) for r in newest],
+    )
 
 
 async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:

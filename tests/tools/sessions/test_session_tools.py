@@ -115,16 +115,17 @@ async def test_the_snapshot_maps_the_sessions_resources_each_readable(
     resources/read answers, the same as resources/list names for the session."""
     async with connect(runtime, mode=mode) as client:
         snap = data(await client.call_tool("session_get_snapshot", {}))
-        listed = {r.name: str(r.uri) for r in (await client.list_resources()).resources}
-        mapped: dict[str, str] = snap["resources"]
-        for uri in mapped.values():
+        listed = {str(r.uri) for r in (await client.list_resources()).resources}
+        mapped = snap["resources"]
+        uris = [mapped["under"] + path for path in mapped["paths"]]
+        for uri in uris:
             assert (await client.read_resource(uri)).contents
         only = data(await client.call_tool("session_get_snapshot", {"fields": ["resources"]}))
     session = snap["sessionId"]
-    assert mapped["shell_state"] == f"managed-tools://sessions/{session}/memory/shell_state"
-    assert {"session_state", "outcome_evaluation", "shell_history", "shell_last_output", "children"} <= set(mapped)
-    assert all(listed[name] == uri for name, uri in mapped.items())
-    assert only["resources"] == mapped and len(mapped) <= 30
+    assert mapped["under"] == f"managed-tools://sessions/{session}/" and "memory/shell_state" in mapped["paths"]
+    assert {"memory/session_state", "outcome/evaluation", "shell/history", "session/children"} <= set(mapped["paths"])
+    assert set(uris) <= listed and mapped["attachments"] == []
+    assert only["resources"] == mapped
 
 
 async def test_event_windows_after_before_around(runtime: Runtime, connect: Connect) -> None:
