@@ -90,7 +90,7 @@ async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
 
 
 class EvaluateArgs(SessionArgs):
-    include_history: bool = Field(default=False, description="Also return the evaluation history (outcome_history).")
+    include_history: bool = False  # the history, as outcome_history shows it
 
 
 class GradeBrief(WireModel):
@@ -169,8 +169,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_define",
         title="Define the outcome",
-        description="Define what done means for a session of this agent: a title, optional detail and success "
-        "criteria to grade against.",
+        description="Define what done means for a session of this agent: a title, optional detail, success criteria.",
         input_model=DefineArgs,
         output_model=DefineOutput,
         handler=outcome_define,
@@ -186,7 +185,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_read",
         title="Read the outcome",
-        description="Read a session's active outcome (title, detail, success criteria).",
+        description="A session's active outcome (title, detail, success criteria).",
         input_model=SessionArgs,
         output_model=ReadOutput,
         handler=outcome_read,
@@ -195,8 +194,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_grade",
         title="Grade progress",
-        description="Grade the active outcome's criteria against what this session recorded in memory, with evidence "
-        "and a next step.",
+        description="Grade the outcome's criteria against this session's memory, with evidence and a next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,
@@ -205,8 +203,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_evaluate",
         title="Evaluate the outcome",
-        description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it in "
-        "the history.",
+        description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it.",
         input_model=EvaluateArgs,
         output_model=EvaluateOutput,
         handler=outcome_evaluate,
@@ -216,7 +213,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_history",
         title="Outcome history",
-        description="List the last evaluations of a session's outcome, oldest first, with iterations and trends.",
+        description="The last evaluations of a session's outcome, oldest first, with iterations and trends.",
         input_model=HistoryArgs,
         output_model=HistoryOutput,
         handler=outcome_history,

@@ -146,9 +146,9 @@ async def permissions_describe(ctx: ToolContext, _: NoArguments) -> DescribeOutp
 
 class CheckInput(Arguments):
     tool_name: NonEmptyStr = Field(description="The tool to check.")
-    tool_args: Annotated[
-        dict[str, Any] | None, Field(description="Arguments to check: are they valid, and are they approved?")
-    ] = None
+    tool_args: Annotated[dict[str, Any] | None, Field(description="Arguments to check for validity and approval.")] = (
+        None
+    )
 
 
 class CheckOutput(PostureFields):
@@ -365,7 +365,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="permissions_describe",
         title="Describe permissions",
-        description="Show this session's permission posture: waiting requests, always_ask and outcome-gated "
+        description="This session's permission posture: waiting requests, always_ask and outcome-gated "
         "tools, and how a person approves.",
         input_model=NoArguments,
         output_model=DescribeOutput,
@@ -376,7 +376,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="permissions_check",
         title="Check a tool's permissions",
-        description="Check a tool before calling it: policy, effects, whether these arguments are valid and approved, "
+        description="Check a tool before calling it: policy, effects, whether its arguments are valid and approved, "
         "and the next step.",
         input_model=CheckInput,
         output_model=CheckOutput,

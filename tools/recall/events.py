@@ -122,7 +122,7 @@ def _one_span_a_wake(hits: list[RecallHit], types: list[str] | None) -> list[Rec
     outcomes, notes) are not crowded out (issue 38, item 15)."""
     if types is not None:
         return hits
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple[str | None, str]] = set()
     kept = []
     for hit in hits:
         if hit.source.startswith("span.") and hit.wake_id is not None:

@@ -469,7 +469,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_snapshot",
         title="Snapshot a session",
-        description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
+        description="One session: status, pending actions, wakes, latest summary, event cursor, resources.",
         input_model=SnapshotInput,
         output_model=SessionSnapshot,
         handler=session_get_snapshot,
@@ -479,7 +479,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_events",
         title="Read session events",
-        description="Read a session's event log: a window after/before/around an event, filtered by wake and "
+        description="A session's event log: a window after/before/around an event, filtered by wake and "
         "type, last N kept.",
         input_model=SessionEventsInput,
         output_model=EventsOutput,
@@ -505,7 +505,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_trace",
         title="Read one trace",
-        description="Read the events of one wake of a session (see session_list_traces for wake ids).",
+        description="Read the events of one wake of a session (ids: session_list_traces).",
         input_model=TraceInput,
         output_model=TraceOutput,
         handler=session_get_trace,

@@ -160,7 +160,7 @@ DEFINITIONS = (
         name="shell_run",
         title="Run a shell command",
         description="Run a shell command once in a writable mount after a person approves the exact command and"
-        " cwd; /workspace/... paths are mapped; long ones return a handle.",
+        " cwd; /workspace/... paths mapped; long ones return a handle.",
         input_model=RunInput,
         output_model=RunResult,
         handler=shell_run,

@@ -301,7 +301,7 @@ DEFINITIONS = (
         name="shell_exec",
         title="Run in the persistent shell",
         description="Run a command in the session's persistent shell (cwd and env persist) once a person approves it; "
-        "/workspace/... paths are mapped; long ones return a handle.",
+        "/workspace/... paths mapped; long ones return a handle.",
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,
@@ -333,8 +333,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_restart",
         title="Restart the persistent shell",
-        description="Kill the session's persistent shell (a running command is recorded as killed) and start a "
-        "fresh one.",
+        description="Kill the persistent shell (a running command is recorded as killed) and start a fresh one.",
         input_model=RestartInput,
         output_model=core.ShellChange,
         handler=shell_restart,
@@ -345,8 +344,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_close",
         title="Close the persistent shell",
-        description="Close the session's persistent shell and its process group; refused while a command runs "
-        "(shell_restart kills it).",
+        description="Close the session's persistent shell; refused while a command runs (shell_restart kills it).",
         input_model=NoArguments,
         output_model=core.ShellChange,
         handler=shell_close,
@@ -358,7 +356,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_set_cwd",
         title="Set the shell cwd",
-        description="Set the session's shell cwd (a directory inside a mount); the live shell moves too.",
+        description="Set the session's shell cwd (a directory in a mount); the live shell moves too.",
         input_model=SetCwdInput,
         output_model=core.ShellChange,
         handler=shell_set_cwd,
