@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import ERAS
-from mcp import Client
 from support import typical_session
-from test_permissions import answer
+from test_permissions import answer, client_for
 
 from managed_tools.server.config.serve_config import ServeConfig
-from managed_tools.server.mcp.app import build_server
 from managed_tools.server.runtime.opening import open_runtime
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +27,7 @@ async def test_a_typical_coding_session_stays_within_its_result_budget(tmp_path:
     config = ServeConfig.build(workspace=workspace, data_dir=tmp_path / "data")
     async with (
         open_runtime(config) as runtime,
-        Client(
-            build_server(runtime, transport="memory"),
-            mode=mode,
-            elicitation_callback=answer("accept", {"approve": True}),
-        ) as client,
+        client_for(runtime, mode, elicitation_callback=answer("accept", {"approve": True})) as client,
     ):
         rows = await typical_session.run(client)
     assert [name for name, _, failed in rows if failed] == []
