@@ -3,8 +3,9 @@
 Every series runs through `mcp.Client` over the in-memory transport, so no process or pipe adds noise: the
 `bare` baseline is bench/bare_echo_server.py's low-level `Server` answering `echo`; the managed series are a
 read (`memory_read`, `session_get_events`), a refusal (an unknown tool) and a write (`memory_write`) on a fresh
-state file. Rounds interleave the series. A round trip is one step handed to a database thread: our own
-(`SqliteDatabase._on_thread`) or, on a tree still built on aiosqlite, one `aiosqlite` request; both are counted.
+state file. Rounds interleave the series. A round trip is one step handed to the database thread
+(`SqliteDatabase._on_thread`, aiosqlite's thread since issue 38) or, on a tree from before issue 24, one `aiosqlite`
+request.
 With `--clients N` (default 16) the read and the write also run from N in-process clients at once (each its own
 session), against N clients of the bare server: calls/s and CPU time per call, where records share commits.
 
@@ -55,15 +56,12 @@ class Hops:
 
     def __init__(self) -> None:
         self.count = 0
-        try:  # an older tree (the "before" of a comparison) ran on aiosqlite, no longer a dependency
-            older = importlib.import_module("aiosqlite.core")
-            self._wrap(older.Connection, "_execute")
-        except ImportError:
-            pass
         from managed_tools.stores.db import sqlite
 
-        if hasattr(sqlite.SqliteDatabase, "_on_thread"):
+        if hasattr(sqlite.SqliteDatabase, "_on_thread"):  # every step to the database thread goes through it
             self._wrap(sqlite.SqliteDatabase, "_on_thread")
+        else:  # a tree from before issue 24 ran every statement through aiosqlite's queue
+            self._wrap(importlib.import_module("aiosqlite.core").Connection, "_execute")
 
     def _wrap(self, owner: type, name: str) -> None:
         original: Callable[..., Any] = getattr(owner, name)

@@ -4,6 +4,7 @@ takes further messages once it has answered (`resumable`), and whether its compl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Literal
 
@@ -13,6 +14,9 @@ from managed_tools.stores.db import Tx, as_dict
 from managed_tools.stores.ids import utc_now
 
 ParentCommunication = Literal["implicit", "explicit"]
+# The tools a parent narrowed its child's model to: the child's first event of this type, written with the child
+# in the delegating transaction (an event a later call could add is never the first, so it cannot widen them).
+TOOLS_EVENT = "delegation.tools"
 
 
 class Delegation(BaseModel):
@@ -67,3 +71,11 @@ async def unfinished_children(tx: Tx, parent_id: str) -> int:
             (parent_id,),
         )
     )
+
+
+async def narrowed_tools(tx: Tx, child_id: str) -> frozenset[str] | None:
+    """The tools the session's model may be sent and call, when its parent narrowed them; None: not narrowed."""
+    payload = await tx.scalar(
+        "SELECT payload FROM events WHERE session_id = ? AND type = ? ORDER BY seq LIMIT 1", (child_id, TOOLS_EVENT)
+    )
+    return None if payload is None else frozenset(json.loads(str(payload))["tools"])

@@ -25,7 +25,8 @@ from managed_tools.tools.framework.context.uris import (
     FILE_MOUNTS,
     SCHEME,
     SESSION_TARGETS,
-    SESSION_VIEWS,
+    VIEWS,
+    View,
     attachment_uri,
     evaluation_uri,
     file_uri,
@@ -91,36 +92,6 @@ def listing(session_id: str, registry: Registry) -> list[Resource]:
         for name, view in served_views(registry).items()
     )  # fmt: skip
     return found
-
-
-@dataclasses.dataclass(frozen=True)
-class View:
-    """A session artifact shown as the output of the tool that reads it (with its default arguments)."""
-
-    tool: str
-    title: str
-    description: str
-
-
-VIEWS = {
-    "outcome_history": View("outcome_history", "Outcome history", "The session's outcome evaluations over time."),
-    "permission_posture": View(
-        "permissions_describe", "Permission posture",
-        "Open permission requests, always-ask and outcome-gated tools, the shell and outcome posture.",
-    ),
-    "shell_history": View("shell_history", "Shell history", "The session's recent shell commands."),
-    "shell_last_output": View("shell_read_last_output", "Shell last output",
-                              "The last shell command's output, and the one running now."),
-    "staging_manifest": View("resources_list_staged_drafts", "Staging manifest",
-                             "Drafts staged from the substrate and whether each is ready to promote."),
-    "agent_setup": View("agent_describe_setup", "Agent setup",
-                        "The setup contract the session ran under, with per-section fingerprints."),
-    "children": View("session_list_children", "Children",
-                     "The session's child sessions; a child delegated with implicit communication updates it."),
-    "wake_requests": View("session_list_wakes", "Scheduled wakes",
-                          "The session's scheduled wakes (queued, or due and waiting for a client), soonest first."),
-}  # fmt: skip
-assert VIEWS.keys() == set(SESSION_VIEWS.values())
 
 
 async def _view(ctx: ToolContext, name: str, session_id: str) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import copy
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import aiosqlite
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
@@ -47,6 +48,9 @@ from managed_tools.stores.errors import (
 )
 
 log = logging.getLogger(__name__)
+# aiosqlite's DEBUG lines name every function it runs; ours carry no parameters, but a statement's never belong in
+# a log (docs/decisions/redact-every-resolved-secret.md).
+logging.getLogger("aiosqlite").setLevel(logging.INFO)
 GONE = (
     "The server's state file was deleted or replaced while it ran, so nothing more is written to it (it would be "
     "lost at the next start). Ask the person running the server to restart it; `managed-tools where` shows the file."
@@ -208,8 +212,9 @@ class _Queued:
 
 class SqliteDatabase(Database):
     """The state file (WAL): one writer and one appender connection, and reader connections, each used on the
-    event loop's thread except for what may wait (another process's lock, a commit's fsync), which runs on the
-    database's one thread of its own."""
+    event loop's thread except for what may wait (another process's lock, a commit's fsync, a checkpoint, the
+    start-up), which runs on the database's one thread of its own: aiosqlite's, the writer's
+    (docs/decisions/aiosqlite-for-the-database-thread.md)."""
 
     dialect = SQLITE
 
@@ -217,7 +222,7 @@ class SqliteDatabase(Database):
         self,
         path: Path,
         *,
-        writer: sqlite3.Connection,
+        thread: aiosqlite.Connection,
         appender: sqlite3.Connection,
         readers: list[sqlite3.Connection],
         busy_timeout_ms: int,
@@ -233,7 +238,8 @@ class SqliteDatabase(Database):
         self._borrowed = 0  # readers taken and not yet given back
         self._reopening = False  # no reader is handed out meanwhile (`_reopen`)
         self._synchronous: Synchronous = synchronous
-        self._writer = writer
+        self._thread = thread  # its worker runs one step at a time, in order
+        self._writer = thread._conn  # replaced when reopened (`_reopen`); the thread stays
         self._appender = appender
         self._pages = 0  # WAL pages written since the last checkpoint, about (`_wrote`)
         self._queue: list[_Queued] = []  # records waiting for their transaction (`record`)
@@ -241,7 +247,6 @@ class SqliteDatabase(Database):
         self._hints: dict[str, int] = {}  # shared by the write transactions (Tx.hints)
         self._busy_timeout_ms = busy_timeout_ms
         self._write_lock = anyio.Lock(fast_acquire=True)  # taken at once when free: no trip round the loop
-        self._thread = anyio.CapacityLimiter(1)  # one database thread: its steps run in order, never at once
         self._refused: str | None = None  # the kind of the refusals under way (disk full, read-only), once logged
         self._idle_readers = readers
         self._keep_readers = len(readers)
@@ -259,7 +264,9 @@ class SqliteDatabase(Database):
             report_recovery(conn, path, wal)
             prepare(conn, busy_timeout_ms)
 
-        def opening() -> None:
+        def opening() -> sqlite3.Connection:
+            """On the database thread, aiosqlite's connector: the writer, with the appender and the readers made
+            on the way (used on the loop's thread: `connect` makes every connection `check_same_thread=False`)."""
             path.parent.mkdir(parents=True, exist_ok=True)
             refuse_unusable_file(path)
             for aside in set_aside_stale(path):
@@ -279,10 +286,17 @@ class SqliteDatabase(Database):
                 first=lambda conn: first(conn, wal),
             )
             remember(path, StateFiles.of(path))
+            return opened[0]
 
+        thread = aiosqlite.Connection(opening, iter_chunk_size=64)
         try:
-            await anyio.to_thread.run_sync(opening)
+            await thread
         except BaseException as exc:
+            # aiosqlite stops its thread after a failed (or cancelled) connect but does not wait for it: a thread
+            # outliving the event loop prints "Event loop is closed" (docs/decisions/start-up-failures.md). Once it
+            # ended, nothing opens a connection any more.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(thread._thread.join)
             for conn in opened:
                 conn.close()
             if isinstance(exc, sqlite3.Error | OSError):
@@ -290,7 +304,7 @@ class SqliteDatabase(Database):
             raise
         return cls(
             path,
-            writer=opened[0],
+            thread=thread,
             appender=opened[1],
             readers=opened[2:],
             busy_timeout_ms=busy_timeout_ms,
@@ -301,13 +315,20 @@ class SqliteDatabase(Database):
         with anyio.CancelScope(shield=True):
             async with self._write_lock:  # a commit under way on the database thread finishes first
                 self._closed = True
-                for conn in [self._writer, self._appender, *self._idle_readers]:
+                for conn in [self._appender, *self._idle_readers]:
                     conn.close()
                 self._idle_readers.clear()
+                await self._on_thread(self._writer.close)  # the writer of the last reopening
+                await self._thread.close()  # closes the first writer again (a no-op once closed); the thread ends
 
     async def _on_thread(self, step: Callable[[], T]) -> T:
-        """`step` on the database thread: one round trip. Not abandoned when cancelled (a commit runs whole)."""
-        return await anyio.to_thread.run_sync(step, limiter=self._thread)
+        """`step` on the database thread: one round trip. Not abandoned when cancelled (a commit runs whole, a
+        `BEGIN` is known to have begun or not before its caller rolls back)."""
+        # `_execute` is the queue every aiosqlite method goes through (untyped): a function run on its thread.
+        execute = cast(Callable[[Callable[[], T]], Awaitable[T]], self._thread._execute)
+        with anyio.CancelScope(shield=True):
+            done = await execute(step)
+        return done
 
     def _take_reader(self) -> sqlite3.Connection:
         if self._reopening:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import ERAS, data, error_text
 from pydantic import ValidationError
-from test_permissions import client_for
+from test_permissions import answer, client_for
 from test_upstream import PROBE, serving
 
 from managed_tools.sandbox import bwrap, landlock
@@ -329,11 +329,30 @@ async def test_shell_run_reaches_allowed_domains_and_names_the_blocked(rt: Runti
     assert result["networkBlocked"] == [f"evil.test:80 ({NOT_LISTED})", f"evil.test:443 ({NOT_LISTED})",
                                         f"also.evil.test:8443 ({NOT_LISTED})"]  # fmt: skip
     assert result["stderr"].count("refused") == 3
-    assert "[managed-tools] network blocked: evil.test:80 (not in sandbox.network.allowedDomains)" in result["text"]
+    assert "[managed-tools] network blocked: evil.test:80 (not in sandbox.network.allowedDomains)" in result["stderr"]
     async with rt.db.read() as tx:  # the completion keeps them whole, for the dashboard's refusals
         shown = [r for r in await overview.refusals(tx) if r.kind == "network"]
     assert shown and shown[0].detail.startswith(f"evil.test:80 ({NOT_LISTED}); evil.test:443")
     assert [h.split("\r\n")[0] for h in web.heads] == ["GET /plain HTTP/1.1", "GET /tunnelled HTTP/1.1"]
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_shell_exec_question_names_the_proxy_variables_as_the_servers(config: ServeConfig, mode: str) -> None:
+    """Issue 38, item 8: the live shell's HTTP_PROXY and the rest were set by the server at its spawn; the
+    question says so, and lists only what commands exported as theirs."""
+    seen: list[str] = []
+    asked = config.model_copy(update={"policy": {}})  # shell_exec asks a person again
+    async with (
+        open_runtime(asked) as runtime,
+        client_for(runtime, mode, elicitation_callback=answer("accept", {"approve": True}, seen)) as client,
+    ):
+        data(await client.call_tool("shell_exec", {"command": "export COLOR=blue"}))
+        assert data(await client.call_tool("shell_exec", {"command": "echo $COLOR"}))["stdout"] == "blue\n"
+    exported = next(line for line in seen[1].splitlines() if "by earlier commands" in line)
+    assert exported.endswith(": COLOR"), exported
+    server_set = "Set by the server, pointing at its egress proxy (the domain allowlist): HTTP_PROXY, HTTPS_PROXY"
+    assert server_set in seen[0] and server_set in seen[1]
 
 
 PARALLEL = """

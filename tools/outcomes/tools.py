@@ -18,6 +18,7 @@ from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, Se
 from managed_tools.tools.outcomes.gate import (
     Evaluation,
     Grade,
+    GradeStatus,
     HistoryEntry,
     OutcomeView,
     evaluate,
@@ -88,15 +89,30 @@ async def outcome_grade(ctx: ToolContext, args: SessionArgs) -> GradeOutput:
     )
 
 
+class EvaluateArgs(SessionArgs):
+    include_history: bool = False  # the history, as outcome_history shows it
+
+
+class GradeBrief(WireModel):
+    """The grade the evaluation rests on, in brief: its evidence and next step are the evaluation's
+    (outcome_grade has the whole grade)."""
+
+    status: GradeStatus
+    matched_criteria: int
+    total_criteria: int
+
+
 class EvaluateOutput(WireModel):
     session_id: str
     active_outcome: OutcomeView | None
-    grade: Grade
+    grade: GradeBrief
     evaluation: Evaluation
-    evaluation_history: list[HistoryEntry]
+    iteration: int | None = Field(description="This evaluation's entry in the history; null without an outcome.")
+    history_count: int
+    evaluation_history: list[HistoryEntry] | None = Field(description="Only with includeHistory.")
 
 
-async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutput:
+async def outcome_evaluate(ctx: ToolContext, args: EvaluateArgs) -> EvaluateOutput:
     session_id = await scoped_session_id(ctx, args.session_id)
     outcome, graded, evaluation, _ = await evaluate(ctx, session_id)
     if outcome is not None:  # over MCP there is no harness: the evaluation records its own history entry
@@ -114,9 +130,13 @@ async def outcome_evaluate(ctx: ToolContext, args: SessionArgs) -> EvaluateOutpu
     return EvaluateOutput(
         session_id=session_id,
         active_outcome=outcome_view(outcome),
-        grade=graded,
+        grade=GradeBrief(
+            status=graded.status, matched_criteria=graded.matched_criteria, total_criteria=graded.total_criteria
+        ),
         evaluation=evaluation,
-        evaluation_history=history,
+        iteration=history[-1].iteration if outcome is not None and history else None,
+        history_count=len(history),
+        evaluation_history=history if args.include_history else None,
     )
 
 
@@ -149,8 +169,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_define",
         title="Define the outcome",
-        description="Define what done means for a session of this agent: a title, optional detail and success "
-        "criteria to grade against.",
+        description="Define what done means for a session of this agent: a title, optional detail, success criteria.",
         input_model=DefineArgs,
         output_model=DefineOutput,
         handler=outcome_define,
@@ -166,7 +185,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_read",
         title="Read the outcome",
-        description="Read a session's active outcome (title, detail, success criteria).",
+        description="A session's active outcome (title, detail, success criteria).",
         input_model=SessionArgs,
         output_model=ReadOutput,
         handler=outcome_read,
@@ -175,8 +194,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_grade",
         title="Grade progress",
-        description="Grade the active outcome's criteria against what this session recorded in memory, with evidence "
-        "and a next step.",
+        description="Grade the outcome's criteria against this session's memory, with evidence and a next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,
@@ -185,9 +203,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_evaluate",
         title="Evaluate the outcome",
-        description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it in "
-        "the history.",
-        input_model=SessionArgs,
+        description="Evaluate the outcome (pass/fail/not_ready/…, trend, promotion readiness) and record it.",
+        input_model=EvaluateArgs,
         output_model=EvaluateOutput,
         handler=outcome_evaluate,
         read_only=False,
@@ -196,7 +213,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_history",
         title="Outcome history",
-        description="List the last evaluations of a session's outcome, oldest first, with iterations and trends.",
+        description="The last evaluations of a session's outcome, oldest first, with iterations and trends.",
         input_model=HistoryArgs,
         output_model=HistoryOutput,
         handler=outcome_history,

@@ -46,6 +46,7 @@ SHELL_MUTATION = frozenset(
     {"shell_set_cwd", "shell_set_env", "shell_unset_env", "shell_open", "shell_restart", "shell_run", "shell_exec",
      "shell_close"}
 )  # fmt: skip
+BRIEF = {"shell_id", "status", "cwd", "busy"}  # of a shell view, in permissions_check
 HOW_TO_APPROVE = (
     "A person answers in the client when it can show the question; otherwise they run `managed-tools pending` and "
     "`managed-tools approve ID` (or `deny ID`) in a terminal, and the model calls the tool again with exactly the "
@@ -213,7 +214,9 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     asks = definition.permission_policy == "always_ask"
     gated = definition.name in OUTCOME_GATED
     mutates_shell = definition.name in SHELL_MUTATION
-    outcome = await posture(ctx, ctx.session_id) if gated or mutates_shell else None
+    # A preflight answers with its tool (issue 38, item 15): the outcome only for a tool the gate holds, the
+    # shell in brief (shell_describe and permissions_describe show the whole posture).
+    outcome = await posture(ctx, ctx.session_id) if gated else None
     shell = await shell_core.posture(ctx.runtime, ctx.tx, ctx.session_id) if mutates_shell else None
     command = planned_command(args.tool_args) if definition.name in SHELL_COMMANDS else ""
     cwd = planned_cwd(args.tool_args or {}, shell) if shell is not None else "/workspace"
@@ -253,7 +256,7 @@ async def permissions_check(ctx: ToolContext, args: CheckInput) -> CheckOutput:
     return CheckOutput(
         outcome_evaluation=None if outcome is None else outcome.outcome_evaluation,
         next_outcome_step=None if outcome is None else outcome.next_outcome_step,
-        shell_mutation_posture=None if shell is None else _mutation_posture(shell),
+        shell_mutation_posture=None if shell is None else _mutation_posture(shell, brief=True),
         read_only_alternative=bash_step,
         shell_read_first_alternatives=[] if shell is None else read_first_menu(shell, rewrite),
         tool_name=definition.name,
@@ -319,10 +322,12 @@ def _next_step(
     return None
 
 
-def _mutation_posture(shell: shell_core.ShellPosture) -> dict[str, Any]:
-    last = shell.last_command
+def _mutation_posture(shell: shell_core.ShellPosture, *, brief: bool = False) -> dict[str, Any]:
+    """`brief`: the live shell's id, status, cwd and busy flag, not its env names and history."""
+    last, view = shell.last_command, shell.persistent_shell
+    shown = None if view is None else view.model_dump(mode="json", include=BRIEF if brief else None, by_alias=True)
     return {
-        "persistentShell": None if shell.persistent_shell is None else shell.persistent_shell.model_dump(mode="json"),
+        "persistentShell": shown,
         "lastCommandPreview": None if last is None else f"{last.command[:120]} (exit {last.exit_code})",
         "busyPlan": None if shell.busy_plan is None else shell.busy_plan.model_dump(mode="json"),
         "recoveryPlan": None if shell.recovery_plan is None else shell.recovery_plan.model_dump(mode="json"),
@@ -359,7 +364,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="permissions_describe",
         title="Describe permissions",
-        description="Show this session's permission posture: waiting requests, always_ask and outcome-gated "
+        description="This session's permission posture: waiting requests, always_ask and outcome-gated "
         "tools, and how a person approves.",
         input_model=NoArguments,
         output_model=DescribeOutput,
@@ -370,7 +375,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="permissions_check",
         title="Check a tool's permissions",
-        description="Check a tool before calling it: policy, effects, whether these arguments are valid and approved, "
+        description="Check a tool before calling it: policy, effects, whether its arguments are valid and approved, "
         "and the next step.",
         input_model=CheckInput,
         output_model=CheckOutput,

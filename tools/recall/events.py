@@ -113,7 +113,24 @@ async def context_hits(ctx: ToolContext, args: RecallArgs, types: list[str] | No
                 **fact.hit_fields(),
             )
         )
-    return ranked(hits)[: args.limit]
+    return _one_span_a_wake(ranked(hits), types)[: args.limit]
+
+
+def _one_span_a_wake(hits: list[RecallHit], types: list[str] | None) -> list[RecallHit]:
+    """Every call leaves two span events whose text repeats its arguments and result, and each expands to the
+    same trace: unasked for by `types`, only the best of a wake's span hits is kept, so the other events (messages,
+    outcomes, notes) are not crowded out (issue 38, item 15)."""
+    if types is not None:
+        return hits
+    seen: set[tuple[str | None, str]] = set()
+    kept = []
+    for hit in hits:
+        if hit.source.startswith("span.") and hit.wake_id is not None:
+            if (hit.session_id, hit.wake_id) in seen:
+                continue
+            seen.add((hit.session_id, hit.wake_id))
+        kept.append(hit)
+    return kept
 
 
 def _event_expansion(match: EventMatch) -> NextTool:

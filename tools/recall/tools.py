@@ -17,7 +17,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_search_context",
         title="Search other sessions' events",
-        description="Full-text search of this agent's other sessions' events (calls, results, outcomes, "
+        description="Search this agent's other sessions' events (calls, results, outcomes, "
         "decisions); each hit says why it matched and which trace to read.",
         input_model=ContextSearchArgs,
         output_model=ContextSearchOutput,
@@ -34,7 +34,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_search_traces",
         title="Search other sessions' traces",
-        description="Full-text search of this agent's other sessions: one hit per wake whose events match, with"
+        description="Search this agent's other sessions: one hit per wake whose events match, with"
         " event count, types and latest summary.",
         input_model=RecallArgs,
         output_model=TraceSearchOutput,

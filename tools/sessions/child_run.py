@@ -33,6 +33,8 @@ from managed_tools.tools.framework.context.ports import (
 )
 from managed_tools.tools.framework.context.uris import view_uri
 from managed_tools.tools.framework.context.what_runs import visible
+from managed_tools.tools.framework.definitions.definition import ToolDefinition
+from managed_tools.tools.framework.definitions.registry import Visible
 from managed_tools.tools.framework.wire.models import WireModel
 
 MAX_MODEL_TOKENS = 4000
@@ -99,17 +101,28 @@ async def run_session(
         conversation = await conversation_of(tx, session_id)
         record = await sessions.get_session(tx, session_id)
         delegation = await delegations.get(tx, session_id)
+        narrowed = await delegations.narrowed_tools(tx, session_id)
     run.wake_id = wake.id
     attachment = Attachment(session_id=session_id, wake_id=wake.id, transport=transport, owner=owner)
     consent = AskedFor(model.consent_in(session_id, wake.id), who_asks(record, delegation, transport, started_by))
     ports = dataclasses.replace(outer, consent=consent, child_model=NoChildModel())
+
+    def offered(definition: ToolDefinition) -> bool:
+        """Sent to the model and callable: never a delegation tool, and only what the parent gave it, if it
+        narrowed the tools (session_delegate tools/toolsets). The executor refuses any other as unknown, routed
+        calls (sandbox_execute's actions) and tools_call's included."""
+        return definition.name not in NOT_FOR_CHILDREN and (narrowed is None or definition.name in narrowed)
+
     tools = [
         ToolSpec(name=d.name, description=d.description, input_schema=d.input_schema())
         for d in runtime.registry
-        if d.name not in NOT_FOR_CHILDREN
+        if offered(d)
     ]
     try:
-        await _turns(run, runtime, attachment, ports, model, conversation=conversation, tools=tools, cycles=cycles)
+        await _turns(
+            run, runtime, attachment, ports, model, conversation=conversation, tools=tools, cycles=cycles,
+            offered=offered,
+        )  # fmt: skip
     finally:
         with anyio.CancelScope(shield=True):
             async with runtime.db.write() as tx:
@@ -194,6 +207,7 @@ async def _turns(
     conversation: list[ModelTurn],
     tools: list[ToolSpec],
     cycles: int,
+    offered: Visible,
 ) -> None:
     while run.cycles < cycles:
         try:
@@ -220,7 +234,7 @@ async def _turns(
                 )
                 results.append((call.id, f"{call.name} is not available inside a child's run.", True))
                 continue
-            result = await execute(runtime, attachment, ports, call.name, call.arguments)
+            result = await execute(runtime, attachment, ports, call.name, call.arguments, visible=offered)
             request = (result.action_required or {}).get("requestId")
             run.calls.append(
                 CallRecord(tool_name=call.name, status=result.status, error_kind=result.error_kind, request_id=request)

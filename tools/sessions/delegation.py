@@ -28,6 +28,7 @@ from managed_tools.tools.framework.wire.errors import ToolError
 from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, SessionId, WireModel
 from managed_tools.tools.sessions.child_run import (
     ANSWER_EVENT,
+    NOT_FOR_CHILDREN,
     CallRecord,
     SessionRun,
     StopReason,
@@ -45,6 +46,8 @@ POLL_SECONDS = 0.2
 
 
 MAX_ATTACHMENTS = 20
+MAX_CHOSEN = 100  # tools or toolsets a delegation names
+Chosen = Annotated[list[str], Field(max_length=MAX_CHOSEN)]  # each name checked against the served ones
 AttachmentIds = Annotated[
     list[Annotated[str, Field(max_length=64)]],
     Field(max_length=MAX_ATTACHMENTS, description="Attachment ids to copy in."),
@@ -61,14 +64,16 @@ class DelegateInput(Arguments):
     ] = Field(default_factory=list)
     plan_steps: Annotated[
         list[Annotated[NonEmptyStr, Field(max_length=200)]],
-        Field(max_length=50, description="The child's first plan steps."),
+        Field(max_length=50, description="Its first plan steps."),
     ] = Field(default_factory=list)
-    resumable: bool = Field(default=False, description="Takes messages after answering.")
+    resumable: bool = Field(default=False, description="Answers more messages.")
     parent_communication: ParentCommunication = Field(
         default="explicit", description="implicit: its completion is queued here."
     )
     max_instances: Annotated[int | None, Field(ge=1, le=100, description="Cap on unfinished children.")] = None
     attachments: AttachmentIds = Field(default_factory=list)
+    tools: Chosen | None = Field(default=None, description="Only these tools, toolsets.")
+    toolsets: Chosen | None = None
 
 
 class DelegateOutput(WireModel):
@@ -94,9 +99,12 @@ async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOut
             f"This session already has {args.max_instances} unfinished child session(s) (maxInstances); message one "
             "of them (session_list_children) or raise maxInstances."
         )
+    narrowed = _narrowed(ctx, args.tools, args.toolsets)
     child = await sessions.create_session(
         ctx.tx, ctx.agent_id, owner=ctx.owner, parent_id=parent.id, title=args.title or args.task[:80]
     )
+    if narrowed is not None:  # the child's first event: what its model is sent, and all it may call
+        await events.append_event(ctx.tx, child.id, None, delegations.TOOLS_EVENT, {"tools": narrowed})
     await delegations.record(
         ctx.tx, child.id, parent.id, name=args.name.strip(), resumable=args.resumable,
         parent_communication=args.parent_communication,
@@ -132,6 +140,32 @@ async def session_delegate(ctx: ToolContext, args: DelegateInput) -> DelegateOut
     return DelegateOutput(
         parent_session_id=parent.id, child_session=summary, seeded_event_ids=seeded, attachments=copied
     )
+
+
+def _narrowed(ctx: ToolContext, tools: list[str] | None, toolsets: list[str] | None) -> list[str] | None:
+    """The served tools `tools` and `toolsets` name together (in catalogue order), or None when neither is given;
+    an unknown name, or a tool a child never gets, is refused naming the valid ones."""
+    if tools is None and toolsets is None:
+        return None
+    registry = ctx.runtime.registry
+    offered = [d.name for d in registry if d.name not in NOT_FOR_CHILDREN]
+    groups = registry.toolsets()
+    unknown = [name for name in tools or () if name not in offered]
+    if unknown:
+        raise ToolError(
+            f"A child cannot be given {', '.join(repr(n) for n in unknown[:5])}: not a tool this server serves, or "
+            f"one a child never gets ({', '.join(sorted(NOT_FOR_CHILDREN))}); tools/list shows the names."
+        )
+    bad_sets = [name for name in toolsets or () if name not in groups]
+    if bad_sets:
+        raise ToolError(
+            f"Unknown toolset {', '.join(repr(n) for n in bad_sets[:5])}; the toolsets here are: {', '.join(groups)}."
+        )
+    chosen = {*(tools or ()), *(n for group in toolsets or () for n in groups[group])}
+    kept = [name for name in offered if name in chosen]
+    if not kept:
+        raise ToolError("The tools and toolsets chosen leave the child no tool; name at least one it may use.")
+    return kept
 
 
 async def _copy_all(ctx: ToolContext, ids: list[str], *, from_session: str, to_session: str) -> list[AttachmentRef]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from managed_tools.stores import approvals, delegations, events, outcomes, sessions, usage
+from managed_tools.stores import approvals, attachments, delegations, events, outcomes, sessions, usage
 from managed_tools.stores.events import EventFilter, EventRecord
 from managed_tools.stores.outcomes import EvaluationRecord, Outcome
 from managed_tools.stores.sessions import SessionRecord, SessionStatus
@@ -23,6 +23,14 @@ from managed_tools.tools.framework.context.scope import (
     relation,
     scoped_session,
     scoped_session_id,
+)
+from managed_tools.tools.framework.context.uris import (
+    SESSION_TARGETS,
+    VIEWS,
+    attachment_uri,
+    evaluation_uri,
+    memory_uri,
+    view_uri,
 )
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
@@ -84,6 +92,17 @@ class BudgetView(WireModel):
     )
 
 
+MAX_SNAPSHOT_ATTACHMENTS = 10  # the map stays bounded however many files a session attached
+
+
+class SessionResources(WireModel):
+    """The reference snapshot's `artifactPaths`, as the resources this server serves instead (resources/read)."""
+
+    under: str = Field(description="The URI every path below continues.")
+    paths: list[str] = Field(description="The session's memory stores, evaluation and views.")
+    attachments: list[str] = Field(description=f"URIs of its newest attachments (at most {MAX_SNAPSHOT_ATTACHMENTS}).")
+
+
 class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     ALWAYS = frozenset({"session_id", "status"})
 
@@ -101,6 +120,7 @@ class SessionSnapshot(Partial, SessionSummary, OutcomePosture):
     queued_wakes: list[wakes.WakeView]
     next_wake_at: str | None
     budget: BudgetView
+    resources: SessionResources
 
 
 @dataclass(frozen=True)
@@ -291,7 +311,22 @@ async def session_get_snapshot(ctx: ToolContext, args: SnapshotInput) -> Session
         queued_wakes=queued_wakes,
         next_wake_at=next_wake_at,
         budget=await budget_view(ctx, record.id),
+        resources=await resource_map(ctx, record.id),
     ).only(args.fields)
+
+
+async def resource_map(ctx: ToolContext, session_id: str) -> SessionResources:
+    uris = [memory_uri(target, session_id) for target in SESSION_TARGETS]
+    uris.append(evaluation_uri(session_id))
+    uris += [view_uri(name, session_id) for name, view in VIEWS.items() if view.tool in ctx.runtime.registry]
+    under = evaluation_uri(session_id).removesuffix("outcome/evaluation")
+    assert all(uri.startswith(under) for uri in uris)
+    newest = (await attachments.of_session(ctx.tx, session_id))[-MAX_SNAPSHOT_ATTACHMENTS:]
+    return SessionResources(
+        under=under,
+        paths=[uri.removeprefix(under) for uri in uris],
+        attachments=[attachment_uri(session_id, r.id) for r in newest],
+    )
 
 
 async def budget_view(ctx: ToolContext, session_id: str) -> BudgetView:
@@ -434,7 +469,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_snapshot",
         title="Snapshot a session",
-        description="Summarise one session: status, pending actions, wakes, latest summary and event cursor.",
+        description="One session: status, pending actions, wakes, latest summary, event cursor, resources.",
         input_model=SnapshotInput,
         output_model=SessionSnapshot,
         handler=session_get_snapshot,
@@ -444,7 +479,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_events",
         title="Read session events",
-        description="Read a session's event log: a window after/before/around an event, filtered by wake and "
+        description="A session's event log: a window after/before/around an event, filtered by wake and "
         "type, last N kept.",
         input_model=SessionEventsInput,
         output_model=EventsOutput,
@@ -470,7 +505,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="session_get_trace",
         title="Read one trace",
-        description="Read the events of one wake of a session (see session_list_traces for wake ids).",
+        description="Read the events of one wake of a session (ids: session_list_traces).",
         input_model=TraceInput,
         output_model=TraceOutput,
         handler=session_get_trace,

@@ -180,7 +180,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_wait",
         title="Wait for a shell command",
-        description="Wait up to timeoutMs for a running command (default: the one running now): idle, running, "
+        description="Wait up to timeoutMs for a running command (default: the current one): idle, running, "
         "completed or error.",
         input_model=WaitInput,
         output_model=WaitOutput,

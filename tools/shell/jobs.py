@@ -45,8 +45,7 @@ class CommandResult(WireModel):
     timed_out: bool
     duration_ms: float | None
     stdout: str
-    stderr: str
-    text: str
+    stderr: str  # the output once: no `text` repeating both (issue 38, item 8)
     truncated: bool
     network_blocked: list[str] = Field(
         default_factory=list,
@@ -98,7 +97,6 @@ def command_result(runtime: Runtime, job: Job) -> CommandResult:
         duration_ms=job.elapsed_ms() if running else job.duration_ms,
         stdout=out,
         stderr=err,
-        text=out + (("\n" if out and not out.endswith("\n") else "") + err if err else ""),
         truncated=cut_out or cut_err,
         network_blocked=job.network_blocked,
         next_step=step,
@@ -120,7 +118,6 @@ def stored_result(record: store.CommandRecord, view: core.CommandView) -> Comman
         duration_ms=record.duration_ms,
         stdout=record.stdout,
         stderr=record.stderr,
-        text=record.stdout + record.stderr,
         truncated=record.truncated,
         next_step=None,
     )

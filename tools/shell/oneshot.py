@@ -118,17 +118,25 @@ async def _runs_once(ctx: ToolContext, args: RunInput) -> WhatRuns:
     return await bind(ctx.runtime.guard, ctx.runtime.confinement.shell_path, what)
 
 
-async def shell_run(ctx: ToolContext, args: RunInput) -> CommandResult:
+class RunResult(CommandResult):
+    rewrote_virtual_paths: bool = Field(
+        description="Whether /workspace/... paths in the command were mapped to the real mounts before it ran."
+    )
+
+
+async def shell_run(ctx: ToolContext, args: RunInput) -> RunResult:
     what = approved(ctx, await _runs_once(ctx, args))
     where = writable_dir(ctx, what.cwd)
     env = core.base_env(ctx.runtime, ctx.session_id, where.virtual, what.env)
     job = await new_job(ctx, "shell", args.command, args=[], cwd=where.virtual, cap=args.max_output_chars)
-    argv = [*shell_argv(), "-c", map_virtual_paths(ctx.runtime.guard, args.command)]
+    mapped = map_virtual_paths(ctx.runtime.guard, args.command)
+    argv = [*shell_argv(), "-c", mapped]
     confinement = ctx.runtime.confinement
     await _launch(ctx, job, argv, cwd=str(where.host), env=env, timeout_ms=args.timeout_ms,
                   confine=confinement.shell, egress=confinement.egress)  # fmt: skip
     await follow(ctx, job, args.wait_ms / 1000, kill_on_cancel=True)
-    return command_result(ctx.runtime, job)
+    ran = command_result(ctx.runtime, job)
+    return RunResult(**dict(ran), rewrote_virtual_paths=mapped != args.command)
 
 
 DEFINITIONS = (
@@ -152,9 +160,9 @@ DEFINITIONS = (
         name="shell_run",
         title="Run a shell command",
         description="Run a shell command once in a writable mount after a person approves the exact command and"
-        " cwd; /workspace/... paths are mapped; long ones return a handle.",
+        " cwd; /workspace/... paths mapped; long ones return a handle.",
         input_model=RunInput,
-        output_model=CommandResult,
+        output_model=RunResult,
         handler=shell_run,
         scans_secrets=True,  # commands may carry a credential, output may print one
         run_context=_runs_once,

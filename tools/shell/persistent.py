@@ -5,18 +5,17 @@ persist), opening, restarting and closing it, and the session's shell cwd and en
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any
 
 import anyio
 from pydantic import Field
 
+from managed_tools.sandbox.egress import proxy_env
 from managed_tools.sandbox.paths import PathError, Resolved
 from managed_tools.stores import shell as store
 from managed_tools.stores.db import Tx
 from managed_tools.stores.ids import utc_now
 from managed_tools.tools.framework.context.context import Runtime, ToolContext
-from managed_tools.tools.framework.context.scope import scoped_session
 from managed_tools.tools.framework.context.what_runs import WhatRuns
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.errors import ToolError
@@ -143,12 +142,17 @@ async def _runs_in_shell(ctx: ToolContext, args: ExecInput) -> WhatRuns:
     state = await shell_state(ctx)
     where = writable_dir(ctx, args.cwd if args.cwd is not None else meta["cwd"] if meta else state.cwd)
     names: tuple[str, ...] = ()
+    # The egress proxy's variables are the server's (set at the shell's spawn), not an earlier command's.
+    proxy = tuple(proxy_env()) if ctx.runtime.confinement.egress is not None else ()
     if meta is not None:
         fixed = core.base_env(ctx.runtime, ctx.session_id, where.virtual, {})
-        names = tuple(sorted(set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - TRANSIENT_KEYS))
+        exported = set(meta.get("envKeys", [])) - set(fixed) - set(state.env) - set(proxy) - TRANSIENT_KEYS
+        names = tuple(sorted(exported))
     how = "in a new persistent shell" if meta is None else f"in the persistent shell {meta['shellId']}"
     runner = f"{how} ({shell_argv()[0]}; its cwd and exported env persist)"
-    what = WhatRuns(runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names)
+    what = WhatRuns(
+        runner=runner, command=args.command, cwd=where.virtual, env=state.env, shell_names=names, proxy_names=proxy
+    )
     return await bind(ctx.runtime.guard, ctx.runtime.confinement.shell_path, what)
 
 
@@ -169,10 +173,9 @@ async def _internal(ctx: ToolContext, shell: PersistentShell, script: str) -> No
         raise ToolError(f"The persistent shell refused it: {core.virtualize(ctx.runtime.guard, err)[:300]}")
 
 
-async def _posture(ctx: ToolContext, session_id: str | None = None) -> core.ShellPosture:
+async def _changed(ctx: ToolContext, changed: str) -> core.ShellChange:
     async with ctx.runtime.db.read() as tx:
-        record = await scoped_session(dataclasses.replace(ctx, tx=tx), session_id)
-        return await core.posture(ctx.runtime, tx, record.id)
+        return await core.change(ctx.runtime, tx, ctx.session_id, changed)
 
 
 class OpenInput(Arguments):
@@ -180,20 +183,22 @@ class OpenInput(Arguments):
     restart: bool = Field(default=False, description="Replace a live shell.")
 
 
-async def shell_open(ctx: ToolContext, args: OpenInput) -> core.ShellPosture:
+async def shell_open(ctx: ToolContext, args: OpenInput) -> core.ShellChange:
     if args.restart:
         await _not_busy(ctx, args)
+    live = core.live_shell(ctx.runtime, ctx.session_id) is not None
     await _open(ctx, args.cwd, restart=args.restart)
-    return await _posture(ctx)
+    return await _changed(ctx, "restarted" if live and args.restart else "already open" if live else "opened")
 
 
 class RestartInput(Arguments):
     cwd: str | None = Field(default=None, description="Start in this directory (a writable mount).")
 
 
-async def shell_restart(ctx: ToolContext, args: RestartInput) -> core.ShellPosture:
+async def shell_restart(ctx: ToolContext, args: RestartInput) -> core.ShellChange:
+    live = core.live_shell(ctx.runtime, ctx.session_id) is not None
     await _open(ctx, args.cwd, restart=True)
-    return await _posture(ctx)
+    return await _changed(ctx, "restarted" if live else "opened")
 
 
 def _not_running(ctx: ToolContext) -> None:
@@ -207,21 +212,21 @@ def _not_running(ctx: ToolContext) -> None:
         )
 
 
-async def shell_close(ctx: ToolContext, _: NoArguments) -> core.ShellPosture:
+async def shell_close(ctx: ToolContext, _: NoArguments) -> core.ShellChange:
     _not_running(ctx)
     shell = core.live_shell(ctx.runtime, ctx.session_id)
     if shell is not None:
         await shell.close()
     meta = core.shell_meta(ctx.runtime, ctx.session_id)
     core.set_live_shell(ctx.runtime, ctx.session_id, None, meta or {})
-    return await _posture(ctx)
+    return await _changed(ctx, "closed" if shell is not None else "no live shell to close")
 
 
 class SetCwdInput(Arguments):
     path: str = Field(min_length=1, max_length=4096, description="A directory inside a mount.")
 
 
-async def shell_set_cwd(ctx: ToolContext, args: SetCwdInput) -> core.ShellPosture:
+async def shell_set_cwd(ctx: ToolContext, args: SetCwdInput) -> core.ShellChange:
     try:
         where = ctx.runtime.guard.resolve(args.path, "list")
     except PathError as exc:
@@ -239,7 +244,7 @@ async def shell_set_cwd(ctx: ToolContext, args: SetCwdInput) -> core.ShellPostur
         state = await store.get_state(tx, ctx.session_id)
         await store.put_state(tx, ctx.session_id, state.model_copy(update={"cwd": where.virtual}))
         await _save_meta(ctx.runtime, tx, ctx.session_id)
-    return await _posture(ctx)
+    return await _changed(ctx, f"cwd set to {where.virtual}")
 
 
 def _sq(text: str) -> str:
@@ -258,7 +263,7 @@ class UnsetEnvInput(Arguments):
     key: EnvKey
 
 
-async def _change_env(ctx: ToolContext, key: str, value: str | None) -> core.ShellPosture:
+async def _change_env(ctx: ToolContext, key: str, value: str | None) -> core.ShellChange:
     core.check_env_key(key)
     if value is not None and "\x00" in value:
         raise ToolError("The value contains a NUL byte; refused.")
@@ -280,14 +285,14 @@ async def _change_env(ctx: ToolContext, key: str, value: str | None) -> core.She
             env[key] = value
         await store.put_state(tx, ctx.session_id, state.model_copy(update={"env": env}))
         await _save_meta(ctx.runtime, tx, ctx.session_id)
-    return await _posture(ctx)
+    return await _changed(ctx, f"{key} set" if value is not None else f"{key} unset")
 
 
-async def shell_set_env(ctx: ToolContext, args: SetEnvInput) -> core.ShellPosture:
+async def shell_set_env(ctx: ToolContext, args: SetEnvInput) -> core.ShellChange:
     return await _change_env(ctx, args.key, args.value)
 
 
-async def shell_unset_env(ctx: ToolContext, args: UnsetEnvInput) -> core.ShellPosture:
+async def shell_unset_env(ctx: ToolContext, args: UnsetEnvInput) -> core.ShellChange:
     return await _change_env(ctx, args.key, None)
 
 
@@ -296,7 +301,7 @@ DEFINITIONS = (
         name="shell_exec",
         title="Run in the persistent shell",
         description="Run a command in the session's persistent shell (cwd and env persist) once a person approves it; "
-        "/workspace/... paths are mapped; long ones return a handle.",
+        "/workspace/... paths mapped; long ones return a handle.",
         input_model=ExecInput,
         output_model=CommandResult,
         handler=shell_exec,
@@ -319,7 +324,7 @@ DEFINITIONS = (
         title="Open the persistent shell",
         description="Open the session's persistent shell (a no-op when one is live, unless restart).",
         input_model=OpenInput,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_open,
         effects=("sandbox_execute", "memory_write"),
         read_only=False,
@@ -328,10 +333,9 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_restart",
         title="Restart the persistent shell",
-        description="Kill the session's persistent shell (a running command is recorded as killed) and start a "
-        "fresh one.",
+        description="Kill the persistent shell (a running command is recorded as killed) and start a fresh one.",
         input_model=RestartInput,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_restart,
         effects=("sandbox_execute", "memory_write"),
         read_only=False,
@@ -340,10 +344,9 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_close",
         title="Close the persistent shell",
-        description="Close the session's persistent shell and its process group; refused while a command runs "
-        "(shell_restart kills it).",
+        description="Close the session's persistent shell; refused while a command runs (shell_restart kills it).",
         input_model=NoArguments,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_close,
         effects=("sandbox_execute", "memory_write"),
         read_only=False,
@@ -353,9 +356,9 @@ DEFINITIONS = (
     ToolDefinition(
         name="shell_set_cwd",
         title="Set the shell cwd",
-        description="Set the session's shell cwd (a directory inside a mount); the live shell moves too.",
+        description="Set the session's shell cwd (a directory in a mount); the live shell moves too.",
         input_model=SetCwdInput,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_set_cwd,
         effects=("memory_write",),
         read_only=False,
@@ -367,7 +370,7 @@ DEFINITIONS = (
         title="Set a shell env variable",
         description="Set an env variable for the session's commands (protected keys refused; values never shown).",
         input_model=SetEnvInput,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_set_env,
         hidden_args=("value",),
         effects=("memory_write",),
@@ -380,7 +383,7 @@ DEFINITIONS = (
         title="Unset a shell env variable",
         description="Remove an env variable from the session's commands and its live shell.",
         input_model=UnsetEnvInput,
-        output_model=core.ShellPosture,
+        output_model=core.ShellChange,
         handler=shell_unset_env,
         effects=("memory_write",),
         read_only=False,

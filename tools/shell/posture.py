@@ -301,6 +301,31 @@ def _shell_view(runtime: Runtime, session_id: str, stored: dict[str, Any] | None
     )
 
 
+class ShellBrief(WireModel):
+    shell_id: str
+    status: Literal["active", "closed"]
+    cwd: str
+    busy: bool
+
+
+class ShellChange(WireModel):
+    """A shell setter's answer: what it changed and where the shell stands now, not the whole posture
+    (shell_describe has that; issue 38, item 15)."""
+
+    changed: str = Field(description="What the call changed.")
+    cwd: str = Field(description="The session's shell cwd, where the next command runs.")
+    env_keys: list[str] = Field(description="The names set with shell_set_env (values not shown).")
+    persistent_shell: ShellBrief | None
+
+
+async def change(runtime: Runtime, tx: Tx, session_id: str, changed: str) -> ShellChange:
+    state = await store.get_state(tx, session_id)
+    view = _shell_view(runtime, session_id, state.shell)
+    brief = None if view is None else ShellBrief(shell_id=view.shell_id, status=view.status, cwd=view.cwd,
+                                                 busy=view.busy)  # fmt: skip
+    return ShellChange(changed=changed, cwd=state.cwd, env_keys=sorted(state.env), persistent_shell=brief)
+
+
 async def posture(runtime: Runtime, tx: Tx, session_id: str) -> ShellPosture:
     state = await store.get_state(tx, session_id)
     view = _shell_view(runtime, session_id, state.shell)

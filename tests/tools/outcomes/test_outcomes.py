@@ -24,8 +24,8 @@ async def define(client: Client, criteria: list[str] | None = None) -> dict[str,
     return data(await client.call_tool("outcome_define", args))
 
 
-async def evaluate(client: Client) -> dict[str, Any]:
-    return data(await client.call_tool("outcome_evaluate", {}))
+async def evaluate(client: Client, *, history: bool = True) -> dict[str, Any]:
+    return data(await client.call_tool("outcome_evaluate", {"includeHistory": history}))
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -33,7 +33,7 @@ async def test_the_rubric_from_missing_to_pass(runtime: Runtime, connect: Connec
     async with connect(runtime, mode) as client:
         missing = await evaluate(client)
         defined = await define(client)
-        not_ready = await evaluate(client)
+        not_ready = await evaluate(client, history=False)
         data(await client.call_tool("memory_write", {"target": "session_state", "content": "changelog updated"}))
         half = data(await client.call_tool("outcome_grade", {}))
         data(await client.call_tool("memory_write", {"target": "working_buffer", "content": "all tests pass"}))
@@ -45,7 +45,9 @@ async def test_the_rubric_from_missing_to_pass(runtime: Runtime, connect: Connec
     assert missing["evaluationHistory"] == []  # nothing to record without an outcome
     assert defined["activeOutcome"]["successCriteria"] == CRITERIA  # trimmed, blanks and duplicates dropped
     assert defined["activeOutcome"]["detail"] is None
-    assert not_ready["grade"]["status"] == "in_progress" and not_ready["grade"]["confidence"] == "low"
+    assert not_ready["grade"] == {"status": "in_progress", "matchedCriteria": 0, "totalCriteria": 2}
+    # The grade is not repeated (its evidence is the evaluation's) and the history comes on request (issue 38).
+    assert not_ready["evaluationHistory"] is None and (not_ready["iteration"], not_ready["historyCount"]) == (0, 1)
     assert not_ready["evaluation"]["status"] == "not_ready" and not_ready["evaluation"]["trend"] == "first_iteration"
     assert half["grade"]["matchedCriteria"] == 1 and half["grade"]["confidence"] == "medium"
     assert passed["grade"]["status"] == "done_candidate"

@@ -194,6 +194,25 @@ async def test_types_filter(runtime: Runtime, connect: Connect) -> None:
     assert hit["expansion"]["args"] == around
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_span_events_of_one_wake_do_not_crowd_out_the_rest(runtime: Runtime, connect: Connect, mode: str) -> None:
+    """Issue 38, item 15: a wake's calls leave two span events each, all expanding to the same trace; unasked,
+    one of them stands for the wake and the outcome it defined is found beside it."""
+    async with connect(runtime, mode) as client:
+        for n in range(6):
+            data(await client.call_tool("memory_write", {"target": "session_state", "content": f"{MARKER} {n}"}))
+        data(await client.call_tool("outcome_define", {"title": f"{MARKER} shipped"}))
+        found = data(await client.call_tool("session_search_context", {"query": MARKER, "includeCurrent": True}))
+        spans = data(
+            await client.call_tool(
+                "session_search_context", {"query": MARKER, "includeCurrent": True, "types": ["span.started"]}
+            )
+        )
+    sources = [h["source"] for h in found["hits"]]
+    assert sum(source.startswith("span.") for source in sources) == 1 and "user.define_outcome" in sources
+    assert spans["count"] == 7  # asked for by type: every one of them
+
+
 async def test_ranking_follows_the_reference(runtime: Runtime, connect: Connect) -> None:
     async with runtime.db.write() as tx:
         same = await sessions.create_session(tx, "default")

@@ -189,6 +189,48 @@ async def test_sampling_runs_child_tools_through_the_executor(rt: Runtime, conne
     assert grandchildren == []
 
 
+async def test_a_narrowed_child_is_sent_only_its_tools_and_cannot_call_outside_them(
+    rt: Runtime, connect: Connect, workspace: Path
+) -> None:
+    """Issue 38, item 15: `tools`/`toolsets` narrow what the child's model is sent, and the model that names a
+    tool outside them anyway, directly, through sandbox_execute's route or in a later run, is refused as unknown."""
+    seen: list[types.CreateMessageRequestParams] = []
+    script = [
+        tool_use("1", "write", {"path": "direct.txt", "content": "x"}),
+        tool_use("2", "sandbox_execute", {"name": "write_text", "input": {"path": "routed.txt", "content": "x"}}),
+        tool_use("3", "planning_setup_plan", {"objective": "count", "initialSteps": ["list"]}),
+        tool_use("4", "write", {"path": "later.txt", "content": "x"}),
+    ]
+
+    async def scripted(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        seen.append(params)
+        return script[len(seen) - 1]
+
+    narrowing = {"tools": ["read", "sandbox_execute"], "toolsets": ["planning"]}
+    async with connect(rt, "legacy", sampling_callback=scripted, sampling_capabilities=TOOLS_WITH_TOOLS) as client:
+        child = data(await client.call_tool("session_delegate", {"name": "w", "task": "Plan", **narrowing}))
+        child_id = child["childSession"]["sessionId"]
+        ran = data(await client.call_tool("session_run_child", {"sessionId": child_id, "cycles": 3}))
+        again = data(await client.call_tool("session_run_child", {"sessionId": child_id, "cycles": 1}))
+        unknown = error_text(await client.call_tool("session_delegate", {"name": "x", "task": "t", "tools": ["nope"]}))
+        nested = await client.call_tool("session_delegate", {"name": "x", "task": "t", "tools": ["session_delegate"]})
+        no_set = error_text(await client.call_tool("session_delegate", {"name": "x", "task": "t", "toolsets": ["no"]}))
+    planning = ["planning_setup_plan", "planning_add_step", "planning_update_step", "planning_read_plan"]
+    assert [t.name for t in seen[0].tools or []] == [*planning, "read", "sandbox_execute"]  # catalogue order
+    assert all({t.name for t in params.tools or []} == {t.name for t in seen[0].tools or []} for params in seen)
+    calls = [(c["toolName"], c["status"], c["errorKind"]) for c in ran["toolCalls"] + again["toolCalls"]]
+    assert calls[0] == ("write", "error", "unknown_tool") and calls[3] == ("write", "error", "unknown_tool")
+    assert calls[1][:2] == ("sandbox_execute", "error") and calls[2] == ("planning_setup_plan", "success", None)
+    routed = seen[2].messages[-1].content
+    assert isinstance(routed, list) and isinstance(routed[0], types.ToolResultContent)
+    assert "write_text runs as write, which this caller's access does not include" in str(routed[0].content)
+    assert not any((workspace / name).exists() for name in ("direct.txt", "routed.txt", "later.txt"))
+    assert "cannot be given 'nope'" in unknown and "Unknown toolset 'no'" in no_set
+    assert nested.is_error and "session_delegate" in error_text(nested)
+
+
 async def test_an_always_ask_tool_in_the_child_pauses_for_a_person(rt: Runtime, connect: Connect) -> None:
     async def scripted(
         context: ClientRequestContext, params: types.CreateMessageRequestParams

@@ -107,6 +107,27 @@ async def test_session_get_snapshot_and_traces(runtime: Runtime, connect: Connec
     assert "No wake nope" in error_text(missing)
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_snapshot_maps_the_sessions_resources_each_readable(
+    runtime: Runtime, connect: Connect, mode: str
+) -> None:
+    """Issue 38, item 8: the reference's `artifactPaths`, as this server's resources: a bounded map, each URI one
+    resources/read answers, the same as resources/list names for the session."""
+    async with connect(runtime, mode=mode) as client:
+        snap = data(await client.call_tool("session_get_snapshot", {}))
+        listed = {str(r.uri) for r in (await client.list_resources()).resources}
+        mapped = snap["resources"]
+        uris = [mapped["under"] + path for path in mapped["paths"]]
+        for uri in uris:
+            assert (await client.read_resource(uri)).contents
+        only = data(await client.call_tool("session_get_snapshot", {"fields": ["resources"]}))
+    session = snap["sessionId"]
+    assert mapped["under"] == f"managed-tools://sessions/{session}/" and "memory/shell_state" in mapped["paths"]
+    assert {"memory/session_state", "outcome/evaluation", "shell/history", "session/children"} <= set(mapped["paths"])
+    assert set(uris) <= listed and mapped["attachments"] == []
+    assert only["resources"] == mapped
+
+
 async def test_event_windows_after_before_around(runtime: Runtime, connect: Connect) -> None:
     async with connect(runtime) as client:
         for _ in range(3):

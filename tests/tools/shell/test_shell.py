@@ -119,7 +119,7 @@ async def test_bash_refuses_every_way_around_the_filter(rt: Runtime, connect: Co
             result = await client.call_tool("bash", {"command": command, "args": args})
             if expected is None:  # the metacharacters stayed inside one argument: at most "no such file"
                 out = data(result)
-                assert "uid=" not in out["text"], (command, args)
+                assert "uid=" not in out["stdout"] + out["stderr"], (command, args)
                 if args[0] != "link-out/../notes.txt":
                     assert out["exitCode"] != 0 and "No such file" in out["stderr"], (command, args, out)
             else:
@@ -179,6 +179,20 @@ async def test_shell_run_needs_approval_of_the_exact_command(rt: Runtime, worksp
         pending = await refused(client, "shell_run", {"command": "touch nope"})
     assert "denied confirmation for shell_run" in denied and "managed-tools approve" in pending
     assert not (workspace / "nope").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_shell_run_carries_its_output_once_and_says_whether_it_mapped_virtual_paths(
+    rt: Runtime, workspace: Path, mode: str
+) -> None:
+    """Issue 38, item 8: stdout and stderr, no `text` repeating both; `rewroteVirtualPaths` as the reference's."""
+    (workspace / "sub" / "notes.txt").write_text("from the workspace\n")
+    async with client_for(rt, mode, elicitation_callback=YES) as client:
+        mapped = await call(client, "shell_run", {"command": "cat /workspace/sub/notes.txt; echo oops >&2"})
+        plain = await call(client, "shell_run", {"command": "echo plain"})
+    assert (mapped["stdout"], mapped["stderr"]) == ("from the workspace\n", "oops\n") and "text" not in mapped
+    assert mapped["rewroteVirtualPaths"] is True and plain["rewroteVirtualPaths"] is False
+    assert plain["stdout"] == "plain\n"
 
 
 async def test_shell_run_refuses_cwd_outside_a_writable_mount(rt: Runtime) -> None:
@@ -251,8 +265,11 @@ async def test_persistent_shell_lifecycle(rt: Runtime, config: ServeConfig, mode
         assert before["persistentShell"] is None and before["recoveryPlan"]["tool"] == "shell_open"
         opened = await call(client, "shell_open", {})
         shell = opened["persistentShell"]
-        assert shell["status"] == "active" and shell["live"] and len(shell["shellId"]) == 16
-        await call(client, "shell_set_env", {"key": "GREETING", "value": "hello there"})
+        assert shell["status"] == "active" and opened["changed"] == "opened" and len(shell["shellId"]) == 16
+        env_set = await call(client, "shell_set_env", {"key": "GREETING", "value": "hello there"})
+        # A setter answers with what it changed (issue 38, item 15): not the whole posture shell_describe shows.
+        assert env_set["changed"] == "GREETING set" and env_set["envKeys"] == ["GREETING"]
+        assert set(env_set) == {"changed", "cwd", "envKeys", "persistentShell"} and "hello there" not in str(env_set)
         first = await call(client, "shell_exec", {"command": "cd sub && export COLOR=blue && pwd"})
         second = await call(client, "shell_exec", {"command": 'echo "$COLOR $GREETING"; pwd'})
         syntax = await call(client, "shell_exec", {"command": 'echo "unclosed'})
@@ -275,7 +292,7 @@ async def test_persistent_shell_lifecycle(rt: Runtime, config: ServeConfig, mode
     assert described["cwd"] == "/workspace/sub" and "COLOR" in described["persistentShell"]["envKeys"]
     assert "hello there" not in env_view and "blue" not in env_view  # keys only, never values
     assert gone["persistentShell"]["status"] == "closed" and gone["recoveryPlan"]["tool"] == "shell_restart"
-    assert restarted["persistentShell"]["status"] == "active"
+    assert restarted["persistentShell"]["status"] == "active" and restarted["changed"] == "opened"  # it was dead
     assert restarted["persistentShell"]["shellId"] != shell["shellId"]
     assert after["stdout"] == "hello there\n/workspace/sub\n"  # durable cwd and shell_set_env env come back
     assert [c["kind"] for c in history["commands"]] == ["persistent-shell"] * 5
@@ -382,7 +399,7 @@ async def test_sandbox_execute_routes_the_shell_actions_as_their_tools(rt: Runti
         shell = await refused(client, "sandbox_execute", {"name": "run_shell", "input": {"command": "rm -rf /"}})
         exec_ = await refused(client, "sandbox_execute", {"name": "exec_persistent_shell", "input": {"command": "id"}})
     assert described["output"]["persistentShell"] is None
-    assert listed["output"]["ok"] is True and "/workspace" in listed["output"]["text"]
+    assert listed["output"]["ok"] is True and "/workspace" in listed["output"]["stdout"]
     assert escape  # the same allowlist as bash: sh is not on it
     assert opened["output"]["persistentShell"]["status"] == "active"
     assert closed["output"]["persistentShell"]["status"] == "closed"

@@ -260,7 +260,7 @@ async def test_126_or_127_names_the_interpreter_outside_and_the_key_that_grants_
     real = (workspace / ".venv" / "bin" / "python").resolve()
     assert ran["exitCode"] in (126, 127), ran  # 127 where bubblewrap's view does not even show the path
     assert f"(which is {real}) lies outside the shell's sandbox" in ran["stderr"]
-    assert config_line(str(real.parent.parent)) in ran["stderr"] and "[managed-tools]" in ran["text"]
+    assert config_line(str(real.parent.parent)) in ran["stderr"] and "text" not in ran
     assert fine["exitCode"] == 126 and "[managed-tools]" not in fine["stderr"]  # sh is inside: nothing to say
 
 

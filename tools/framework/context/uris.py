@@ -3,6 +3,7 @@ substrate files to a person."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from urllib.parse import quote, unquote
 
@@ -22,6 +23,36 @@ SESSION_VIEWS = {
     "wakes/queued": "wake_requests",
 }
 _VIEW_PATHS = {view: path for path, view in SESSION_VIEWS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A session artifact shown as the output of the tool that reads it (with its default arguments)."""
+
+    tool: str
+    title: str
+    description: str
+
+
+VIEWS = {
+    "outcome_history": View("outcome_history", "Outcome history", "The session's outcome evaluations over time."),
+    "permission_posture": View(
+        "permissions_describe", "Permission posture",
+        "Open permission requests, always-ask and outcome-gated tools, the shell and outcome posture.",
+    ),
+    "shell_history": View("shell_history", "Shell history", "The session's recent shell commands."),
+    "shell_last_output": View("shell_read_last_output", "Shell last output",
+                              "The last shell command's output, and the one running now."),
+    "staging_manifest": View("resources_list_staged_drafts", "Staging manifest",
+                             "Drafts staged from the substrate and whether each is ready to promote."),
+    "agent_setup": View("agent_describe_setup", "Agent setup",
+                        "The setup contract the session ran under, with per-section fingerprints."),
+    "children": View("session_list_children", "Children",
+                     "The session's child sessions; a child delegated with implicit communication updates it."),
+    "wake_requests": View("session_list_wakes", "Scheduled wakes",
+                          "The session's scheduled wakes (queued, or due and waiting for a client), soonest first."),
+}  # fmt: skip
+assert VIEWS.keys() == set(SESSION_VIEWS.values())
 _SESSION = re.compile(rf"^{SCHEME}://sessions/([^/]+)/(memory/([a-z_]+)|outcome/evaluation|[a-z]+/[a-z-]+)$")
 _AGENT = re.compile(rf"^{SCHEME}://agent/memory/([a-z_]+)$")
 

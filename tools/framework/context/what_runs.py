@@ -106,7 +106,8 @@ def changed_files(before: tuple[BoundFile, ...], now: tuple[BoundFile, ...]) -> 
 
 class WhatRuns(BaseModel):
     """Everything a shell tool's approval covers. `env` is the env set with shell_set_env (names and values);
-    `shell_names` the names a live persistent shell exported by itself (their values are not tracked); `binds`
+    `shell_names` the names a live persistent shell exported by itself (their values are not tracked);
+    `proxy_names` those the server sets for its egress proxy; `binds`
     the workspace files the command line names to run (tools/shell/binds.py), `binds_whole` False when some of
     the command could not be read for them."""
 
@@ -117,6 +118,7 @@ class WhatRuns(BaseModel):
     cwd: str
     env: dict[str, str]
     shell_names: tuple[str, ...] = ()
+    proxy_names: tuple[str, ...] = ()
     binds: tuple[BoundFile, ...] = ()
     binds_whole: bool = True
 
@@ -146,6 +148,9 @@ class WhatRuns(BaseModel):
         if self.shell_names:
             names = ", ".join(visible(name) for name in self.shell_names)
             lines += [f"Also exported inside the live shell by earlier commands (values not shown): {names}"]
+        if self.proxy_names:
+            names = ", ".join(self.proxy_names)
+            lines += [f"Set by the server, pointing at its egress proxy (the domain allowlist): {names}"]
         if self.binds:
             lines += ["Binds the content of the files it runs (a change to one asks again; what they import, source "
                       "or read is not covered):"]  # fmt: skip
