@@ -33,7 +33,7 @@ ROOMS: dict[str, set[str]] = {
     "server.pages": {"server.http", "server.consent", "server.config"},
     "server.http": {"server.mcp", "server.runtime", "server.consent", "server.connection", "server.auth",
                     "server.config", "tools", "stores"},
-    "server.stdio": {"server.mcp", "server.runtime"},
+    "server.stdio": {"server.mcp", "server.runtime", "server.config"},
     "server.mcp": {"server.publishing", "server.runtime", "server.upstream", "server.consent", "server.connection",
                    "server.auth", "server.config", "server", "tools", "stores"},
     "server.publishing": {"server.connection", "server.auth", "tools", "stores"},

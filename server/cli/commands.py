@@ -174,6 +174,7 @@ class ServedTools:
 def _answer(args: argparse.Namespace) -> int:
     import anyio
 
+    from managed_tools.server.cli.terminal import Screen
     from managed_tools.server.consent import human
 
     place = StatePlace.of(args)
@@ -182,7 +183,7 @@ def _answer(args: argparse.Namespace) -> int:
         print(f"managed-tools: {problem} Fix it before `serve`.", file=sys.stderr)
     served = ServedTools(args, files)
     commands: dict[str, Callable[[], Awaitable[None]]] = {
-        "pending": lambda: human.pending(place, served, as_json=args.json),
+        "pending": lambda: human.pending(place, served, as_json=args.json, show=Screen.now().show_lines),
         "approve": lambda: human.decide(
             place, served, args.request_id, approve=True, note=args.note, remember=args.remember
         ),

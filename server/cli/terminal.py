@@ -76,6 +76,10 @@ class Screen:
         """A line no wider than the window (whole when not on a terminal)."""
         return line if not self.width else fit(line, self.width)
 
+    def show_lines(self, said: list[str]) -> None:
+        """Lines for a person: on a terminal wrapped to the window (a question is read whole) and paged."""
+        self.show("\n".join(said))
+
     def show(self, text: str) -> None:
         """Print `text`; on a terminal, each line wider than the window wrapped (indented under its start) and the
         whole through $PAGER (`less -FRX`) when it does not fit the window."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from managed_tools.server.consent.human import StateAt, moment, shown, span, state_database
+from managed_tools.server.cli.terminal import Screen
+from managed_tools.server.consent.human import StateAt, moment, span, state_database
 from managed_tools.stores import wake_requests
 from managed_tools.stores.wake_requests import WakeRequest, WakeStatus
 
@@ -53,4 +54,4 @@ async def wakes(config: StateAt, *, agent: str, include_done: bool, as_json: boo
         said.append(f"  {json.dumps(record.reason, ensure_ascii=True)[1:-1]}")
         if record.result:
             said.append(f"  result: {json.dumps(record.result[:200], ensure_ascii=True)[1:-1]}")
-    shown(said)
+    Screen.now().show_lines(said)

@@ -13,6 +13,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
 # An approval question left unanswered this long is a person who is away; an hour bounds what a call can hold.
 MAX_APPROVAL_WAIT_SECONDS = 3600.0
+# The largest request either transport reads: an HTTP body, a stdio line.
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 APPROVAL_WAIT_RULE = f"a number of seconds above 0 and at most {MAX_APPROVAL_WAIT_SECONDS:g}"
 
 

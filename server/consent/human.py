@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from managed_tools.server.cli.terminal import Screen
 from managed_tools.stores import approvals, sessions
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database, Tx
@@ -151,9 +150,10 @@ def _indented(text: str) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
+async def pending(config: StateAt, served: Served, *, as_json: bool, show: Callable[[list[str]], None]) -> None:
     """The open requests, those a client is attached to (someone may be waiting on it now) first; then the ones
-    whose client and server are gone, marked with when their session last did anything."""
+    whose client and server are gone, marked with when their session last did anything. `show` puts the list
+    before the person (the terminal's wrapping and paging are the CLI's)."""
     async with state_database(config) as db, db.read() as tx:
         records = [r for r in await approvals.list_open(tx) if not served.hidden(r.tool_name)]
         attendance = await sessions.attendance(tx, {r.session_id for r in records})
@@ -178,12 +178,7 @@ async def pending(config: StateAt, served: Served, *, as_json: bool) -> None:
             since = f" for {age(seen.last_activity_at)}" if seen else ""
             said.append(f"  no client attached (session idle{since}): its model sees the answer only if it comes back")
         said.append(_indented(question(r)))
-    shown(said)
-
-
-def shown(said: list[str]) -> None:
-    """Lines for a person: on a terminal wrapped to the window (a question is read whole) and paged."""
-    Screen.now().show("\n".join(said))
+    show(said)
 
 
 async def decide(

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from managed_tools.server.config.data_dir import ConfigError
-from managed_tools.server.config.rules import TOKEN_ENV
+from managed_tools.server.config.rules import DEFAULT_MAX_REQUEST_BYTES, TOKEN_ENV
 from managed_tools.server.config.served_urls import is_loopback
 from managed_tools.server.config.user_config import OAuthConfig
 from managed_tools.server.http.allowlist import Address, host_entry, origin_entry
@@ -21,7 +21,6 @@ from managed_tools.server.http.token import TOKEN_PATTERN, TokenFileError, kept_
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_SESSION_IDLE_SECONDS = 1800.0
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0

@@ -24,7 +24,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from managed_tools.server.http.config import DEFAULT_MAX_REQUEST_BYTES
+from managed_tools.server.config.rules import DEFAULT_MAX_REQUEST_BYTES
 from managed_tools.server.mcp.app import InFlight
 from managed_tools.server.runtime.stopping import Stopping
 from managed_tools.server.stdio.frames import (

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import pytest
 
-from managed_tools.server.http.config import DEFAULT_MAX_REQUEST_BYTES
+from managed_tools.server.config.rules import DEFAULT_MAX_REQUEST_BYTES
 
 SERVE = [sys.executable, "-m", "managed_tools.server", "serve"]
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "by-hand", "version": "0"}}
