@@ -59,12 +59,12 @@ class DelegateInput(Arguments):
     task: Annotated[NonEmptyStr, Field(max_length=8000, description="Its first message.")]
     title: Annotated[NonEmptyStr | None, Field(max_length=200, description="Its outcome: what done means.")] = None
     detail: Annotated[str | None, Field(max_length=2000)] = None
-    success_criteria: Annotated[
-        list[Annotated[str, Field(max_length=300)]], Field(max_length=20, description="Checkable statements.")
-    ] = Field(default_factory=list)
+    success_criteria: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=20)] = Field(
+        default_factory=list
+    )
     plan_steps: Annotated[
         list[Annotated[NonEmptyStr, Field(max_length=200)]],
-        Field(max_length=50, description="Its first plan steps."),
+        Field(max_length=50),
     ] = Field(default_factory=list)
     resumable: bool = Field(default=False, description="Answers more messages.")
     parent_communication: ParentCommunication = Field(
