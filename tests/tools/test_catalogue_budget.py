@@ -22,6 +22,7 @@ from managed_tools.tools.framework.definitions.schemas import (
     hoist_repeats,
     inline_single_use,
     lean_output,
+    merged_nulls,
     repeated_parts,
 )
 
@@ -196,6 +197,32 @@ def test_a_nullable_primitive_validates_the_same() -> None:
     lean = lean_output(schema)
     assert lean == {"type": "object", "properties": {"x": {"type": ["integer", "null"]}}}
     for instance, valid in (({"x": None}, True), ({"x": 3}, True), ({"x": "3"}, False)):
+        assert Draft202012Validator(lean).is_valid(instance) is valid is Draft202012Validator(schema).is_valid(instance)
+
+
+def test_a_nullable_enum_or_object_validates_the_same() -> None:
+    """An enum takes null as a value and loses the `type` its values say; a nullable object is an object schema of
+    `type: ["object", "null"]` (`properties` and `required` do not apply to null); each refuses what it refused."""
+    status = {"anyOf": [{"enum": ["open", "done"], "type": "string"}, {"type": "null"}]}
+    shell = {"properties": {"cwd": {"type": "string"}}, "required": ["cwd"], "type": "object"}
+    schema = {"type": "object", "properties": {"s": status, "e": {"enum": [1, 2], "type": "integer"},
+                                               "o": {"anyOf": [shell, {"type": "null"}], "default": None}}}  # fmt: skip
+    lean = merged_nulls(lean_output(schema))
+    assert lean["properties"] == {
+        "s": {"enum": ["open", "done", None]},
+        "e": {"enum": [1, 2]},
+        "o": {**shell, "type": ["object", "null"], "default": None},
+    }
+    for instance, valid in (
+        ({"s": None, "e": 1, "o": None}, True),
+        ({"s": "done", "o": {"cwd": "/"}}, True),
+        ({"s": "gone"}, False),
+        ({"e": True}, False),
+        ({"e": 1.5}, False),
+        ({"o": {}}, False),
+        ({"o": "x"}, False),
+        ({"s": 1}, False),
+    ):
         assert Draft202012Validator(lean).is_valid(instance) is valid is Draft202012Validator(schema).is_valid(instance)
 
 

@@ -27,7 +27,7 @@ def built_output_schema(model: type[WireModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="serialization")
     written = _verbatim(model)
     published: dict[str, Any] = portable(
-        schema if written else inline_single_use(hoist_repeats(lean_output(schema))), as_written=written
+        schema if written else merged_nulls(inline_single_use(hoist_repeats(lean_output(schema)))), as_written=written
     )
     return published
 
@@ -59,12 +59,57 @@ def _clean_schema(node: Any, *, output: bool = False) -> Any:
         else:
             cleaned[key] = _clean_schema(value, output=output)
     options = cleaned.get("anyOf")
-    if output and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-        other = next(option for option in options if option != {"type": "null"})
+    if output and isinstance(options, list) and len(options) == 2 and NULL in options:
+        other = next(option for option in options if option != NULL)
         if set(other) == {"type"} and isinstance(other["type"], str):
             del cleaned["anyOf"]
             cleaned["type"] = [other["type"], "null"]
     return cleaned
+
+
+def merged_nulls(node: Any) -> Any:
+    """An output schema with each `anyOf` of one schema and null written as that schema taking null, and each enum
+    without the `type` its values already say: the same instances validate (docs/decisions/wire-small.md). A plain
+    typed schema takes `type: [T, "null"]` (its type's own keywords, `properties` or `minimum`, do not apply to
+    null), an enum takes null as one more value. Run after `hoist_repeats`, so that an enum used both ways stays
+    one definition."""
+    if isinstance(node, list):
+        return [merged_nulls(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {
+        key: value if key in ("default", "const", "enum", "examples")
+        else {name: merged_nulls(sub) for name, sub in value.items()} if key in ("properties", "$defs")
+        else merged_nulls(value)
+        for key, value in node.items()
+    }  # fmt: skip
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and NULL in options:
+        other = next(option for option in options if option != NULL)
+        rest = {key: value for key, value in node.items() if key != "anyOf"}
+        if "enum" in other and set(other) <= {"enum", "type"} and not {"enum", "type"} & set(rest):
+            kind = {"type": [*_types(other["type"]), "null"]} if "type" in other else {}
+            node = {**rest, "enum": [*other["enum"], None], **kind}
+        elif isinstance(other.get("type"), str) and not NOT_PLAIN & set(other) and not set(other) & set(rest):
+            node = {**other, "type": [other["type"], "null"], **rest}
+    if "enum" in node and "type" in node and all(_json_type(value) in _types(node["type"]) for value in node["enum"]):
+        node = {key: value for key, value in node.items() if key != "type"}
+    return node
+
+
+def _types(kind: Any) -> list[str]:
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type a value has, as JSON Schema's `type` names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}[type(value)]
 
 
 def _noise(key: str, value: Any, *, output: bool) -> bool:
