@@ -69,10 +69,10 @@ def _clean_schema(node: Any, *, output: bool = False) -> Any:
 
 def merged_nulls(node: Any) -> Any:
     """An output schema with each `anyOf` of one schema and null written as that schema taking null, and each enum
-    without the `type` its values already say: the same instances validate (docs/decisions/wire-small.md). A plain
-    typed schema takes `type: [T, "null"]` (its type's own keywords, `properties` or `minimum`, do not apply to
-    null), an enum takes null as one more value. Run after `hoist_repeats`, so that an enum used both ways stays
-    one definition."""
+    or `const` without the `type` its values already say: the same instances validate (docs/decisions/
+    wire-small.md). A plain typed schema takes `type: [T, "null"]` (its type's own keywords, `properties` or
+    `minimum`, do not apply to null), an enum takes null as one more value. Run after `hoist_repeats`, so that an
+    enum used both ways stays one definition."""
     if isinstance(node, list):
         return [merged_nulls(item) for item in node]
     if not isinstance(node, dict):
@@ -92,7 +92,8 @@ def merged_nulls(node: Any) -> Any:
             node = {**rest, "enum": [*other["enum"], None], **kind}
         elif isinstance(other.get("type"), str) and not NOT_PLAIN & set(other) and not set(other) & set(rest):
             node = {**other, "type": [other["type"], "null"], **rest}
-    if "enum" in node and "type" in node and all(_json_type(value) in _types(node["type"]) for value in node["enum"]):
+    values = node["enum"] if "enum" in node else [node["const"]] if "const" in node else None
+    if values is not None and "type" in node and all(_json_type(value) in _types(node["type"]) for value in values):
         node = {key: value for key, value in node.items() if key != "type"}
     return node
 
