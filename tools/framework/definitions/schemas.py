@@ -7,6 +7,7 @@ each other."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -77,12 +78,7 @@ def merged_nulls(node: Any) -> Any:
         return [merged_nulls(item) for item in node]
     if not isinstance(node, dict):
         return node
-    node = {
-        key: value if key in ("default", "const", "enum", "examples")
-        else {name: merged_nulls(sub) for name, sub in value.items()} if key in ("properties", "$defs")
-        else merged_nulls(value)
-        for key, value in node.items()
-    }  # fmt: skip
+    node = _subschemas_mapped(node, merged_nulls)
     options = node.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and NULL in options:
         other = next(option for option in options if option != NULL)
@@ -96,6 +92,17 @@ def merged_nulls(node: Any) -> Any:
     if values is not None and "type" in node and all(_json_type(value) in _types(node["type"]) for value in values):
         node = {key: value for key, value in node.items() if key != "type"}
     return node
+
+
+def _subschemas_mapped(node: dict[str, Any], step: Callable[[Any], Any]) -> dict[str, Any]:
+    """`node` with `step` applied to each of its subschemas: literal values (an enum's, a default) kept as they are,
+    properties and definitions each by name."""
+    return {
+        key: value if key in ("default", "const", "enum", "examples")
+        else {name: step(sub) for name, sub in value.items()} if key in ("properties", "$defs")
+        else step(value)
+        for key, value in node.items()
+    }  # fmt: skip
 
 
 def _types(kind: Any) -> list[str]:
@@ -140,12 +147,7 @@ def _nullable_optionals(node: Any) -> Any:
         return [_nullable_optionals(item) for item in node]
     if not isinstance(node, dict):
         return node
-    result = {
-        key: value if key in ("default", "const", "enum", "examples")
-        else {name: _nullable_optionals(sub) for name, sub in value.items()} if key in ("properties", "$defs")
-        else _nullable_optionals(value)
-        for key, value in node.items()
-    }  # fmt: skip
+    result = _subschemas_mapped(node, _nullable_optionals)
     required = set(result.get("required", ()))
     properties = result.get("properties")
     if isinstance(properties, dict):
