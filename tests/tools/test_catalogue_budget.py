@@ -228,6 +228,33 @@ def test_a_nullable_enum_or_object_validates_the_same() -> None:
         assert Draft202012Validator(lean).is_valid(instance) is valid is Draft202012Validator(schema).is_valid(instance)
 
 
+def subschemas(node: Any) -> list[dict[str, Any]]:
+    """Every (sub)schema of a schema, itself first; literal values (an enum's, a default) are not schemas."""
+    if isinstance(node, list):
+        return [found for item in node for found in subschemas(item)]
+    if not isinstance(node, dict):
+        return []
+    inner = [sub for key, value in node.items() if key not in ("enum", "const", "default", "examples")
+             for sub in (value.values() if key in ("properties", "$defs") else [value])]  # fmt: skip
+    return [node, *subschemas(inner)]
+
+
+def test_published_output_schemas_write_null_into_the_schema_it_completes() -> None:
+    """The regression guard for the rewrite: no published output schema keeps an `anyOf` of null and an enum or a
+    plain typed schema, or an enum beside a `type` (the values say it)."""
+    left = {}
+    for d in full_catalogue():
+        if d.ownership != "managed":
+            continue
+        for node in subschemas(d.output_schema()):
+            options = node.get("anyOf", [])
+            others = [o for o in options if o != {"type": "null"}]
+            plain = len(options) == 2 and len(others) == 1 and not {"$ref", "anyOf", "allOf", "oneOf"} & set(others[0])
+            if plain or ("enum" in node and "type" in node):
+                left.setdefault(d.name, []).append(node)
+    assert not left, left
+
+
 def test_annotations_and_meta_say_each_thing_once() -> None:
     """No title in annotations (the tool's own), no hint the protocol calls meaningless, no default in _meta."""
     tools = listing(full_catalogue())
