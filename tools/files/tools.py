@@ -596,6 +596,19 @@ DEFINITIONS = (
         read_only=False,
         effects=("resource_write",),
         max_argument_bytes=8 * MAX_WRITE_CHARS + 4096,
+        examples=(
+            ToolExample(
+                description="Two edits previewed, all or none",
+                input={
+                    "path": "src/app.py",
+                    "edits": [
+                        {"oldText": "DEBUG = True", "newText": "DEBUG = False"},
+                        {"oldText": "8000", "newText": "8080"},
+                    ],
+                    "dryRun": True,
+                },
+            ),
+        ),
     ),
     ToolDefinition(
         name="glob",

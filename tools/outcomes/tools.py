@@ -194,7 +194,8 @@ DEFINITIONS = (
     ToolDefinition(
         name="outcome_grade",
         title="Grade progress",
-        description="Grade the outcome's criteria against what this session recorded in memory, with evidence and a next step.",
+        description="Grade the outcome's criteria against what this session recorded in memory, with evidence and a "
+        "next step.",
         input_model=SessionArgs,
         output_model=GradeOutput,
         handler=outcome_grade,

@@ -210,11 +210,6 @@ async def test_every_published_schema_follows_the_portable_rule(listed: list[typ
     assert read["properties"]["maxChars"]["type"] == ["integer", "null"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edit's nested list of edits (docs/decisions/edit-many.md) is not yet made portable by the rule: "
-    "being fixed on branch fix-schemas",
-)
 async def test_a_strict_call_means_what_the_call_without_nulls_means(
     runtime: Runtime, listed: list[types.Tool]
 ) -> None:
@@ -233,11 +228,6 @@ async def test_a_strict_call_means_what_the_call_without_nulls_means(
 # ---- the three clients' conversions -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edit's nested list of edits (docs/decisions/edit-many.md) is not yet made portable by the rule: "
-    "being fixed on branch fix-schemas",
-)
 async def test_openai_agents_converts_every_tool_strictly(runtime: Runtime, listed: list[types.Tool]) -> None:
     """Its strict conversion keeps every field (all required now, the optional ones nullable) and the strict form
     of each call is valid against it. Through its MCP path (MCPUtil.to_function_tool), every tool that takes
@@ -266,11 +256,6 @@ def _convert_for_openai_agents(runtime: Runtime, server: MCPServerStdio, tool: t
     assert function.strict_json_schema is bool(tool.input_schema.get("properties")), tool.name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edit's nested list of edits (docs/decisions/edit-many.md) is not yet made portable by the rule: "
-    "being fixed on branch fix-schemas",
-)
 async def test_google_genai_converts_the_whole_list(listed: list[types.Tool]) -> None:
     """The installed google-genai's conversion of an MCP tool list (what its MCP session support runs): every tool,
     each with its fields, which are required and their values."""

@@ -19,7 +19,8 @@ def built_input_schema(model: type[Arguments]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
     written = _verbatim(model)
     published: dict[str, Any] = portable(
-        schema if written else _nullable_optionals(_without_refusals(_clean_schema(schema))), as_written=written
+        schema if written else _nullable_optionals(_without_refusals(_clean_schema(inline_single_use(schema)))),
+        as_written=written,
     )
     return published
 
