@@ -131,7 +131,7 @@ def test_instructions_name_the_toolsets_and_stay_small() -> None:
 # Issue 24's goal of 60,000 needs smaller results or fewer tools per connection; the record says why (an SDK client
 # checks each output schema alone, so no `$defs` can be shared across tools). 138,667 once every definition used
 # only once was written in place (`inline_single_use`). 140,444 with `session_answer_parent`, a multi-edit `edit`
-# and nullable optional fields (issue 38). 126,896 once the lean results' schemas were in (issue 38 item 15);
+# and nullable optional fields (issue 38). 126,855 once the lean results' schemas were in (issue 38 item 15);
 # 122,856 once a nullable enum or object took null itself and enums lost their type (issue 41 item 4,
 # docs/decisions/wire-small.md, which says why 60,000 is not reached).
 MAX_TOOLS_LIST_BYTES = 123_000
