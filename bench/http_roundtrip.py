@@ -80,12 +80,16 @@ class Load:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time of a process, all its threads (Linux /proc); None elsewhere."""
+    """User plus system CPU time of a process and its live descendants (a server's workers), all their threads
+    (Linux /proc); None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for child in (task / "children").read_text().split()]  # fmt: skip
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(child) or 0.0 for child in children)
 
 
 @asynccontextmanager
