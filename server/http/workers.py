@@ -56,7 +56,6 @@ PR_SET_PDEATHSIG = 1
 MESSAGES_ROOT = "/messages/"
 WORKER_HEADER = b"x-managed-tools-worker"  # which worker answered, for the operator's logs (as the replica's)
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade"})
-FORWARD_TIMEOUT = httpx2.Timeout(connect=5.0, read=None, write=30.0, pool=None)  # a stream or a wait reads for long
 
 
 def worker_name(index: int) -> str:
@@ -265,12 +264,21 @@ class Peers:
         self.place = place
         self._clients: dict[int, httpx2.AsyncClient] = {}
 
-    def client(self, index: int) -> httpx2.AsyncClient:
+    async def send(
+        self, index: int, method: str, url: str, headers: list[tuple[bytes, bytes]], body: AsyncIterator[bytes] | None
+    ) -> httpx2.Response:
+        """The request sent to worker `index`, its answer's head read; ConnectionError when that worker does not
+        take it."""
         if index not in self._clients:
             limits = httpx2.Limits(max_connections=None, max_keepalive_connections=32)  # streams hold theirs
             transport = httpx2.AsyncHTTPTransport(uds=str(self.place.socket_of(index)), limits=limits, trust_env=False)
-            self._clients[index] = httpx2.AsyncClient(transport=transport, timeout=FORWARD_TIMEOUT, trust_env=False)
-        return self._clients[index]
+            timeout = httpx2.Timeout(connect=5.0, read=None, write=30.0, pool=None)  # streams and waits read long
+            self._clients[index] = httpx2.AsyncClient(transport=transport, timeout=timeout, trust_env=False)
+        client = self._clients[index]
+        try:
+            return await client.send(client.build_request(method, url, headers=headers, content=body), stream=True)
+        except httpx2.HTTPError as exc:
+            raise ConnectionError(f"worker {index}: {exc}") from None
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -338,11 +346,9 @@ class WorkerRoute:
         url = f"http://{worker_name(index)}{scope['path']}" + (f"?{query.decode('latin-1')}" if query else "")
         headers = [(key, value) for key, value in scope["headers"] if key not in HOP_BY_HOP]
         body = _request_body(receive) if scope["method"] == "POST" else None
-        client = self._peers.client(index)
         try:
-            response = await client.send(client.build_request(scope["method"], url, headers=headers, content=body),
-                                         stream=True)  # fmt: skip
-        except httpx2.HTTPError:
+            response = await self._peers.send(index, scope["method"], url, headers, body)
+        except ConnectionError:
             log.warning("worker %d did not take a request forwarded to it", index)
             await json_rpc_error(503, "The worker process serving this session is not answering; try again.")(
                 scope, receive, send

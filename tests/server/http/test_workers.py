@@ -21,6 +21,7 @@ import httpx2
 import pytest
 from conftest import data
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from managed_tools.stores.db import Database
@@ -180,6 +181,32 @@ async def test_a_handshake_session_spans_the_workers(server: Server) -> None:
         assert refused.status_code == 404 and refused.headers[WORKER_HEADER] == owner  # the SDK's: initialize again
         stranger = await http.post("http://worker/mcp", json=TOOLS_LIST, headers={**in_session, "host": "evil"})
         assert stranger.status_code == 421  # forwarded as it came: the owner's checks apply
+
+
+async def test_a_legacy_sse_stream_gets_its_posts_from_either_worker(server: Server) -> None:
+    """The stream's endpoint names its worker (`/messages/wN/`); a POST another worker accepts is forwarded."""
+    answered: dict[str, list[str]] = {"GET": [], "POST": []}
+
+    async def record(response: httpx2.Response) -> None:
+        answered[response.request.method].append(response.headers.get(WORKER_HEADER, "?"))
+
+    def fresh_connections(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers=headers, timeout=timeout, limits=httpx2.Limits(max_keepalive_connections=0),
+            event_hooks={"response": [record]},
+        )  # fmt: skip
+
+    sse = server.url.removesuffix("/mcp") + "/sse"
+    transport = sse_client(
+        sse, headers={"Authorization": f"Bearer {server.token}"}, httpx_client_factory=fresh_connections
+    )
+    async with Client(transport, mode="legacy") as mcp_client:
+        for _ in range(CALLS):
+            assert data(await mcp_client.call_tool("session_get_snapshot", {}))["sessionId"]
+    (stream,) = answered["GET"]
+    assert len(answered["POST"]) > CALLS and set(answered["POST"]) == {stream}, answered
 
 
 async def test_a_killed_worker_is_started_again_and_the_server_keeps_answering(server: Server) -> None:
