@@ -230,6 +230,17 @@ def server_cpu_per_call(load: Load) -> float | None:
 
 def print_loads(loads: list[Load], summary: dict[str, float], cpu: dict[str, float], options: Options) -> None:
     print(f"\nthroughput: {options.clients} concurrent clients for {options.seconds:g} s each\n")
+    print_load_rows(loads)
+    print("\nmanaged/bare throughput, median over the runs (1.0 = as fast as the bare SDK server):")
+    for key, ratio in summary.items():
+        print(f"  {key:<22} {ratio:.2f}x")
+    if cpu:
+        print("\nmanaged/bare server CPU per call under that load, median over the runs (1.0 = as cheap as bare):")
+        for key, ratio in cpu.items():
+            print(f"  {key:<22} {ratio:.2f}x")
+
+
+def print_load_rows(loads: list[Load]) -> None:
     header = (
         f"{'server':<11} {'mode':<7} {'run':>3} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'server CPU ms/call':>18}"
@@ -242,13 +253,6 @@ def print_loads(loads: list[Load], summary: dict[str, float], cpu: dict[str, flo
             f"{load.server:<11} {load.mode:<7} {load.repetition:>3} {load.calls:>7} {load.calls_per_second:>9.1f} "
             f"{load.p50_ms:>8.3f} {load.p95_ms:>8.3f} {server_cpu:>18}"
         )
-    print("\nmanaged/bare throughput, median over the runs (1.0 = as fast as the bare SDK server):")
-    for key, ratio in summary.items():
-        print(f"  {key:<22} {ratio:.2f}x")
-    if cpu:
-        print("\nmanaged/bare server CPU per call under that load, median over the runs (1.0 = as cheap as bare):")
-        for key, ratio in cpu.items():
-            print(f"  {key:<22} {ratio:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:

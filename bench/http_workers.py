@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
-from http_roundtrip import Load, load_series, server_at
+from http_roundtrip import Load, load_series, print_load_rows, server_at
 from roundtrip import BARE_SERVER, Target, bare_tool, managed_tool, progress
 
 
@@ -75,21 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     loads = anyio.run(run_all, args)
     many = f"workers-{args.workers}"
     print(f"\n{args.mode}: {args.clients} clients for {args.seconds:g} s each, {os.cpu_count()} CPUs\n")
-    header = (
-        f"{'server':<11} {'run':>3} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'server CPU ms/call':>18}"
-    )
-    print(header)
-    print("-" * len(header))
-    for load in loads:
-        cpu = "" if load.server_cpu_ms is None else f"{load.server_cpu_ms:.3f}"
-        print(
-            f"{load.server:<11} {load.repetition:>3} {load.calls:>7} {load.calls_per_second:>9.1f} "
-            f"{load.p50_ms:>8.3f} {load.p95_ms:>8.3f} {cpu:>18}"
-        )
+    print_load_rows(loads)
     print("\ncalls/s ratios, median over the runs (1.0 = as fast as the bare SDK server in one process):")
-    print(f"  workers-1 / bare        {ratio(loads, 'workers-1', 'bare'):.2f}x")
-    print(f"  {many} / bare {' ' * (9 - len(many))}      {ratio(loads, many, 'bare'):.2f}x")
-    print(f"  {many} / workers-1 {' ' * (9 - len(many))} {ratio(loads, many, 'workers-1'):.2f}x")
+    for ours, theirs in (("workers-1", "bare"), (many, "bare"), (many, "workers-1")):
+        print(f"  {f'{ours} / {theirs}':<24} {ratio(loads, ours, theirs):.2f}x")
     return 0
 
 

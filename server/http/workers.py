@@ -40,9 +40,9 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from managed_tools.server.http.replica import MCP_SESSION_HEADER
+from managed_tools.server.http.replica import MCP_SESSION_HEADER, serve_prefixed
 from managed_tools.server.http.shares import json_rpc_error
 
 log = logging.getLogger("managed_tools.workers")
@@ -298,7 +298,6 @@ class WorkerRoute:
         self._peers = peers
         self._place = peers.place
         self._name = worker_name(self._place.index).encode()
-        self._prefix = self._name + b"."
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -308,21 +307,7 @@ class WorkerRoute:
         if owner is not None and owner != self._place.index:
             await self._forward(owner, scope, receive, send)
             return
-        headers = [
-            (key, value.removeprefix(self._prefix) if key == MCP_SESSION_HEADER else value)
-            for key, value in scope["headers"]
-        ]
-
-        async def named(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = dict(message)
-                message["headers"] = [
-                    (key, self._prefix + value if key.lower() == MCP_SESSION_HEADER else value)
-                    for key, value in message.get("headers", [])
-                ] + [(WORKER_HEADER, self._name)]
-            await send(message)
-
-        await self._app({**scope, "headers": headers}, receive, named)
+        await serve_prefixed(self._app, scope, receive, send, name=self._name, header=WORKER_HEADER)
 
     def _owner(self, scope: Scope) -> int | None:
         """The worker a request belongs to, when it names one of them; else None (served here)."""
