@@ -17,6 +17,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -34,8 +35,11 @@ def managed_argv(root: Path, name: str, workers: int) -> list[str]:
     return [*argv, "--workers", str(workers)]
 
 
-async def run_all(args: argparse.Namespace) -> list[Load]:
+async def run_all(args: argparse.Namespace) -> tuple[list[Load], list[float]]:
+    """Each run's figures, and the clients' own CPU per call in it (this process: its connecting, warm-up and
+    teardown included), which on a small machine is a share of the cores the servers do not get."""
     loads: list[Load] = []
+    clients_cpu: list[float] = []
     with tempfile.TemporaryDirectory(prefix="managed-tools-workers-bench-") as tmp:
         root = Path(tmp)
         servers = {
@@ -51,9 +55,11 @@ async def run_all(args: argparse.Namespace) -> list[Load]:
             for repetition in range(1, args.repeat + 1):
                 for target, pid in targets:
                     progress(f"{repetition}/{args.repeat}: {target.server}, {args.clients} clients")
+                    client_cpu = time.process_time()
                     load = await load_series(target, args.mode, args.clients, args.seconds, 30, pid=pid)
+                    clients_cpu.append((time.process_time() - client_cpu) / load.calls * 1000)
                     loads.append(replace(load, repetition=repetition))
-    return loads
+    return loads, clients_cpu
 
 
 def ratio(loads: list[Load], ours: str, theirs: str) -> float:
@@ -72,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clients < 1 or args.seconds <= 0 or args.repeat < 1 or args.workers < 2:
         parser.error("--clients and --repeat at least 1, --seconds positive, --workers at least 2")
-    loads = anyio.run(run_all, args)
+    loads, clients_cpu = anyio.run(run_all, args)
     many = f"workers-{args.workers}"
     print(f"\n{args.mode}: {args.clients} clients for {args.seconds:g} s each, {os.cpu_count()} CPUs\n")
     print_load_rows(loads)
+    print(f"\nthe clients' CPU per call (this process), per run in the order above: "
+          f"{', '.join(f'{ms:.2f}' for ms in clients_cpu)} ms")  # fmt: skip
     print("\ncalls/s ratios, median over the runs (1.0 = as fast as the bare SDK server in one process):")
     for ours, theirs in (("workers-1", "bare"), (many, "bare"), (many, "workers-1")):
         print(f"  {f'{ours} / {theirs}':<24} {ratio(loads, ours, theirs):.2f}x")

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -23,6 +24,7 @@ from conftest import data
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from test_permissions import answer
 
 from managed_tools.stores.db import Database
 
@@ -40,6 +42,7 @@ INITIALIZE = {
 }
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 POST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+PROBE_TOOLS = str(Path(__file__).resolve().parents[2] / "support" / "probe_tools.py")
 CALLS = 12  # over fresh connections: each lands on either worker, all on one in 2 of 2**12 runs
 
 
@@ -89,6 +92,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     log = tmp_path / "server.log"
     argv = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
     argv += ["--data-dir", str(data_dir), "--transport", "http", "--port", "0", "--workers", "2", "--log-level", "INFO"]
+    argv += ["--tools-module", PROBE_TOOLS]
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
     env.pop("MANAGED_TOOLS_TOKEN", None)
     with log.open("wb") as stderr:
@@ -112,7 +116,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 @asynccontextmanager
-async def client(server: Server, mode: str, trace: list[str]) -> AsyncIterator[Client]:
+async def client(server: Server, mode: str, trace: list[str], **kwargs: Any) -> AsyncIterator[Client]:
     """A real MCP client that opens a new connection for every request (no keep-alive), so that its requests
     land on either worker; `trace` collects the worker that answered each POST."""
 
@@ -126,16 +130,21 @@ async def client(server: Server, mode: str, trace: list[str]) -> AsyncIterator[C
             limits=httpx2.Limits(max_keepalive_connections=0),
             event_hooks={"response": [record]},
         ) as http,
-        Client(streamable_http_client(server.url, http_client=http), mode=mode) as mcp_client,
+        Client(streamable_http_client(server.url, http_client=http), mode=mode, **kwargs) as mcp_client,
     ):
         yield mcp_client
 
 
-async def calls(server: Server, mode: str = "auto", count: int = CALLS) -> list[str]:
+async def calls(server: Server, mode: str = "auto", count: int = CALLS, *, ask: bool = False) -> list[str]:
+    """`count` calls over fresh connections, and with `ask` one that waits for a person's yes (its question on the
+    call's stream, the answer a request of its own); the worker that answered each request."""
     trace: list[str] = []
-    async with client(server, mode, trace) as mcp_client:
+    approve = answer("accept", {"approve": True})
+    async with client(server, mode, trace, elicitation_callback=approve) as mcp_client:
         for _ in range(count):
             assert data(await mcp_client.call_tool("session_get_snapshot", {}))["sessionId"]
+        if ask:
+            assert data(await mcp_client.call_tool("probe_danger", {"label": "asked"}))
     return trace
 
 
@@ -158,7 +167,7 @@ async def test_two_workers_both_serve_the_one_port(server: Server) -> None:
 
 async def test_a_handshake_session_spans_the_workers(server: Server) -> None:
     """Its requests land on either worker; the one that did not open it forwards them to the one that did."""
-    trace = await calls(server, mode="legacy")
+    trace = await calls(server, mode="legacy", ask=True)
     assert len(set(trace)) == 1 and trace[0] in {"w0", "w1"}, trace  # every answer the owner's, all calls answered
     # Deterministically: a request of a session sent to the other worker's own socket is forwarded to the owner.
     (peers,) = server.data_dir.glob(".workers-*")
