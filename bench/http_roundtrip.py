@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -113,13 +113,25 @@ async def server_at(argv: list[str], log: Path, env: dict[str, str] | None = Non
             await process.wait()
 
 
-async def load_series(target: Target, mode: str, clients: int, seconds: float, warmup: int, *, pid: int) -> Load:
+async def load_series(
+    target: Target,
+    mode: str,
+    clients: int,
+    seconds: float,
+    warmup: int,
+    *,
+    pid: int,
+    warmed: Callable[[], Awaitable[None]] | None = None,
+) -> Load:
+    """`clients` connected and warmed up, then (once `warmed` returns, when given) calling for `seconds`."""
     samples: list[float] = []
     async with AsyncExitStack() as stack:
         connected = [await stack.enter_async_context(Client(target.connect, mode=mode)) for _ in range(clients)]
         for client in connected:
             for _ in range(max(1, warmup // clients)):
                 await checked_call(client, target)
+        if warmed is not None:
+            await warmed()
         deadline = time.perf_counter() + seconds
 
         async def worker(client: Client) -> None:
