@@ -84,11 +84,16 @@ def run(args: argparse.Namespace) -> int:
             gc.unfreeze()
             gc.enable()
     except Exception as exc:
-        if args.log_level == "DEBUG":
-            traceback.print_exception(exc, file=sys.stderr)
-        message, status = _failure(exc, args.command)
-        print(f"managed-tools: {message}", file=sys.stderr)
-        return status
+        return reported(exc, args.command, args.log_level)
+
+
+def reported(exc: Exception, command: str, log_level: str) -> int:
+    """Say on stderr, in one line, what stopped `command` (the traceback too at DEBUG); the exit status."""
+    if log_level == "DEBUG":
+        traceback.print_exception(exc, file=sys.stderr)
+    message, status = _failure(exc, command)
+    print(f"managed-tools: {message}", file=sys.stderr)
+    return status
 
 
 def _refuse_unknown_selection(args: argparse.Namespace) -> None:

@@ -288,8 +288,14 @@ def _serve_workers(config: ServeConfig, http: HttpConfig, log_level: str) -> int
 
 
 def _serve_worker(config: ServeConfig, http: HttpConfig, log_level: str, place: Place) -> int:
-    with telemetry(config.telemetry) as installed:
-        return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed, place=place))
+    """One worker, to its end; what stops it is said as a single server says it (one line on stderr)."""
+    from managed_tools.server.cli.commands import reported
+
+    try:
+        with telemetry(config.telemetry) as installed:
+            return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed, place=place))
+    except Exception as exc:
+        return reported(exc, "serve", log_level)
 
 
 def collecting_from_here() -> None:

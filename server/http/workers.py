@@ -112,11 +112,11 @@ class Supervisor:
     _workers: list[_Worker] = field(default_factory=list)
     _signum: int | None = None
     _served = False  # a worker said it serves: a death after that is restarted, before it the server cannot start
-    _failed = False
+    _failed: int | None = None  # the exit status of a worker that could not start
 
     def run(self) -> int:
-        """Serve until SIGINT or SIGTERM; the exit code is 128 + that signal, as a single server's, or 1 when no
-        worker could start (each says why on stderr)."""
+        """Serve until SIGINT or SIGTERM; the exit code is 128 + that signal, as a single server's, or the status
+        of the first worker when it could not start (it said why on stderr, as a single server would)."""
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         peers = Path(tempfile.mkdtemp(prefix=".workers-", dir=self.data_dir))  # mode 0700
         previous = {signum: signal.signal(signum, self._signalled) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -126,7 +126,7 @@ class Supervisor:
             with _listening(peers, self.count) as sockets:
                 self._workers = [_Worker(index) for index in range(self.count)]
                 gc.freeze()  # start-up's objects, shared with the workers page for page until one writes
-                while self._signum is None and not self._failed:
+                while self._signum is None and self._failed is None:
                     self._reap()
                     self._served = self._served or _told(ready)
                     for worker in self._due():
@@ -141,7 +141,7 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             shutil.rmtree(peers, ignore_errors=True)
-        return 1 if self._signum is None else 128 + self._signum
+        return 128 + self._signum if self._signum is not None else self._failed or 1
 
     def _signalled(self, signum: int, _frame: object) -> None:
         if self._signum is None:
@@ -185,8 +185,8 @@ class Supervisor:
             worker.failures = 0 if lived >= STEADY_SECONDS else worker.failures + 1
             delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** max(0, worker.failures - 1))
             if self._signum is None and not self._served:
-                log.error("worker %d %s before it served: stopping", worker.index, _ended(status))
-                self._failed = True
+                log.info("worker %d %s before it served: stopping", worker.index, _ended(status))
+                self._failed = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1
             elif self._signum is None:
                 log.warning(
                     "worker %d (pid %d) %s after %.1f s; starting it again in %.1f s",

@@ -242,3 +242,18 @@ def test_a_parent_killed_outright_leaves_no_worker(server: Server) -> None:
     server.proc.kill()
     server.proc.wait()
     server.wait_for(lambda: not any(alive(pid) for pid in pids), "no worker left")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_state_no_worker_can_open_is_one_line_and_the_single_servers_status(tmp_path: Path, workers: str) -> None:
+    workspace, data_dir = tmp_path / "workspace", tmp_path / "data"
+    workspace.mkdir()
+    data_dir.mkdir(mode=0o700)
+    (data_dir / "state.db").write_bytes(b"not a database, " * 512)
+    argv = [sys.executable, "-m", "managed_tools.server", "serve", "--workspace", str(workspace)]
+    argv += ["--data-dir", str(data_dir), "--transport", "http", "--port", "0", "--no-token", "--workers", workers]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=WITHIN, check=False)
+    said = done.stderr.decode()
+    failures = [line for line in said.splitlines() if line.startswith("managed-tools: ") and "serving" not in line]
+    assert done.returncode == 2 and len(failures) == 1 and "Traceback" not in said, said
+    assert "state.db" in failures[0]
