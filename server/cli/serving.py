@@ -23,6 +23,7 @@ from pydantic import SecretBytes, ValidationError
 
 from managed_tools.sandbox import layers
 from managed_tools.server.cli.arguments import cut_short_quietly, serve_config
+from managed_tools.server.cli.failures import reported
 from managed_tools.server.cli.terminal import Screen
 from managed_tools.server.config.data_dir import tell
 from managed_tools.server.config.rules import DATABASE_ENV
@@ -289,8 +290,6 @@ def _serve_workers(config: ServeConfig, http: HttpConfig, log_level: str) -> int
 
 def _serve_worker(config: ServeConfig, http: HttpConfig, log_level: str, place: Place) -> int:
     """One worker, to its end; what stops it is said as a single server says it (one line on stderr)."""
-    from managed_tools.server.cli.commands import reported
-
     try:
         with telemetry(config.telemetry) as installed:
             return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed, place=place))
