@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -80,12 +80,16 @@ class Load:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time of a process, all its threads (Linux /proc); None elsewhere."""
+    """User plus system CPU time of a process and its live descendants (a server's workers), all their threads
+    (Linux /proc); None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for child in (task / "children").read_text().split()]  # fmt: skip
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(child) or 0.0 for child in children)
 
 
 @asynccontextmanager
@@ -109,13 +113,25 @@ async def server_at(argv: list[str], log: Path, env: dict[str, str] | None = Non
             await process.wait()
 
 
-async def load_series(target: Target, mode: str, clients: int, seconds: float, warmup: int, *, pid: int) -> Load:
+async def load_series(
+    target: Target,
+    mode: str,
+    clients: int,
+    seconds: float,
+    warmup: int,
+    *,
+    pid: int,
+    warmed: Callable[[], Awaitable[None]] | None = None,
+) -> Load:
+    """`clients` connected and warmed up, then (once `warmed` returns, when given) calling for `seconds`."""
     samples: list[float] = []
     async with AsyncExitStack() as stack:
         connected = [await stack.enter_async_context(Client(target.connect, mode=mode)) for _ in range(clients)]
         for client in connected:
             for _ in range(max(1, warmup // clients)):
                 await checked_call(client, target)
+        if warmed is not None:
+            await warmed()
         deadline = time.perf_counter() + seconds
 
         async def worker(client: Client) -> None:
@@ -226,6 +242,17 @@ def server_cpu_per_call(load: Load) -> float | None:
 
 def print_loads(loads: list[Load], summary: dict[str, float], cpu: dict[str, float], options: Options) -> None:
     print(f"\nthroughput: {options.clients} concurrent clients for {options.seconds:g} s each\n")
+    print_load_rows(loads)
+    print("\nmanaged/bare throughput, median over the runs (1.0 = as fast as the bare SDK server):")
+    for key, ratio in summary.items():
+        print(f"  {key:<22} {ratio:.2f}x")
+    if cpu:
+        print("\nmanaged/bare server CPU per call under that load, median over the runs (1.0 = as cheap as bare):")
+        for key, ratio in cpu.items():
+            print(f"  {key:<22} {ratio:.2f}x")
+
+
+def print_load_rows(loads: list[Load]) -> None:
     header = (
         f"{'server':<11} {'mode':<7} {'run':>3} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'server CPU ms/call':>18}"
@@ -238,13 +265,6 @@ def print_loads(loads: list[Load], summary: dict[str, float], cpu: dict[str, flo
             f"{load.server:<11} {load.mode:<7} {load.repetition:>3} {load.calls:>7} {load.calls_per_second:>9.1f} "
             f"{load.p50_ms:>8.3f} {load.p95_ms:>8.3f} {server_cpu:>18}"
         )
-    print("\nmanaged/bare throughput, median over the runs (1.0 = as fast as the bare SDK server):")
-    for key, ratio in summary.items():
-        print(f"  {key:<22} {ratio:.2f}x")
-    if cpu:
-        print("\nmanaged/bare server CPU per call under that load, median over the runs (1.0 = as cheap as bare):")
-        for key, ratio in cpu.items():
-            print(f"  {key:<22} {ratio:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:

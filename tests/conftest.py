@@ -106,6 +106,7 @@ BACKENDS = ["sqlite", "postgresql"]
 SLOW_MODULES = {
     "test_postgresql": "a PostgreSQL cluster, or a CLI process per bad database URL",
     "test_replicas": "PostgreSQL, nginx and several server processes",
+    "test_workers": "a server of several worker processes per test, killed and stopped",
     "test_pages": "Chromium",
     "test_dashboard": "Chromium and a dashboard process",
     "test_views_pty": "a CLI process per view and width, on a pseudo-terminal",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -486,7 +487,23 @@ def _remote_flags(serve: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--replica", metavar="NAME", help="this replica's name behind a balancer, for sticky sessions (docs/scaling.md)"
     )
+    remote.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N|auto",
+        help="server processes on the one port (auto: one per CPU; default 1; docs/scaling.md)",
+    )
     _oauth_flags(serve)
+
+
+def _workers(text: str) -> int:
+    """`--workers N|auto`: auto is one process per CPU the machine has."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("takes a number of processes or auto") from None
 
 
 def _oauth_flags(serve: argparse.ArgumentParser) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import traceback
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from managed_tools.server.cli.arguments import cut_short_quietly, serve_config
+from managed_tools.server.cli.failures import reported
 from managed_tools.server.config.config_files import ConfigFiles
 from managed_tools.server.config.data_dir import ConfigError
 from managed_tools.server.config.state_place import StatePlace
@@ -84,11 +84,7 @@ def run(args: argparse.Namespace) -> int:
             gc.unfreeze()
             gc.enable()
     except Exception as exc:
-        if args.log_level == "DEBUG":
-            traceback.print_exception(exc, file=sys.stderr)
-        message, status = _failure(exc, args.command)
-        print(f"managed-tools: {message}", file=sys.stderr)
-        return status
+        return reported(exc, args.command, args.log_level)
 
 
 def _refuse_unknown_selection(args: argparse.Namespace) -> None:
@@ -99,23 +95,6 @@ def _refuse_unknown_selection(args: argparse.Namespace) -> None:
     refusal = unknown_selection(args.preset, toolsets)
     if refusal:
         raise ConfigError(refusal)
-
-
-def _failure(exc: Exception, command: str) -> tuple[str, int]:
-    """What a person reads when `command` fails, and the exit status."""
-    from pydantic import ValidationError
-
-    human = sys.modules.get("managed_tools.server.consent.human")
-    runtime = sys.modules.get("managed_tools.server.runtime.opening")  # a StartupError exists only once it is loaded
-    if human is not None and isinstance(exc, human.HumanError):
-        return str(exc), 1
-    if isinstance(exc, ConfigError) or (runtime is not None and isinstance(exc, runtime.StartupError)):
-        return str(exc), 2
-    if isinstance(exc, ValidationError):  # the flags, checked as a whole
-        return f"invalid configuration: {exc.errors(include_url=False)[0]['msg']}", 2
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:  # a task group's one failure
-        exc = exc.exceptions[0]
-    return f"{command} stopped on an unexpected error: {type(exc).__name__}: {exc} (--log-level debug shows where).", 1
 
 
 class ServedTools:

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import gc
 import json
 import logging
 import os
+import socket
 import sys
 from functools import partial
-from typing import Any
+from secrets import token_bytes
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import ValidationError
+from pydantic import SecretBytes, ValidationError
 
 from managed_tools.sandbox import layers
 from managed_tools.server.cli.arguments import cut_short_quietly, serve_config
+from managed_tools.server.cli.failures import reported
 from managed_tools.server.cli.terminal import Screen
 from managed_tools.server.config.data_dir import tell
 from managed_tools.server.config.rules import DATABASE_ENV
@@ -50,6 +54,9 @@ from managed_tools.stores.errors import StoreError
 from managed_tools.tools.catalogue import PURPOSES
 from managed_tools.tools.framework.context.context import Runtime
 from managed_tools.tools.framework.definitions.registry import Registry
+
+if TYPE_CHECKING:
+    from managed_tools.server.http.workers import Place
 
 log = logging.getLogger("managed_tools")
 
@@ -126,6 +133,7 @@ REMOTE_FLAGS = {  # HttpConfig field: the flag that sets it
     "body_timeout_seconds": "--body-timeout",
     "max_connections": "--max-connections",
     "replica": "--replica",
+    "workers": "--workers",
 }
 
 
@@ -194,6 +202,8 @@ def _serve(config: ServeConfig, http: HttpConfig | None, log_level: str) -> int:
                 )
             with telemetry(config.telemetry):
                 return anyio.run(until_signalled, partial(_serve_stdio, config))
+        if http.workers > 1:
+            return _serve_workers(config, http, log_level)
         with telemetry(config.telemetry) as installed:
             return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed))
     except KeyboardInterrupt:  # before or after the event loop listens for signals
@@ -223,25 +233,68 @@ async def _serve_stdio(config: ServeConfig, stopping: Stopping) -> None:
 
 
 async def _serve_remote(
-    config: ServeConfig, http: HttpConfig, log_level: str, installed: Installed | None, stopping: Stopping
+    config: ServeConfig,
+    http: HttpConfig,
+    log_level: str,
+    installed: Installed | None,
+    stopping: Stopping,
+    *,
+    place: Place | None = None,
 ) -> None:
+    """The server, or with `place` one worker of several (whose parent bound the port and announced it)."""
     # Imported here: the Streamable HTTP and SSE app, its sessions, token and OAuth checks are no part of stdio.
-    from managed_tools.server.http.transport import announce, bind, build_app, http_server, serve_http
+    from managed_tools.server.http.transport import announce, build_app, http_server, serve_http
 
     extensions = startup_extensions(config)
     async with open_runtime(config, extensions) as runtime, serving_pages(pages_for(config)) as pages:
-        app = build_app(runtime, config, http, extensions, pages, telemetry=installed)
-        try:
-            sock = bind(http)
-        except OSError as exc:
-            raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
-        with sock:
-            announce(http, sock)  # first on stderr: scripts read the address from its first line
-            _announce_confinement(runtime)
-            _offer_dashboard(pages, runtime, config)
-            log.info("serving agent %s over %s; data dir %s", config.agent, http.transport, config.data_dir)
+        app = build_app(runtime, config, http, extensions, pages, telemetry=installed, place=place)
+        with contextlib.ExitStack() as stack:
+            if place is None:
+                sockets = [stack.enter_context(_bound(http))]
+                announce(http, sockets[0])  # first on stderr: scripts read the address from its first line
+            else:
+                sockets = [place.listener, place.peer]
+            if place is None or place.first:
+                _announce_confinement(runtime)
+                _offer_dashboard(pages, runtime, config)
+            worker = "" if place is None else f" (worker {place.index} of {place.count}, pid {os.getpid()})"
+            log.info("serving agent %s over %s%s; data dir %s", config.agent, http.transport, worker, config.data_dir)
             collecting_from_here()
-            await serve_http(http_server(app, http, log_level), sock, stopping)
+            if place is not None:
+                place.ready()
+            await serve_http(http_server(app, http, log_level), sockets, stopping)
+
+
+def _bound(http: HttpConfig) -> socket.socket:
+    from managed_tools.server.http.transport import bind
+
+    try:
+        return bind(http)
+    except OSError as exc:
+        raise StartupError(f"Cannot listen on {http.host} port {http.port}: {exc.strerror or exc}.") from None
+
+
+def _serve_workers(config: ServeConfig, http: HttpConfig, log_level: str) -> int:
+    """`--workers N`: this process binds the port and says where it is, then supervises N workers that serve it
+    (server/http/workers.py). Without a configured requestState ring, the workers share one key drawn here."""
+    from managed_tools.server.http.transport import announce
+    from managed_tools.server.http.workers import Supervisor
+
+    if not config.request_state_keys:
+        config = config.model_copy(update={"request_state_keys": (SecretBytes(token_bytes(32)),)})
+    with _bound(http) as sock:
+        announce(http, sock)
+        supervisor = Supervisor(http.workers, sock, config.data_dir, partial(_serve_worker, config, http, log_level))
+        return supervisor.run()
+
+
+def _serve_worker(config: ServeConfig, http: HttpConfig, log_level: str, place: Place) -> int:
+    """One worker, to its end; what stops it is said as a single server says it (one line on stderr)."""
+    try:
+        with telemetry(config.telemetry) as installed:
+            return anyio.run(until_signalled, partial(_serve_remote, config, http, log_level, installed, place=place))
+    except Exception as exc:
+        return reported(exc, "serve", log_level)
 
 
 def collecting_from_here() -> None:

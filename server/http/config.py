@@ -28,6 +28,7 @@ DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open-file limit, which SQLite and tools share
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+MAX_WORKERS = 256
 REPLICA_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"  # no '.': it ends the prefix of a session id (http_replica.py)
 HOST_WITH_PORT = re.compile(r"(\[[^\]]*\]|[^:\[\]]*):(\d+|\*)")  # `name:port`, `[v6]:port`, or `:*`
 
@@ -54,6 +55,7 @@ class HttpConfig(BaseModel):
     body_timeout_seconds: Annotated[float, Field(gt=0)] = DEFAULT_BODY_TIMEOUT_SECONDS
     max_connections: Annotated[int, Field(gt=0)] = DEFAULT_MAX_CONNECTIONS
     replica: Annotated[str, Field(pattern=REPLICA_NAME)] | None = None
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] = 1  # processes on the one port (server/http/workers.py)
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -91,6 +93,7 @@ class HttpConfig(BaseModel):
         body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         replica: str | None = None,
+        workers: int = 1,
     ) -> HttpConfig:
         """Resolve the token (`--token-file` wins over $MANAGED_TOOLS_TOKEN, else the one kept in `token_dir`, the
         data dir; without a `token_dir`, one for this process only) and the Host/Origin allowlists.
@@ -140,6 +143,7 @@ class HttpConfig(BaseModel):
             body_timeout_seconds=body_timeout_seconds,
             max_connections=max_connections,
             replica=replica,
+            workers=workers,
         )
 
     @property

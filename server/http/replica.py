@@ -21,24 +21,31 @@ class ReplicaRoute:
     def __init__(self, app: ASGIApp, *, name: str) -> None:
         self._app = app
         self._name = name.encode()
-        self._prefix = self._name + b"."
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        headers = [
-            (key, value.removeprefix(self._prefix) if key == MCP_SESSION_HEADER else value)
-            for key, value in scope["headers"]
-        ]
+        await serve_prefixed(self._app, scope, receive, send, name=self._name, header=REPLICA_HEADER)
 
-        async def named(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = dict(message)
-                message["headers"] = [
-                    (key, self._prefix + value if key.lower() == MCP_SESSION_HEADER else value)
-                    for key, value in message.get("headers", [])
-                ] + [(REPLICA_HEADER, self._name)]
-            await send(message)
 
-        await self._app({**scope, "headers": headers}, receive, named)
+async def serve_prefixed(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, *, name: bytes, header: bytes
+) -> None:
+    """`app` with `name.` taken off the request's `Mcp-Session-Id` and put on the response's, and `header: name`
+    on every response (a replica here, a worker in server/http/workers.py)."""
+    prefix = name + b"."
+    headers = [
+        (key, value.removeprefix(prefix) if key == MCP_SESSION_HEADER else value) for key, value in scope["headers"]
+    ]
+
+    async def named(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message)
+            message["headers"] = [
+                (key, prefix + value if key.lower() == MCP_SESSION_HEADER else value)
+                for key, value in message.get("headers", [])
+            ] + [(header, name)]
+        await send(message)
+
+    await app({**scope, "headers": headers}, receive, named)

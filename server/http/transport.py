@@ -52,6 +52,7 @@ from managed_tools.server.http.quotas import QuotaGate
 from managed_tools.server.http.replica import ReplicaRoute
 from managed_tools.server.http.sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http.shares import SessionShares, beyond_share, json_rpc_error
+from managed_tools.server.http.workers import Peers, Place, WorkerRoute, messages_path
 from managed_tools.server.mcp.app import InFlight, build_server
 from managed_tools.server.runtime.extensions import Extensions
 from managed_tools.server.runtime.otel import PROMETHEUS_CONTENT_TYPE, Installed
@@ -81,7 +82,9 @@ def build_app(
     pages: Pages | None = None,
     *,
     telemetry: Installed | None = None,
+    place: Place | None = None,
 ) -> McpApp:
+    """The app; with `place`, that of one worker among several (server/http/workers.py)."""
     calls = InFlight()
     server = build_server(
         runtime,
@@ -111,10 +114,11 @@ def build_app(
             max_sessions=http.max_sessions,
         )
         routes.append(Route(MCP_PATH, endpoint=SessionShares(StreamableHTTPASGIApp(manager), manager)))
-    sse = SseServerTransport(MESSAGES_PATH, security_settings=security, max_request_body_size=http.max_request_bytes)
+    messages = MESSAGES_PATH if place is None else messages_path(place.index)
+    sse = SseServerTransport(messages, security_settings=security, max_request_body_size=http.max_request_bytes)
     routes += [
         Route(SSE_PATH, endpoint=SseEndpoint(server, sse, runtime, config.session, http.max_sessions), methods=["GET"]),
-        Mount(MESSAGES_PATH, app=sse.handle_post_message),
+        Mount(messages, app=sse.handle_post_message),
     ]
 
     mcp_sessions = Sessions(manager)
@@ -134,12 +138,26 @@ def build_app(
             running=calls.of,
             max_body=http.max_request_bytes,
             streamable_path=MCP_PATH,
-            messages_path=MESSAGES_PATH,
+            messages_path=messages,
         )
     )
-    if http.replica is not None:
+    peers = None if place is None else Peers(place)
+    if peers is not None:
+        middleware.insert(0, Middleware(WorkerRoute, peers=peers))
+    if http.replica is not None:  # outermost: a replica's prefix encloses the worker's
         middleware.insert(0, Middleware(ReplicaRoute, name=http.replica))
-    return McpApp(calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: mcp_sessions.running())
+    return McpApp(
+        calls, mcp_sessions, routes=routes, middleware=middleware, lifespan=lambda _: _lifespan(mcp_sessions, peers)
+    )
+
+
+@asynccontextmanager
+async def _lifespan(mcp_sessions: Sessions, peers: Peers | None) -> AsyncIterator[None]:
+    async with contextlib.AsyncExitStack() as stack:
+        if peers is not None:
+            await stack.enter_async_context(peers.open())
+        await stack.enter_async_context(mcp_sessions.running())
+        yield
 
 
 class Sessions:
@@ -471,6 +489,6 @@ def http_server(app: McpApp, http: HttpConfig, log_level: str) -> HttpServer:
     return HttpServer(config, app, requests)
 
 
-async def serve_http(server: HttpServer, sock: socket.socket, stopping: Stopping) -> None:
+async def serve_http(server: HttpServer, sockets: list[socket.socket], stopping: Stopping) -> None:
     stopping.on_stop(server.stop)
-    await server.serve(sockets=[sock])
+    await server.serve(sockets=sockets)

@@ -28,6 +28,8 @@ HEADER = 32
 FRAME_HEADER = 24
 QUICK_CHECK_SECONDS = 2.0
 SHOWN_PROBLEMS = 5
+RECHECKS = 3
+RECHECK_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,7 @@ def report_recovery(conn: sqlite3.Connection, database: Path, before: WalFrames 
         return
     if before.frames == 0:
         return
-    rows = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    accepted = max(0, int(rows[0][1])) if rows else 0
-    after = read_wal(database)
-    if after is None or after.salts != before.salts:
-        accepted = before.frames  # another process reset the WAL meanwhile, so it had read it whole
+    accepted = _accepted(conn, database, before)
     kept = sum(before.commits[:accepted])
     lost = sum(before.commits[accepted:])
     if accepted < before.frames:
@@ -100,6 +98,25 @@ def report_recovery(conn: sqlite3.Connection, database: Path, before: WalFrames 
     else:
         log.info("recovered %d committed transaction(s) from the state database's write-ahead log, all of it", kept)
     quick_check(conn, database)
+
+
+def _accepted(conn: sqlite3.Connection, database: Path, before: WalFrames) -> int:
+    """How many of the frames found before the open SQLite accepted. Another process writing at the same time (a
+    worker of the same server, a replica) may have written a transaction's frames, its commit among them, before
+    it published them in the WAL index: they look dropped for a moment, so a shortfall is asked again before it
+    is believed."""
+    accepted = 0
+    for attempt in range(RECHECKS + 1):
+        if attempt:
+            time.sleep(RECHECK_SECONDS)
+        rows = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        accepted = max(0, int(rows[0][1])) if rows else 0
+        after = read_wal(database)
+        if after is None or after.salts != before.salts:
+            return before.frames  # another process reset the WAL meanwhile, so it had read it whole
+        if accepted >= before.frames:
+            break
+    return accepted
 
 
 def quick_check(conn: sqlite3.Connection, database: Path, seconds: float = QUICK_CHECK_SECONDS) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from managed_tools.server.cli.commands import _failure
+from managed_tools.server.cli.failures import failure
 from managed_tools.stores.db import Database
 from managed_tools.stores.errors import DatabaseOpenError
 
@@ -236,7 +236,7 @@ def test_a_failed_connect_leaves_no_thread_and_says_nothing_more(capfd: pytest.C
 
 def test_an_unexpected_failure_is_one_line_too() -> None:
     group = ExceptionGroup("unhandled errors in a TaskGroup", [RuntimeError("boom")])
-    message, status = _failure(group, "serve")
+    message, status = failure(group, "serve")
     assert status == 1 and message.startswith("serve stopped on an unexpected error: RuntimeError: boom")
     assert "--log-level debug" in message
 

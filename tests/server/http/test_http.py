@@ -464,10 +464,15 @@ def test_refuses_to_start_without_what_a_remote_bind_needs(
         ("--transport", "http", "--allowed-origin", "localhost:*"): "'localhost:*' is not an origin: http:// or",
         ("--transport", "http", "--header-timeout", "0"): "--header-timeout: Input should be greater than 0",
         ("--max-connections", "5"): "--max-connections applies to --transport http or sse.",
+        ("--workers", "2"): "--workers applies to --transport http or sse.",
+        ("--transport", "http", "--workers", "0"): "--workers: Input should be greater than or equal to 1",
     }
     for argv, message in cases.items():
         assert main(["serve", "--workspace", str(workspace), *argv]) == 2, argv
         assert message in capsys.readouterr().err, argv
+    with pytest.raises(SystemExit):  # argparse's own usage error
+        main(["serve", "--workspace", str(workspace), "--transport", "http", "--workers", "many"])
+    assert "argument --workers: takes a number of processes or auto" in capsys.readouterr().err
 
 
 async def test_the_cli_serves_http_and_shuts_down_gracefully(workspace: Path, tmp_path: Path) -> None:
