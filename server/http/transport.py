@@ -50,6 +50,7 @@ from managed_tools.server.http.headers import header, headers
 from managed_tools.server.http.limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http.quotas import QuotaGate
 from managed_tools.server.http.replica import ReplicaRoute
+from managed_tools.server.http.request_ids import InFlightIds
 from managed_tools.server.http.sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http.shares import SessionShares, beyond_share, json_rpc_error
 from managed_tools.server.mcp.app import InFlight, build_server
@@ -110,7 +111,10 @@ def build_app(
             session_idle_timeout=http.session_idle_seconds,
             max_sessions=http.max_sessions,
         )
-        routes.append(Route(MCP_PATH, endpoint=SessionShares(StreamableHTTPASGIApp(manager), manager)))
+        endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+        if not http.stateless:  # stateless HTTP serves each POST on its own: an id is never shared
+            endpoint = InFlightIds(endpoint, max_body=http.max_request_bytes)
+        routes.append(Route(MCP_PATH, endpoint=SessionShares(endpoint, manager)))
     sse = SseServerTransport(MESSAGES_PATH, security_settings=security, max_request_body_size=http.max_request_bytes)
     routes += [
         Route(SSE_PATH, endpoint=SseEndpoint(server, sse, runtime, config.session, http.max_sessions), methods=["GET"]),
