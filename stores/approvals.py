@@ -3,18 +3,24 @@
 A request moves pending → approved → consumed (it ran, once) or pending → denied, or is cleared by an interrupt.
 Every change is an event in the same transaction, and the session's status follows: `requires_action` while
 any request of it waits for a person, `idle` otherwise.
+
+Requests waiting for a person are capped per session and per principal (config.json `pendingApprovals`): a client
+looping over new calls would otherwise pile up questions nobody can answer (10,000 were accepted for one
+principal). The count and the insert share the write transaction, and write transactions run one at a time on
+both engines (SQLite's one writer, PostgreSQL's advisory write lock: stores/db/postgres.py), so callers racing
+past the cap cannot overshoot it. Another principal's requests never count against yours.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from managed_tools.stores import events
 from managed_tools.stores.db import Row, Tx, as_dict
-from managed_tools.stores.errors import NotFoundError, StoreError
+from managed_tools.stores.errors import NotFoundError, PendingCapError, StoreError
 from managed_tools.stores.ids import utc_now, uuid7
 
 Kind = Literal["tool_confirmation", "custom_tool"]
@@ -25,6 +31,19 @@ Status = Literal["pending", "approved", "denied", "consumed", "cleared"]
 Remember = Literal["once", "session"]
 # Why a call that would ask ran without a question (the `permission.unasked` event says which).
 Unasked = Literal["remembered", "auto_sandboxed"]
+
+
+class PendingCaps(BaseModel):
+    """config.json `pendingApprovals`: how many requests may wait for a person at once, in one session and across
+    one principal's sessions. A person answers a few dozen at most; past that, more are noise."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    per_session: Annotated[int, Field(ge=1, le=10_000)] = Field(default=20, alias="perSession")
+    per_principal: Annotated[int, Field(ge=1, le=100_000)] = Field(default=100, alias="perPrincipal")
+
+
+DEFAULT_CAPS = PendingCaps()
 
 
 class ApprovalRecord(BaseModel):
@@ -78,7 +97,9 @@ async def create(
     channel: Channel,
     question: str = "",
     binds: list[dict[str, Any]] | None = None,
+    caps: PendingCaps = DEFAULT_CAPS,
 ) -> ApprovalRecord:
+    await _check_caps(tx, session_id, tool_name, caps)
     record = ApprovalRecord(
         id=uuid7(),
         session_id=session_id,
@@ -123,6 +144,35 @@ async def create(
     )
     await _sync_session_status(tx, session_id)
     return record
+
+
+async def _check_caps(tx: Tx, session_id: str, tool_name: str, caps: PendingCaps) -> None:
+    """Refuse a new request past the session's or its principal's cap (in the caller's write transaction)."""
+    clear = (
+        f"so {tool_name} was not asked about and did not run. A person can answer them: `managed-tools pending` "
+        "lists them, `managed-tools approve ID` or `managed-tools deny ID` answers one, and `managed-tools "
+        "interrupt --session ID` clears a session's; then call it again."
+    )
+    in_session = int(
+        await tx.scalar("SELECT COUNT(*) FROM approvals WHERE session_id = ? AND status = 'pending'", (session_id,))
+    )
+    if in_session >= caps.per_session:
+        raise PendingCapError(
+            f"This session has {in_session} permission requests waiting for a person, its cap "
+            f"(config.json pendingApprovals.perSession: {caps.per_session}), {clear}"
+        )
+    of_principal = int(
+        await tx.scalar(
+            "SELECT COUNT(*) FROM approvals a JOIN sessions s ON s.id = a.session_id WHERE a.status = 'pending' "
+            "AND s.owner = (SELECT owner FROM sessions WHERE id = ?)",
+            (session_id,),
+        )
+    )
+    if of_principal >= caps.per_principal:
+        raise PendingCapError(
+            f"Your sessions have {of_principal} permission requests waiting for a person, your cap "
+            f"(config.json pendingApprovals.perPrincipal: {caps.per_principal}), {clear}"
+        )
 
 
 async def get(tx: Tx, request_id: str) -> ApprovalRecord:

@@ -15,6 +15,11 @@ class NotFoundError(StoreError):
     """The named record does not exist."""
 
 
+class PendingCapError(StoreError):
+    """A session or a principal already has as many permission requests waiting for a person as it may
+    (config.json `pendingApprovals`); no new one was made."""
+
+
 class AccessDeniedError(StoreError):
     """The record exists but belongs to another agent or scope."""
 

@@ -129,6 +129,7 @@ SLOW_MODULES = {
     "test_hostile_workspace": "a CLI process per case (serve, adopt)",
     "test_http_token": "a server process per test, over HTTP",
     "test_http_quotas": "a server per test, over HTTP",
+    "test_http_request_ids": "a server per test, over HTTP, with calls waiting for a person or in the sandbox",
     "test_otel": "server processes over stdio and HTTP, and an OTLP receiver",
     "test_approval_cli": "a CLI process per case",
     "test_views_cli": "a CLI process per case",

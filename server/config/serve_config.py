@@ -51,6 +51,7 @@ from managed_tools.server.config.user_config import (
     VariableName,
     VaultName,
 )
+from managed_tools.stores.approvals import PendingCaps
 from managed_tools.stores.db import is_database_url
 from managed_tools.tools.framework.context.budget import Budgets
 from managed_tools.tools.framework.context.variable_sources import ConfigValue
@@ -163,6 +164,7 @@ class ServeConfig(BaseModel):
     model: ModelProviderSpec | None = None  # config.json `models`' entry that runs (server/config/provider_spec.py)
     telemetry: TelemetryConfig = TelemetryConfig()  # config.json `telemetry` (server/runtime/otel.py)
     quotas: QuotasConfig = QuotasConfig()  # config.json `quotas`: each principal's calls over HTTP
+    pending_approvals: PendingCaps = PendingCaps()  # config.json `pendingApprovals` (stores/approvals.py)
 
     @field_validator("database")
     @classmethod
@@ -248,6 +250,7 @@ class ServeConfig(BaseModel):
             secret_scanning=user.secret_scanning,
             model=chosen(user.models),
             quotas=user.quotas,
+            pending_approvals=user.pending_approvals,
             telemetry=user.telemetry,
         )
 

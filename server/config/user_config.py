@@ -16,6 +16,7 @@ from managed_tools.server.config.request_state_keys import KeyRingSource
 from managed_tools.server.config.rules import APPROVAL_WAIT_RULE, NAME, approval_wait_allowed
 from managed_tools.server.config.served_urls import ServedUrl
 from managed_tools.server.config.upstream_spec import UpstreamSpecs
+from managed_tools.stores.approvals import PendingCaps
 from managed_tools.stores.retention import EVERY_SECONDS, Retention
 from managed_tools.tools.framework.context.budget import Budgets
 from managed_tools.tools.framework.context.variable_sources import ENV_NAME, ConfigValue
@@ -200,6 +201,8 @@ class UserConfig(BaseModel):
     # Credentials in the shell's and upstream tools' arguments (ask) and results (mask): docs/security.md.
     secret_scanning: SecretScanning = Field(default_factory=SecretScanning, alias="secretScanning")
     quotas: QuotasConfig = Field(default_factory=QuotasConfig)
+    # Requests waiting for a person at once, per session and per principal, held in the store (stores/approvals.py).
+    pending_approvals: PendingCaps = Field(default_factory=PendingCaps, alias="pendingApprovals")
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # The model that runs children, wakes and latent tools headless (server/providers/); by name, `default` runs.
     models: dict[VariableName, ModelProviderSpec] = Field(default_factory=dict)

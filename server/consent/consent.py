@@ -174,6 +174,7 @@ class OutOfBandConsent:
             channel=channel,
             question=request.message,
             binds=[bound.model_dump(mode="json") for bound in request.binds],
+            caps=self._runtime.pending_caps,
         )
 
 

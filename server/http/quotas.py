@@ -21,10 +21,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from managed_tools.server.auth.principal import current_principal
 from managed_tools.server.config.user_config import Quota, QuotasConfig
+from managed_tools.server.http import bodies
 from managed_tools.server.http.shares import json_rpc_error
 from managed_tools.server.mcp.app import QUOTA_REFUSAL
 from managed_tools.stores.db import Database
@@ -71,8 +72,8 @@ class QuotaGate:
         if not quota.bounded:
             await self._app(scope, receive, send)
             return
-        body, whole = await _read(receive, self._max_body)
-        replay = _replaying(body, receive, whole)
+        body, whole = await bodies.read(receive, self._max_body)
+        replay = bodies.replaying(body, receive, whole)
         calls = _tool_calls(body) if whole else 0
         if not calls:  # too large (the transport says 413) or no call in it: not ours to count
             await self._app(scope, replay, send)
@@ -156,37 +157,6 @@ def _remember(kept: dict[str, V], owner: str, value: V) -> None:
     kept[owner] = value
     if len(kept) > MAX_PRINCIPALS:
         del kept[next(iter(kept))]
-
-
-async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:
-    """The request body up to `limit` bytes; whether that is all of it."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks), False  # the client went away: the transport sees the disconnect
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks), False
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
-
-
-def _replaying(body: bytes, receive: Receive, whole: bool) -> Receive:
-    """A `receive` that gives the body read so far, then (if there was more) the rest from the client."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": not whole}
-        return await receive()
-
-    return replay
 
 
 def _tool_calls(body: bytes) -> int:

@@ -34,9 +34,11 @@ MCP_SESSION_ID = "mcp-session-id"
 SESSION_ID_NAME = MCP_SESSION_ID.encode()
 
 
-def json_rpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def json_rpc_error(
+    status: int, message: str, headers: dict[str, str] | None = None, *, request_id: types.RequestId | None = None
+) -> Response:
     """A JSON-RPC error body, which MCP clients show as the request's error."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": message}}
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INVALID_REQUEST, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

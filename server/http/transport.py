@@ -50,6 +50,7 @@ from managed_tools.server.http.headers import header, headers
 from managed_tools.server.http.limits import ConnectionLimits, limited_protocol
 from managed_tools.server.http.quotas import QuotaGate
 from managed_tools.server.http.replica import ReplicaRoute
+from managed_tools.server.http.request_ids import InFlightIds
 from managed_tools.server.http.sessions import SESSION_HEADER, HttpAttachments, StreamAttachment
 from managed_tools.server.http.shares import SessionShares, beyond_share, json_rpc_error
 from managed_tools.server.http.workers import Peers, Place, WorkerRoute, messages_path
@@ -113,7 +114,10 @@ def build_app(
             session_idle_timeout=http.session_idle_seconds,
             max_sessions=http.max_sessions,
         )
-        routes.append(Route(MCP_PATH, endpoint=SessionShares(StreamableHTTPASGIApp(manager), manager)))
+        endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+        if not http.stateless:  # stateless HTTP serves each POST on its own: an id is never shared
+            endpoint = InFlightIds(endpoint, max_body=http.max_request_bytes)
+        routes.append(Route(MCP_PATH, endpoint=SessionShares(endpoint, manager)))
     messages = MESSAGES_PATH if place is None else messages_path(place.index)
     sse = SseServerTransport(messages, security_settings=security, max_request_body_size=http.max_request_bytes)
     routes += [

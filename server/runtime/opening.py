@@ -269,6 +269,7 @@ async def open_runtime(
                     variables=sources,
                     auto_sandboxed=config.auto_sandboxed,
                     budgets=config.budgets,
+                    pending_caps=config.pending_approvals,
                     tool_search=config.tool_search,
                     result_format=config.result_format,
                     secret_scanning=config.secret_scanning,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from managed_tools.sandbox import layers
 from managed_tools.stores import approvals
+from managed_tools.stores.errors import PendingCapError
 from managed_tools.tools.framework.calls.arguments import approval_digest, clip, consent_message, without_hidden
 from managed_tools.tools.framework.calls.call import NOBODY_ASKED, Approved, Call, call_context
 from managed_tools.tools.framework.calls.call_result import Refusal
@@ -170,7 +171,10 @@ async def ask(
         value_schema=definition.output_model.model_json_schema(by_alias=True) if kind == "custom_tool" else None,
         binds=() if what is None else what.binds,
     )
-    decision = await call.ports.consent.ask(request)
+    try:
+        decision = await call.ports.consent.ask(request)
+    except PendingCapError as exc:  # too many questions wait already: nothing was asked, a person's answers unblock it
+        raise Refusal("quota_exceeded", str(exc), "blocked") from None
     if decision.status == "approved":
         return decision
     action = {"requestId": decision.request_id, "toolName": name, "argsDigest": digest}

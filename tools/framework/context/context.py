@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from managed_tools.sandbox.confine import Confinement
 from managed_tools.sandbox.paths import PathGuard
+from managed_tools.stores.approvals import PendingCaps
 from managed_tools.stores.attachments import AttachmentLimits
 from managed_tools.stores.db import Database, Tx
 from managed_tools.stores.skills import SkillSet
@@ -68,6 +69,7 @@ class Runtime:
     variables: VariableSources = field(default_factory=VariableSources)  # the vault and config.json's values
     auto_sandboxed: bool = False  # `--auto-sandboxed`: what runs inside the full sandbox runs unasked (audited)
     budgets: Budgets = field(default_factory=Budgets)  # config.json `budgets` (tools/framework/context/budget.py)
+    pending_caps: PendingCaps = field(default_factory=PendingCaps)  # config.json `pendingApprovals`
     tool_search: bool = False  # `--tool-search`: a small core listed, the rest found with tools_search
     result_format: ResultFormat = "json"  # `--result-format compact`: list-shaped results as a header and rows
     secret_scanning: SecretScanning = field(default_factory=SecretScanning)  # config.json `secretScanning`
