@@ -6,6 +6,7 @@ to each server in turn, again and again, so the machine's load falls on all of t
 - `managed read`: ours, `read` of a 5 KB workspace file;
 - `managed memory_read`: ours, `memory_read` of the session state;
 - `mcpserver echo`: the SDK's high-level `MCPServer` with one `echo` tool (bench/mcpserver_echo_server.py);
+- `lowlevel echo`: the SDK's low-level `Server`, which ours is built on, answering `echo` (bench/bare_echo_server.py);
 - `raw echo`: plain JSON-RPC lines with `json`, no MCP library (bench/raw_echo_server.py): the pipe's floor;
 - `npm read_text_file`: the npm filesystem server (@modelcontextprotocol/server-filesystem) reading the same file.
 
@@ -49,7 +50,9 @@ RATIOS = (
     ("managed memory_read", "mcpserver echo", 1.3),
     ("managed read", "npm read_text_file", 1.2),
     ("managed read", "raw echo", None),
+    ("managed read", "lowlevel echo", None),
     ("mcpserver echo", "raw echo", None),
+    ("lowlevel echo", "raw echo", None),
     ("npm read_text_file", "raw echo", None),
 )
 
@@ -68,6 +71,7 @@ def targets(workspace: Path, npm_entry: Path | None) -> list[Target]:
         Target("managed read", "read", {"path": FILE_NAME}, managed),
         Target("managed memory_read", "memory_read", {"target": "session_state"}, managed),
         Target("mcpserver echo", *ECHO, _python("mcpserver_echo_server.py")),
+        Target("lowlevel echo", *ECHO, _python("bare_echo_server.py")),
         Target("raw echo", *ECHO, _python("raw_echo_server.py")),
     ]
     if npm_entry is not None:
