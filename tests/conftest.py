@@ -26,12 +26,17 @@ from managed_tools.server.config.serve_config import ServeConfig
 from managed_tools.server.mcp.app import build_server
 from managed_tools.server.runtime.opening import open_runtime
 from managed_tools.stores.db.sqlite import SqliteDatabase
+from managed_tools.tools.framework.calls import output_check
 from managed_tools.tools.framework.context.context import Runtime
 from managed_tools.tools.framework.definitions.definition import ToolDefinition
 
 # The test modules import each other's helpers by name (`from test_http import serving`), as they did when they sat
 # side by side in tests/: every folder of tests/ that holds tests is on the path, as tests/ itself is.
 sys.path[1:1] = sorted({str(p.parent) for p in Path(__file__).parent.rglob("test_*.py")} - set(sys.path))
+
+# Debug mode for every server the tests run, in this process and the ones they start (which inherit it): each tool's
+# output is checked against its published output schema (tools/framework/calls/output_check.py).
+os.environ[output_check.ENV] = "1"
 
 ERAS = ["auto", "legacy"]  # 2026-07-28 (the SDK default) and the handshake era (2025-11-25)
 

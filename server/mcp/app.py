@@ -33,7 +33,7 @@ from managed_tools.server.mcp.wake_scheduler import run_wakes
 from managed_tools.server.mcp.watch import watch_skills, watch_tools, watch_when_asked
 from managed_tools.server.publishing.instructions import instructions
 from managed_tools.server.publishing.listing import ListedOnce
-from managed_tools.server.publishing.publish import to_call_result, to_mcp_tool
+from managed_tools.server.publishing.publish import Reply, to_mcp_tool, to_wire_result
 from managed_tools.server.publishing.tool_search import SearchProfile, only, with_reveal
 from managed_tools.server.runtime.extensions import Extensions
 from managed_tools.server.upstream.gateway import gateway_for
@@ -255,9 +255,7 @@ def build_server(
         notifier.tools_listed(ctx)
         return types.ListToolsResult(tools=cards.listed(ctx, await catalogue.listed_in(ctx, current_principal())))
 
-    async def call_tool(
-        ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def call_tool(ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Reply:
         if wanted(
             ctx, runtime.registry.get(params.name)
         ):  # a client following long calls as tasks (server/mcp/tasks.py)
@@ -268,7 +266,7 @@ def build_server(
         principal = current_principal()
         refused = _quota_refusal(ctx)
         if refused is not None:
-            return Answer(to_call_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
+            return Answer(to_wire_result(over := CallResult("error", refused, error_kind="quota_exceeded")), over)
         attachment = await ctx.lifespan_context.resolve(ctx)
         consent = CallConsent(
             runtime,
@@ -302,7 +300,7 @@ def build_server(
                 visible=principal.may_use,
             )
         if call.cancelled_caught:
-            return Answer(to_call_result(STOPPED), STOPPED)
+            return Answer(to_wire_result(STOPPED), STOPPED)
         await notifier.updated(affected(runtime.registry.get(params.name), attachment.session_id, result))
         if result.error_kind == "input_required":
             pending = consent.input_required or variables.input_required
@@ -325,7 +323,6 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=list_tools,
         get_tool_input_schema=lambda name: catalogue.input_schema(name, current_principal()),
-        on_call_tool=cards.in_front_of_calls(call_tool),
         on_list_resources=served.list_resources,
         on_list_resource_templates=served.list_templates,
         on_read_resource=cards.in_front_of(served.read_resource),
@@ -339,14 +336,20 @@ def build_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is deprecated at
     # 2026-07-28, where this method does not exist; handshake-era clients still use it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    # Registered directly too: a call answers with its result's wire form (publish.py `to_wire_result`), a mapping
+    # the SDK sends as given, which the constructor's `on_call_tool` (typed `CallToolResult`) does not admit.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, cards.in_front_of_calls(call_tool))
     long_calls = serve(server, runtime, run_call)  # the tasks extension (server/mcp/tasks.py)
-    server.middleware.append(_request_state_boundary(request_state_keys, approval_wait_seconds))
-    # Under the search profile each connection's list is its own (tools_describe adds to it): never kept.
-    server.middleware += (
-        []
-        if catalogue.profile
-        else [ListedOnce(runtime.registry, on_hit=notifier.tools_listed, variant=cards.shown_by)]
-    )
+    # The requestState seal first; under the search profile each connection's list is its own (tools_describe adds
+    # to it): never kept.
+    server.middleware += [
+        _request_state_boundary(request_state_keys, approval_wait_seconds),
+        *(
+            []
+            if catalogue.profile
+            else [ListedOnce(runtime.registry, on_hit=notifier.tools_listed, variant=cards.shown_by)]
+        ),
+    ]
     return server
 
 

@@ -28,7 +28,7 @@ from managed_tools.server.auth.principal import current_principal
 from managed_tools.server.connection.attach import Attachments
 from managed_tools.server.consent.bound_answers import BoundAnswers, Decision
 from managed_tools.server.consent.human import question
-from managed_tools.server.publishing.publish import to_call_result
+from managed_tools.server.publishing.publish import Reply, WireResult, to_wire_result
 from managed_tools.stores import approvals
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.db import Database
@@ -38,7 +38,7 @@ from managed_tools.tools.framework.calls.call_result import CallResult
 CARD_TOOL = "approval_card_answer"
 CallTool = Callable[
     [ServerRequestContext[Attachments], types.CallToolRequestParams],
-    Awaitable[types.CallToolResult | types.InputRequiredResult],
+    Awaitable[Reply],
 ]
 ReadResource = Callable[
     [ServerRequestContext[Attachments], types.ReadResourceRequestParams], Awaitable[types.ReadResourceResult]
@@ -84,24 +84,21 @@ class ApprovalCards:
         depends on what it negotiated, never on what it asked before)."""
         return [*tools, CARD_TOOL_DEFINITION] if self.shown_by(ctx) else tools
 
-    def reply(self, ctx: ServerRequestContext[Any], result: CallResult) -> types.CallToolResult:
+    def reply(self, ctx: ServerRequestContext[Any], result: CallResult) -> WireResult:
         """The call's result, pointing the host at its request's card when the call waits for a person and this
         client may relay that person's answer."""
-        reply = to_call_result(result)
+        reply = to_wire_result(result)
         request_id = (result.action_required or {}).get("requestId")
         offered = self.shown_by(ctx) and current_principal().answers_approvals and not self._page_only
         if result.error_kind != "permission" or not isinstance(request_id, str) or not offered:
             return reply
         uri = URI_PREFIX + request_id
-        meta = {**(reply.meta or {}), "ui": {"resourceUri": uri}, LEGACY_URI_KEY: uri}
-        return reply.model_copy(update={"meta": meta})
+        return {**reply, "_meta": {**reply.get("_meta", {}), "ui": {"resourceUri": uri}, LEGACY_URI_KEY: uri}}
 
     def in_front_of_calls(self, call_tool: CallTool) -> CallTool:
         """The tools/call handler: the card's answer here (from a client that may answer), any other call on."""
 
-        async def call(
-            ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
-        ) -> types.CallToolResult | types.InputRequiredResult:
+        async def call(ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Reply:
             if params.name == CARD_TOOL and self.shown_by(ctx) and current_principal().answers_approvals:
                 return await self.answer(params.arguments, (await ctx.lifespan_context.resolve(ctx)).session_id)
             return await call_tool(ctx, params)
@@ -134,7 +131,7 @@ class ApprovalCards:
         contents = types.TextResourceContents(uri=uri, mime_type=APP_MIME_TYPE, text=html)
         return types.ReadResourceResult(contents=[contents])
 
-    async def answer(self, arguments: dict[str, Any] | None, session_id: str) -> types.CallToolResult:
+    async def answer(self, arguments: dict[str, Any] | None, session_id: str) -> WireResult:
         try:
             given = CardAnswer.model_validate(arguments or {})
         except ValidationError:
@@ -147,8 +144,8 @@ class ApprovalCards:
         return _result(answered.message + (then if answered.ok else ""), answered.ok)
 
 
-def _result(text: str, ok: bool) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)
+def _result(text: str, ok: bool) -> WireResult:
+    return {"content": [{"type": "text", "text": text}], "isError": not ok, "resultType": "complete"}
 
 
 CSS = (

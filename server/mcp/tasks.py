@@ -35,7 +35,7 @@ from pydantic import Field
 
 from managed_tools.server.connection.attach import Attachments
 from managed_tools.server.connection.ports import NoConsent, ports_for
-from managed_tools.server.publishing.publish import to_call_result
+from managed_tools.server.publishing.publish import Reply, to_wire_result
 from managed_tools.stores import approvals, tasks
 from managed_tools.stores.approvals import ApprovalRecord
 from managed_tools.stores.errors import StoreError
@@ -68,7 +68,7 @@ MAX_LIVE_PER_PRINCIPAL = 16
 class Answer:
     """A call's answer to the client, and our own result behind it (None for an input-required round)."""
 
-    reply: types.CallToolResult | types.InputRequiredResult
+    reply: Reply
     result: CallResult | None
 
 
@@ -117,10 +117,6 @@ def _task_view(record: TaskRecord) -> dict[str, Any]:
     return view
 
 
-def _wire(reply: types.CallToolResult | types.InputRequiredResult) -> dict[str, Any]:
-    return reply.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
 @dataclass
 class _Flight:
     """One call running in the background: its answer goes to the waiting request until it becomes a task, to
@@ -157,9 +153,7 @@ class Tasks:
 
     # ---- tools/call -----------------------------------------------------------------------------------
 
-    async def offload(
-        self, ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def offload(self, ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams) -> Reply:
         """Run the call in the background; answer with its result if it comes in time, else with a task (a
         `resultType: "task"` mapping, typed as the call's answer: the SDK sends an extension's shape as it is)."""
         attachment = await ctx.lifespan_context.resolve(ctx)
@@ -177,7 +171,7 @@ class Tasks:
                 flight.scope.cancel()  # the client gave up on the call before it became a task: so does the work
         if isinstance(flight.response, Exception):
             raise flight.response
-        return cast(types.CallToolResult | types.InputRequiredResult, flight.response)
+        return cast(Reply, flight.response)
 
     async def _make_task(self, flight: _Flight, message: str, *, restate: bool = True) -> None:
         """Make the call a task now, unless it has answered already; a task that exists says `message` now
@@ -196,7 +190,7 @@ class Tasks:
             flight.response = {"resultType": "task", **_task_view(record)}
             flight.settled.set()
 
-    async def _deliver(self, flight: _Flight, reply: types.CallToolResult | types.InputRequiredResult) -> None:
+    async def _deliver(self, flight: _Flight, reply: Reply) -> None:
         async with flight.lock:
             if flight.task_id is None:
                 flight.response = reply
@@ -206,7 +200,7 @@ class Tasks:
             error = {"code": -32603, "message": "The call needs the client's answer; call the tool again."}
             await self._set(flight.task_id, "failed", message=error["message"], error=error)
         else:
-            await self._set(flight.task_id, "completed", reply=_wire(reply))
+            await self._set(flight.task_id, "completed", reply=reply)
 
     async def _set(self, task_id: str, status: tasks.TaskStatus, **values: Any) -> bool:
         with anyio.CancelScope(shield=True):  # what a task came to is recorded even as the server stops
@@ -223,7 +217,7 @@ class Tasks:
             if flight.task_id is not None:
                 self._live[flight.task_id] = flight
             try:
-                reply: types.CallToolResult | types.InputRequiredResult | None = None
+                reply: Reply | None = None
                 failure: Exception | None = None
                 async with anyio.create_task_group() as watch:
                     watch.start_soon(self._watch_cancel, flight, scope)
@@ -261,7 +255,7 @@ class Tasks:
 
     async def _carry(
         self, flight: _Flight, ctx: ServerRequestContext[Attachments], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> Reply:
         """The call, then what it still waits for: a shell command past `waitMs` followed to its end; a person's
         out-of-band decision, then the call again."""
         answer = await self._run(ctx, params)
@@ -281,7 +275,7 @@ class Tasks:
                     note = f": {decided.note}" if decided.note else ""
                     refused = CallResult("blocked", f"The user denied confirmation for {params.name}{note}.",
                                          error_kind="permission")  # fmt: skip
-                    return to_call_result(refused)
+                    return to_wire_result(refused)
                 answer = await self._run(ctx, params)
             else:
                 break
@@ -297,9 +291,9 @@ class Tasks:
                 break
         command = waited.get("command")
         if result.is_error or not isinstance(command, dict):
-            return Answer(to_call_result(result), result)
+            return Answer(to_wire_result(result), result)
         final = CallResult("success", json.dumps(command, ensure_ascii=False), structured=command)
-        return Answer(to_call_result(final), final)
+        return Answer(to_wire_result(final), final)
 
     async def _decided(self, request_id: str) -> ApprovalRecord:
         """The request once a person has answered it (`managed-tools approve` or `deny`, from any process)."""

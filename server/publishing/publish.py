@@ -1,4 +1,4 @@
-"""Turning a ToolDefinition into an MCP Tool, and a CallResult into a CallToolResult."""
+"""Turning a ToolDefinition into an MCP Tool, and a CallResult into a CallToolResult's wire form."""
 
 from __future__ import annotations
 
@@ -104,14 +104,31 @@ def to_resource_contents(block: ResourceBlock) -> types.TextResourceContents | t
     return types.BlobResourceContents(uri=block.uri, mime_type=block.mime_type, blob=block.blob or "")
 
 
-def to_call_result(result: CallResult) -> types.CallToolResult:
-    content: list[types.ContentBlock] = [to_mcp_content(block) for block in result.content] or [
-        types.TextContent(type="text", text=result.text)
-    ]
+# A tools/call answer: a CallToolResult's wire form (its JSON, camelCase keys; `resultType`, which the SDK's check of
+# a handshake-era answer leaves out, as the model has it), or a 2026-07-28 input-required round.
+WireResult = dict[str, Any]
+Reply = WireResult | types.InputRequiredResult
+
+
+def _wire_block(block: Block) -> dict[str, Any]:
+    if isinstance(block, TextBlock):  # nearly every result: no model built only to be dumped
+        return {"type": "text", "text": block.text}
+    return to_mcp_content(block).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def to_wire_result(result: CallResult) -> WireResult:
+    """The CallToolResult a call answers with, as the SDK sends it: a mapping is passed to its protocol check as
+    given, where a `CallToolResult` would be dumped first (issue 41: the result is written once). The structured
+    output is the dict the executor dumped the tool's output to, and the text the JSON it wrote of that dict."""
+    content = [_wire_block(block) for block in result.content] or [{"type": "text", "text": result.text}]
     if not result.is_error:
-        withheld = {WITHHELD_META_KEY: result.withheld} if result.withheld else None
-        return types.CallToolResult(content=content, structured_content=result.structured, _meta=withheld)
+        wire: WireResult = {"content": content, "isError": False, "resultType": "complete"}
+        if result.structured is not None:
+            wire["structuredContent"] = result.structured
+        if result.withheld:
+            wire["_meta"] = {WITHHELD_META_KEY: result.withheld}
+        return wire
     meta: dict[str, Any] = {ERROR_META_KEY: {"kind": result.error_kind, "status": result.status}}
     if result.action_required is not None:
         meta[ACTION_META_KEY] = result.action_required
-    return types.CallToolResult(content=content, is_error=True, _meta=meta)
+    return {"content": content, "isError": True, "resultType": "complete", "_meta": meta}

@@ -23,7 +23,7 @@ from managed_tools.sandbox.paths import PathEscape
 from managed_tools.stores import substrate, usage
 from managed_tools.stores.db import NoTransaction, Tx
 from managed_tools.stores.errors import DatabaseUnwritableError, PreconditionError, StoreError
-from managed_tools.tools.framework.calls import variables
+from managed_tools.tools.framework.calls import output_check, variables
 from managed_tools.tools.framework.calls.arguments import ArgumentError, clip, parse_call, without_hidden
 from managed_tools.tools.framework.calls.call import Approved, Call, call_context
 from managed_tools.tools.framework.calls.call_result import CallResult, Refusal
@@ -358,7 +358,9 @@ async def _call_handler(call: Call, tx: Tx, approved: Approved) -> CallResult:
     if not isinstance(output, definition.output_model):
         raise TypeError(f"{definition.name} returned {type(output).__name__}, not {definition.output_model.__name__}")
     content = tuple(definition.render(output)) if definition.render is not None else ()
-    result = withhold(definition, call.redact(success(output.model_dump(mode="json", by_alias=True), content, ctx)))
+    structured = output.model_dump(mode="json", by_alias=True)
+    output_check.check(definition, structured)  # debug mode only (output_check.py)
+    result = withhold(definition, call.redact(success(structured, content, ctx)))
     chosen = call.args.format if isinstance(call.args, Formatted) else None
     if (chosen or ctx.runtime.result_format) == "compact":
         result = compacted(result)
