@@ -20,13 +20,16 @@ from typing import Any
 
 import pytest
 
-from managed_tools.tools.catalogue import BUILT_IN, build_registry, checked
+from managed_tools.tools import catalogue
+from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, build_registry, checked
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definitions.described import CODE_FIELDS, Described
 from managed_tools.tools.framework.definitions.registry import check_definition
 from managed_tools.tools.framework.definitions.schemas import built_input_schema, built_output_schema
 from managed_tools.tools.framework.definitions.toolsets import ToolSelection
 from managed_tools.tools.framework.wire.errors import RegistryError
+from support.snapshot_tools import published_file
 
 REPO = Path(__file__).resolve().parents[3]
 UPDATE = "PYTHONPATH=. python -m tests.support.snapshot_tools --update"
@@ -41,14 +44,69 @@ def stale(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
     damage: dict[str, Any] = {"digest": "0" * 64} if request.param == "another digest" else {"schemas": {"input": []}}
     forged.write_text(json.dumps({**content, **damage}), encoding="utf-8")
     monkeypatch.setattr(published, "PUBLISHED", forged)
-    published._schemas.cache_clear()
+    published._published.cache_clear()
     yield
-    published._schemas.cache_clear()
+    published._published.cache_clear()
 
 
 def test_the_published_file_is_the_live_build_of_these_sources() -> None:
     assert published.current(), f"{published.PUBLISHED.name} is stale: run `{UPDATE}` and commit it."
-    assert published.PUBLISHED.read_text(encoding="utf-8") == published.render(list(BUILT_IN)), UPDATE
+    assert published.PUBLISHED.read_text(encoding="utf-8") == published_file(), UPDATE
+
+
+def test_a_described_tool_is_what_its_code_defines() -> None:
+    """Start-up serves the families from the file: each tool's words, flags and schemas are the code's, and its
+    code (models, handler, previews) is the code's own, imported when first asked for."""
+    code = catalogue.from_code()
+    assert list(FAMILIES) == list(code)
+    for family, described in FAMILIES.items():
+        assert [d.name for d in described] == [d.name for d in code[family]]
+        for shown, defined in zip(described, code[family], strict=True):
+            assert isinstance(shown, Described)
+            ours = shown.model_dump(exclude={*CODE_FIELDS, "code", "input_key", "output_key"})
+            assert ours == defined.model_dump(exclude=set(CODE_FIELDS))
+            assert shown.input_schema() == defined.input_schema()
+            assert shown.output_schema() == defined.output_schema()
+            assert all(getattr(shown, name) is getattr(defined, name) for name in CODE_FIELDS)
+
+
+def test_listing_every_preset_imports_no_family() -> None:
+    """tools/list, presets and tool search at start-up read the file: no family's module is imported until a tool
+    of it is called (a fresh interpreter, as a server starts)."""
+    script = """
+import json, sys
+from managed_tools.server.publishing.publish import to_mcp_tool
+from managed_tools.server.publishing.tool_search import choose_core
+from managed_tools.tools.catalogue import FAMILY_MODULES, build_registry
+from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection
+for preset in [None, *PRESETS]:
+    registry = build_registry(selection=ToolSelection(preset=preset))
+    [to_mcp_tool(d) for d in registry]
+    choose_core(registry, [])
+modules = {f"managed_tools.tools.{m}" for group in FAMILY_MODULES.values() for m in group}
+print(json.dumps(sorted(modules & set(sys.modules))))
+registry.get("read").handler
+print(json.dumps("managed_tools.tools.files.tools" in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    imported, loaded_on_use = map(json.loads, out.stdout.splitlines())
+    assert imported == []
+    assert loaded_on_use is True
+
+
+def test_a_record_naming_code_outside_its_family_is_not_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file only says where a family's own code is: a record pointing a tool at another module, or one whose
+    fields are not a definition's, makes the whole file unused (the families are built from code)."""
+    content = json.loads(published.PUBLISHED.read_text(encoding="utf-8"))
+    for damage in ({"module": "shell.tools"}, {"module": "os"}, {"timeout_seconds": -1}):
+        forged = tmp_path / "published.json"
+        first = {**content["tools"][0], **damage}
+        forged.write_text(json.dumps({**content, "tools": [first, *content["tools"][1:]]}), encoding="utf-8")
+        monkeypatch.setattr(published, "PUBLISHED", forged)
+        published._published.cache_clear()
+        assert published.current()
+        assert catalogue.described() is None, damage
+    published._published.cache_clear()
 
 
 def test_every_built_in_tool_keeps_the_registry_rules_start_up_skips() -> None:
@@ -70,6 +128,7 @@ def test_an_amended_built_in_tool_is_checked_again() -> None:
 
 def test_a_stale_file_is_not_used_and_every_rule_runs(stale: None) -> None:
     assert not published.current()
+    assert catalogue.described() is None  # the families are built from their code
     definition = BUILT_IN[0]
     assert published.schema("input", definition.input_model) is None
     assert not checked(definition)
