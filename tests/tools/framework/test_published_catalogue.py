@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.snapshot_tools import published_file
 
 from managed_tools.tools import catalogue
 from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, build_registry, checked
@@ -29,7 +30,6 @@ from managed_tools.tools.framework.definitions.registry import check_definition
 from managed_tools.tools.framework.definitions.schemas import built_input_schema, built_output_schema
 from managed_tools.tools.framework.definitions.toolsets import ToolSelection
 from managed_tools.tools.framework.wire.errors import RegistryError
-from support.snapshot_tools import published_file
 
 REPO = Path(__file__).resolve().parents[3]
 UPDATE = "PYTHONPATH=. python -m tests.support.snapshot_tools --update"
