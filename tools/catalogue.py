@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from pydantic import ValidationError
-
 from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
@@ -77,7 +75,7 @@ def described() -> dict[str, tuple[ToolDefinition, ...]] | None:
             return None
         try:
             families[family].append(Described.of(entry, functools.partial(_code, str(module), name)))
-        except (ValidationError, KeyError):
+        except (ValueError, KeyError):  # ValidationError is a ValueError
             return None
     return {family: tuple(tools) for family, tools in families.items()}
 

@@ -22,7 +22,7 @@ import pytest
 from support.snapshot_tools import published_file
 
 from managed_tools.tools import catalogue
-from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, build_registry, checked
+from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, FAMILY_MODULES, build_registry, checked
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
 from managed_tools.tools.framework.definitions.described import CODE_FIELDS, Described
@@ -63,42 +63,74 @@ def test_a_described_tool_is_what_its_code_defines() -> None:
         assert [d.name for d in described] == [d.name for d in code[family]]
         for shown, defined in zip(described, code[family], strict=True):
             assert isinstance(shown, Described)
-            ours = shown.model_dump(exclude={*CODE_FIELDS, "code", "input_key", "output_key"})
+            ours = shown.model_dump(exclude={*CODE_FIELDS, "code", "input_key", "output_key", "present"})
             assert ours == defined.model_dump(exclude=set(CODE_FIELDS))
             assert shown.input_schema() == defined.input_schema()
             assert shown.output_schema() == defined.output_schema()
             assert all(getattr(shown, name) is getattr(defined, name) for name in CODE_FIELDS)
 
 
-def test_listing_every_preset_imports_no_family() -> None:
-    """tools/list, presets and tool search at start-up read the file: no family's module is imported until a tool
-    of it is called (a fresh interpreter, as a server starts)."""
-    script = """
-import json, sys
-from managed_tools.server.publishing.publish import to_mcp_tool
-from managed_tools.server.publishing.tool_search import choose_core
-from managed_tools.tools.catalogue import FAMILY_MODULES, build_registry
-from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection
-for preset in [None, *PRESETS]:
-    registry = build_registry(selection=ToolSelection(preset=preset))
-    [to_mcp_tool(d) for d in registry]
-    choose_core(registry, [])
-modules = {f"managed_tools.tools.{m}" for group in FAMILY_MODULES.values() for m in group}
-print(json.dumps(sorted(modules & set(sys.modules))))
-registry.get("read").handler
-print(json.dumps("managed_tools.tools.files.tools" in sys.modules))
+# A server whose every import of a family's module is written to the file IMPORTS names: a finder first on
+# sys.meta_path sees each module as it is first imported (`-X importtime` and the audit hook miss importlib's).
+WATCHED_SERVER = """
+import sys
+families, log = set(sys.argv[1].split(",")), sys.argv[2]
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in families:
+            with open(log, "a") as out:
+                out.write(name + "\\n")
+sys.meta_path.insert(0, Watch())
+sys.argv = ["managed-tools", *sys.argv[3:]]
+from managed_tools.server.cli.command import main
+raise SystemExit(main())
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
-    imported, loaded_on_use = map(json.loads, out.stdout.splitlines())
-    assert imported == []
-    assert loaded_on_use is True
+
+
+@pytest.mark.parametrize("serving", [[], ["--preset", "coding"], ["--tool-search"]], ids=["full", "coding", "search"])
+def test_a_start_imports_no_family_until_its_first_call(workspace: Path, tmp_path: Path, serving: list[str]) -> None:
+    """tools/list, the setup contract, the instructions, presets and tool search are served from the file: a real
+    server imports a family's code only when one of its tools is called, and then that family's alone."""
+    families = {f"managed_tools.tools.{m}" for modules in FAMILY_MODULES.values() for m in modules}
+    log = tmp_path / "imports"
+    log.touch()
+    serve = ["serve", "--workspace", str(workspace), "--data-dir", str(tmp_path / "state"), *serving]
+    argv = [sys.executable, "-c", WATCHED_SERVER, ",".join(sorted(families)), str(log), *serve]
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert server.stdin is not None and server.stdout is not None
+
+    def answer(*messages: dict[str, Any]) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        server.stdin.flush()
+        while True:
+            found: dict[str, Any] = json.loads(server.stdout.readline())
+            if found.get("id") == messages[-1]["id"]:
+                return found
+
+    try:
+        listed = answer(*HANDSHAKE, {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {}})
+        assert listed["result"]["tools"]
+        assert log.read_text() == ""
+        call = {"name": "glob", "arguments": {"pattern": "*"}}
+        if any(tool["name"] == "glob" for tool in listed["result"]["tools"]):
+            globbed = answer({"jsonrpc": "2.0", "id": "glob", "method": "tools/call", "params": call})
+            assert globbed["result"]["isError"] is False
+            assert log.read_text().split() == ["managed_tools.tools.files.tools"]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
 
 
 def test_a_record_naming_code_outside_its_family_is_not_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file only says where a family's own code is: a record pointing a tool at another module, or one whose
     fields are not a definition's, makes the whole file unused (the families are built from code)."""
     content = json.loads(published.PUBLISHED.read_text(encoding="utf-8"))
-    for damage in ({"module": "shell.tools"}, {"module": "os"}, {"timeout_seconds": -1}):
+    damages: list[dict[str, Any]] = [
+        {"module": "shell.tools"}, {"module": "os"}, {"timeout_seconds": -1}, {"code": ["__class__"]},
+        {"input": None}, {"code": [[]]},
+    ]  # fmt: skip
+    for damage in damages:
         forged = tmp_path / "published.json"
         first = {**content["tools"][0], **damage}
         forged.write_text(json.dumps({**content, "tools": [first, *content["tools"][1:]]}), encoding="utf-8")
@@ -169,7 +201,7 @@ FIRST_CALLS = {
 
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-HANDSHAKE = [
+HANDSHAKE: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": HELLO},
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
 ]

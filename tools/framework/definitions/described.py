@@ -26,7 +26,9 @@ CODE_FIELDS = frozenset(
         "contained", "precondition", "ready", "render",
     }
 )  # fmt: skip
-PLACE_FIELDS = frozenset({"family", "module", "input", "output"})  # where a record says the tool's code is
+# Where a record says the tool's code is, and which of its code fields are set (`asks_when is None` is answered
+# without importing the family: the setup contract asks it of every tool).
+PLACE_FIELDS = frozenset({"family", "module", "input", "output", "code"})
 
 
 def record(family: str, module: str, definition: ToolDefinition) -> dict[str, Any]:
@@ -35,7 +37,8 @@ def record(family: str, module: str, definition: ToolDefinition) -> dict[str, An
     place = {"family": family, "module": module}
     models = {"input": definition.input_model, "output": definition.output_model}
     keys = {kind: published.model_key(model) for kind, model in models.items()}
-    return place | keys | words
+    present = {"code": sorted(name for name in CODE_FIELDS if getattr(definition, name) is not None)}
+    return place | keys | present | words
 
 
 class Described(ToolDefinition):
@@ -47,16 +50,21 @@ class Described(ToolDefinition):
     code: Callable[[], ToolDefinition]
     input_key: str
     output_key: str
+    present: frozenset[str]
 
     @classmethod
     def of(cls, entry: dict[str, Any], code: Callable[[], ToolDefinition]) -> Described:
-        """The described tool of one record; raises ValidationError when its fields are not a definition's."""
+        """The described tool of one record; raises ValueError (ValidationError) when it is not a tool's record."""
+        keys, present = [entry["input"], entry["output"]], entry["code"]
+        if not all(isinstance(v, str) for v in [*keys, *present]) or not set(present) <= CODE_FIELDS:
+            raise ValueError(f"not a tool's record: {entry.get('name')!r}")
         words = {k: v for k, v in entry.items() if k not in PLACE_FIELDS}
         # Validated as a definition with stand-in code, so a field's type is what the code's would be.
         stand_in = {"input_model": Arguments, "output_model": WireModel, "handler": None}
         fields = ToolDefinition.model_validate(words | stand_in).__dict__
         kept = {k: v for k, v in fields.items() if k not in CODE_FIELDS}
-        described = cls.model_construct(**kept, code=code, input_key=entry["input"], output_key=entry["output"])
+        place = {"input_key": keys[0], "output_key": keys[1], "present": frozenset(present)}
+        described = cls.model_construct(**kept, code=code, **place)
         for name in CODE_FIELDS:  # absent, so that `__getattr__` answers them from the code
             described.__dict__.pop(name, None)
         return described
@@ -65,8 +73,12 @@ class Described(ToolDefinition):
 
         def __getattr__(self, name: str) -> Any:
             if name in CODE_FIELDS:
-                return getattr(self.code(), name)
+                return getattr(self.code(), name) if name in self.present else None
             return super().__getattr__(name)
+
+    @property
+    def asks_for_some_arguments(self) -> bool:
+        return "asks_when" in self.present
 
     # Served from the file; from the code itself if the file no longer holds it.
     def input_schema(self) -> dict[str, Any]:
