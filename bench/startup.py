@@ -1,6 +1,8 @@
-"""Start-up, tools/list bytes and idle memory: managed-tools against the bare low-level `echo` server, in one run.
+"""Start-up, tools/list bytes and idle memory: managed-tools (`full`, `--preset coding`, `--tool-search`) against
+the bare SDK `MCPServer` echo server, and the CLI's `where`, `audit export` and `tools` against
+`python -c "import pydantic, sqlite3"`, in one run.
 
-Each repetition starts both servers as stdio subprocesses, interleaved (managed, bare, managed, bare, ...), and
+Each repetition starts every server as a stdio subprocess, interleaved (full, coding, search, bare, full, ...), and
 speaks raw JSON-RPC lines to them, so no client library's own cost is in the figures:
 
 * start-up: from spawning the process until the answer to the first `tools/list` arrives (after the handshake:
@@ -13,12 +15,15 @@ Before the first run each checkout's modules are compiled to bytecode (`compilea
 does: a checkout run with PYTHONDONTWRITEBYTECODE=1 (as on these machines) otherwise compiles its ~240 modules
 from source on every start, ~330 ms of CPU the bare server, whose SDK is installed, never pays.
 
-Median and p95 over the repetitions, and managed/bare at the median. Goals (issue 24): start-up <= 1.2x,
-idle RSS <= 1.2x, tools/list <= 60,000 bytes. With `--before DIR` (a checkout of an earlier commit, e.g. from
-`git archive <commit> | tar -x -C DIR`) a third server, that checkout's, runs interleaved with the other two, for a
-before/after table measured under the same load. A benchmark, not a test: it always exits 0.
+Median and p95 over the repetitions, each server/bare at the median, and coding/full and search/full. Goals
+(issues 24 and 41): start-up <= 1.2x bare, `coding` and `--tool-search` faster than `full`, idle RSS <= 1.2x,
+tools/list <= 60,000 bytes. Then the CLI rows (bench/cli.py's state and timing, as many rounds as --repeat):
+each command's median and p95 against the bare import, goal <= 5x (issue 41 item 5). With `--before DIR` (a
+checkout of an earlier commit, e.g. from `git archive <commit> | tar -x -C DIR`) one more server, that checkout's
+`full`, runs interleaved with the others, for a before/after table measured under the same load. A benchmark, not
+a test: it always exits 0.
 
-    python bench/startup.py [--repeat 7] [--before DIR] [--json]
+    python bench/startup.py [--repeat 7] [--before DIR] [--no-cli] [--json]
 """
 
 from __future__ import annotations
@@ -38,9 +43,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import cli  # bench/cli.py, beside this file
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BARE_SERVER = Path(__file__).resolve().parent / "bare_echo_server.py"
 GOALS = {"startup": 1.2, "cpu": 1.2, "rss": 1.2}
+# Ours, each as `serve` is given it; `before` (an earlier checkout) runs as `full`.
+SERVERS: dict[str, list[str]] = {"full": [], "coding": ["--preset", "coding"], "search": ["--tool-search"]}
+CLI_COMMANDS = ("baseline", "where", "audit export", "tools")
 MAX_LIST_BYTES = 60_000
 HANDSHAKE: list[dict[str, Any]] = [
     {
@@ -162,6 +173,13 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
             "tools": rows[-1].tools,
         }
     bare = out["bare"]
+    out["against_full"] = {
+        server: {
+            what: round(out[server][f"{what}_p50_ms"] / out["full"][f"{what}_p50_ms"], 2) for what in ("startup", "cpu")
+        }
+        for server in ("coding", "search")
+        if server in out
+    }
     out["ratios"] = {
         server: {
             "startup": round(out[server]["startup_p50_ms"] / bare["startup_p50_ms"], 2),
@@ -180,7 +198,7 @@ def print_table(figures: dict[str, Any], repeat: int) -> None:
         f"{'server':<8} {'start p50 ms':>12} {'p95 ms':>8} {'CPU p50 ms':>10} {'p95 ms':>7} {'RSS p50 MB':>11} "
         f"{'p95 MB':>7} {'list bytes':>11} tools"
     )
-    for server in [name for name in ("before", "managed", "bare") if name in figures]:
+    for server in [name for name in ("before", *SERVERS, "bare") if name in figures]:
         f = figures[server]
         print(
             f"{server:<8} {f['startup_p50_ms']:>12.1f} {f['startup_p95_ms']:>8.1f} {f['cpu_p50_ms']:>10} "
@@ -192,7 +210,11 @@ def print_table(figures: dict[str, Any], repeat: int) -> None:
         for what, goal in GOALS.items():
             verdict = "met" if ratios[what] <= goal else "NOT met"
             print(f"{server + '/bare':<14} {what:<8} {ratios[what]:.2f}x  (goal <= {goal}x: {verdict})")
-    size = figures["managed"]["list_bytes"]
+    for server, ratios in figures["against_full"].items():
+        for what, ratio in ratios.items():
+            verdict = "met" if ratio < 1 else "NOT met"
+            print(f"{server + '/full':<14} {what:<8} {ratio:.2f}x  (goal < 1x: {verdict})")
+    size = figures["full"]["list_bytes"]
     verdict = "met" if size <= MAX_LIST_BYTES else "NOT met"
     print(f"tools/list     {size:,} bytes (goal <= {MAX_LIST_BYTES:,}: {verdict})")
 
@@ -202,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7, help="interleaved runs of each server (default: 7)")
     parser.add_argument("--idle", type=float, default=1.0, help="seconds to wait before reading RSS (default: 1)")
     parser.add_argument("--before", type=Path, help="an earlier checkout to run beside this one, as `before`")
+    parser.add_argument("--no-cli", action="store_true", help="leave out the CLI rows")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = parser.parse_args(argv)
     samples: list[Sample] = []
@@ -215,17 +238,35 @@ def main(argv: list[str] | None = None) -> int:
             if args.before is not None:
                 state = f"{workspace}.before"
                 samples.append(one("before", [*serve, "--data-dir", state], args.idle, args.before.resolve()))
-            samples.append(one("managed", [*serve, "--data-dir", f"{workspace}.state"], args.idle))
+            for name, flags in SERVERS.items():
+                samples.append(one(name, [*serve, "--data-dir", f"{workspace}.{name}", *flags], args.idle))
             samples.append(one("bare", [sys.executable, str(BARE_SERVER)], args.idle))
-            latest = samples[-3:] if args.before is not None else samples[-2:]
+            latest = samples[-(len(SERVERS) + 1 + (args.before is not None)) :]
             timings = ", ".join(f"{s.server} {s.startup_ms} ms" for s in latest)
             print(f"run {n + 1}/{args.repeat}: {timings}", file=sys.stderr)
     figures = summary(samples)
+    rows = [] if args.no_cli else cli_rows(args.repeat)
     if args.json:
-        print(json.dumps({"repeat": args.repeat, "figures": figures, "samples": [asdict(s) for s in samples]}))
-    else:
-        print_table(figures, args.repeat)
+        samples_out = [asdict(s) for s in samples]
+        print(json.dumps({"repeat": args.repeat, "figures": figures, "samples": samples_out, "cli": rows}))
+        return 0
+    print_table(figures, args.repeat)
+    if rows:
+        print(f"\nthe CLI ({args.repeat} runs each, interleaved; ratio against {cli.BASELINE}, goal <= 5x)\n")
+        cli.print_rows(rows)
     return 0
+
+
+def cli_rows(rounds: int) -> list[dict[str, Any]]:
+    """`where`, `audit export` and `tools` against the bare import, on bench/cli.py's seeded state."""
+    with tempfile.TemporaryDirectory(prefix="bench-startup-cli-") as tmp:
+        workspace, data_dir = Path(tmp) / "workspace", Path(tmp) / "data"
+        workspace.mkdir()
+        data_dir.mkdir()
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")  # no person's user config or skills
+        anyio.run(cli.seed, data_dir)
+        argvs = {name: argv for name, argv in cli.series(workspace, data_dir).items() if name in CLI_COMMANDS}
+        return cli.figures(cli.measure(argvs, rounds))
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ SLOW_TESTS = frozenset({
     "test_presets::test_the_approval_commands_take_a_preset",
     "test_published_catalogue::test_a_fresh_server_answers_the_first_call_of_every_family",
     "test_published_catalogue::test_a_workspace_never_provides_the_published_file",
+    "test_published_catalogue::test_a_start_imports_no_family_until_its_first_call",
     "test_recall::test_a_marker_from_another_process_is_found_by_each_search",
     "test_recall::test_never_another_agents_events",
     "test_relay::test_a_write_in_one_process_reaches_a_subscriber_of_another_once",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
 
 from managed_tools.tools.discovery import tools as discovery
-from managed_tools.tools.environment import tools as environment
-from managed_tools.tools.files import tools as file_tools
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.definition import PermissionPolicy, ToolDefinition
+from managed_tools.tools.framework.definitions.described import Described, record
 from managed_tools.tools.framework.definitions.latent import as_declared
 from managed_tools.tools.framework.definitions.names import ALL, USER_TOOLSETS, did_you_mean
 from managed_tools.tools.framework.definitions.overrides import ToolOverride, overridden
@@ -16,34 +19,68 @@ from managed_tools.tools.framework.definitions.registry import Registry
 from managed_tools.tools.framework.definitions.toolsets import PRESETS, ToolSelection, select
 from managed_tools.tools.framework.wire.errors import RegistryError
 from managed_tools.tools.latent_calls import tools as latent_calls
-from managed_tools.tools.memory import search as memory_search
-from managed_tools.tools.memory import tools as memory_tools
-from managed_tools.tools.outcomes import tools as outcome_tools
-from managed_tools.tools.permissions import tools as permissions
-from managed_tools.tools.planning import tools as planning
-from managed_tools.tools.recall import tools as recall
-from managed_tools.tools.sandbox import tools as sandbox
-from managed_tools.tools.sessions import delegation, wakes
-from managed_tools.tools.sessions import tools as session_tools
-from managed_tools.tools.shell import tools as shell_tools
-from managed_tools.tools.skills import tools as skill_tools
-from managed_tools.tools.substrate import tools as substrate_tools
 
-# The families (toolsets of `serve --toolsets`), in publishing order, each with what it is for.
-FAMILIES: dict[str, tuple[ToolDefinition, ...]] = {
-    "environment": environment.DEFINITIONS,
-    "sessions": session_tools.DEFINITIONS + delegation.DEFINITIONS + wakes.DEFINITIONS,
-    "outcomes": outcome_tools.DEFINITIONS,
-    "memory": memory_tools.DEFINITIONS + memory_search.DEFINITIONS,
-    "recall": recall.DEFINITIONS,
-    "planning": planning.DEFINITIONS,
-    "skills": skill_tools.DEFINITIONS,
-    "files": file_tools.DEFINITIONS,
-    "sandbox": sandbox.DEFINITIONS,
-    "substrate": substrate_tools.DEFINITIONS,
-    "shell": shell_tools.DEFINITIONS,
-    "permissions": permissions.DEFINITIONS,  # last, as in the reference
+# The families (toolsets of `serve --toolsets`), in publishing order: the modules (under managed_tools.tools)
+# whose DEFINITIONS make each, imported only when a tool of theirs is first used (described.py).
+FAMILY_MODULES: dict[str, tuple[str, ...]] = {
+    "environment": ("environment.tools",),
+    "sessions": ("sessions.tools", "sessions.delegation", "sessions.wakes"),
+    "outcomes": ("outcomes.tools",),
+    "memory": ("memory.tools", "memory.search"),
+    "recall": ("recall.tools",),
+    "planning": ("planning.tools",),
+    "skills": ("skills.tools",),
+    "files": ("files.tools",),
+    "sandbox": ("sandbox.tools",),
+    "substrate": ("substrate.tools",),
+    "shell": ("shell.tools",),
+    "permissions": ("permissions.tools",),  # last, as in the reference
 }
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"managed_tools.tools.{name}")
+
+
+def _defined(module: str) -> tuple[ToolDefinition, ...]:
+    definitions: tuple[ToolDefinition, ...] = _module(module).DEFINITIONS
+    return definitions
+
+
+def from_code() -> dict[str, tuple[ToolDefinition, ...]]:
+    """Every family's definitions as its modules define them (importing every family)."""
+    return {family: tuple(d for m in modules for d in _defined(m)) for family, modules in FAMILY_MODULES.items()}
+
+
+def records() -> list[dict[str, Any]]:
+    """What the published file records of the families' tools, from their code (tests/support/snapshot_tools.py)."""
+    return [record(family, m, d) for family, modules in FAMILY_MODULES.items() for m in modules for d in _defined(m)]
+
+
+@functools.cache
+def _code(module: str, name: str) -> ToolDefinition:
+    return next(d for d in _defined(module) if d.name == name)
+
+
+def described() -> dict[str, tuple[ToolDefinition, ...]] | None:
+    """The families as the published file describes them, or None when it is not current or does not describe
+    them (then they are built from code: a file that does not match is never served)."""
+    entries = published.tools()
+    if entries is None:
+        return None
+    families: dict[str, list[ToolDefinition]] = {family: [] for family in FAMILY_MODULES}
+    for entry in entries:
+        family, module, name = entry.get("family"), entry.get("module"), entry.get("name")
+        if not (isinstance(family, str) and isinstance(name, str) and module in FAMILY_MODULES.get(family, ())):
+            return None
+        try:
+            families[family].append(Described.of(entry, functools.partial(_code, str(module), name)))
+        except (ValueError, KeyError):  # ValidationError is a ValueError
+            return None
+    return {family: tuple(tools) for family, tools in families.items()}
+
+
+FAMILIES: dict[str, tuple[ToolDefinition, ...]] = described() or from_code()
 PURPOSES: dict[str, str] = {
     "environment": "mounts, vaults, the agent setup",
     "sessions": "sessions, events, traces, child sessions, wakes",
@@ -61,13 +98,15 @@ PURPOSES: dict[str, str] = {
     "extensions": "--tools-module tools",
     "mcp": "upstream MCP servers' tools",
 }
+
+
 # Every tool the package defines, as tools/framework/definitions/published.py publishes their schemas: the families, the
 # way back for latent calls, and tool search's own.
-BUILT_IN: tuple[ToolDefinition, ...] = (
-    *(d for family in FAMILIES.values() for d in family),
-    *latent_calls.DEFINITIONS,
-    *discovery.DEFINITIONS,
-)
+def built_in(families: Mapping[str, Sequence[ToolDefinition]]) -> tuple[ToolDefinition, ...]:
+    return (*(d for family in families.values() for d in family), *latent_calls.DEFINITIONS, *discovery.DEFINITIONS)
+
+
+BUILT_IN = built_in(FAMILIES)
 _BUILT_IN_IDS = frozenset(id(d) for d in BUILT_IN)
 assert PURPOSES.keys() == {*FAMILIES, *USER_TOOLSETS}
 assert all({*p.toolsets} <= {*PURPOSES, ALL} and {*p.tools} <= {d.name for f in FAMILIES.values() for d in f}

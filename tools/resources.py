@@ -37,8 +37,6 @@ from managed_tools.tools.framework.context.uris import (
 )
 from managed_tools.tools.framework.definitions.definition import ToolDefinition
 from managed_tools.tools.framework.definitions.registry import Registry
-from managed_tools.tools.memory.targets import STORES, render
-from managed_tools.tools.outcomes.gate import posture
 
 MIME = {"markdown": "text/markdown", "json": "application/json"}
 MAX_LISTED_FILES = 500  # per mount; the templates reach every other file
@@ -67,6 +65,9 @@ def served_views(registry: Registry) -> dict[str, View]:
 
 def listing(session_id: str, registry: Registry) -> list[Resource]:
     """The current session's stores and evaluation, the agent's shared memory, and the views served."""
+    # The memory family's code (and the outcome gate below it) is imported when first used, not at start-up.
+    from managed_tools.tools.memory.targets import STORES
+
     found = [
         Resource(
             uri=memory_uri(target, session_id),
@@ -256,6 +257,9 @@ async def read(ctx: ToolContext, uri: str) -> tuple[str, str]:
         raise NotFoundError(f"No resource {uri}; resources/list shows what there is.")
     session_id, target = parsed
     session = await scoped_session(ctx, session_id)
+    from managed_tools.tools.memory.targets import STORES, render  # as in `listing`
+    from managed_tools.tools.outcomes.gate import posture
+
     if target == "evaluation":
         state = await posture(ctx, session.id)
         return "application/json", json.dumps(state.model_dump(mode="json", by_alias=True), indent=2)

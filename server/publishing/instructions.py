@@ -24,8 +24,9 @@ def instructions(registry: Registry, engine: Literal["sqlite", "postgresql"]) ->
     asks = " Tools marked always_ask wait for a person's approval." if any(
         d.permission_policy == "always_ask" for d in registry
     ) else ""  # fmt: skip
+    # The schema, not the model: a family's code is imported at its first call, not to write these words.
     current = " A sessionId left out means the current session." if any(
-        "session_id" in d.input_model.model_fields for d in registry
+        "sessionId" in d.input_schema().get("properties", {}) for d in registry
     ) else ""  # fmt: skip
     search = (
         " Most tools are not listed: find them with tools_search, read their schemas with tools_describe, then call "

@@ -21,7 +21,8 @@ import mcp_types as types
 
 from managed_tools.server.publishing.publish import to_mcp_tool
 from managed_tools.server.publishing.tool_search import choose_core
-from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, build_registry
+from managed_tools.tools import catalogue
+from managed_tools.tools.catalogue import FAMILIES, build_registry
 from managed_tools.tools.discovery import tools as discovery
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, model_visible_chars
@@ -110,9 +111,14 @@ def page_with_current_table() -> tuple[str, str]:
     return page, page[:start] + preset_table() + page[end:]
 
 
+def published_file() -> str:
+    """tools/framework/definitions/published.json as the code builds it (every family imported)."""
+    return published.render(catalogue.built_in(catalogue.from_code()), catalogue.records())
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--update"]:
-        published.PUBLISHED.write_text(published.render(list(BUILT_IN)), encoding="utf-8")
+        published.PUBLISHED.write_text(published_file(), encoding="utf-8")
         SNAPSHOT.write_text(current(), encoding="utf-8")
         PRESETS_PAGE.write_text(page_with_current_table()[1], encoding="utf-8")
         print(f"wrote {published.PUBLISHED}, {SNAPSHOT} and the figures in {PRESETS_PAGE}")

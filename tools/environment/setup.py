@@ -182,7 +182,7 @@ def _catalogue(registry: Registry) -> tuple[ToolsSection, PolicySection]:
         PolicySection,
         always_ask=[d.name for d in registry if d.permission_policy == "always_ask"],
         asks_for_some_arguments=[
-            d.name for d in registry if d.permission_policy == "always_allow" and d.asks_when is not None
+            d.name for d in registry if d.permission_policy == "always_allow" and d.asks_for_some_arguments
         ],
     )
     _CATALOGUES[registry] = (names, tools, policy)

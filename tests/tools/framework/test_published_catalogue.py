@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.snapshot_tools import published_file
 
-from managed_tools.tools.catalogue import BUILT_IN, build_registry, checked
+from managed_tools.tools import catalogue
+from managed_tools.tools.catalogue import BUILT_IN, FAMILIES, FAMILY_MODULES, build_registry, checked
 from managed_tools.tools.framework.definitions import published
 from managed_tools.tools.framework.definitions.custom import CustomToolSpec, custom_tool
+from managed_tools.tools.framework.definitions.described import CODE_FIELDS, Described
 from managed_tools.tools.framework.definitions.registry import check_definition
 from managed_tools.tools.framework.definitions.schemas import built_input_schema, built_output_schema
 from managed_tools.tools.framework.definitions.toolsets import ToolSelection
@@ -41,14 +44,101 @@ def stale(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
     damage: dict[str, Any] = {"digest": "0" * 64} if request.param == "another digest" else {"schemas": {"input": []}}
     forged.write_text(json.dumps({**content, **damage}), encoding="utf-8")
     monkeypatch.setattr(published, "PUBLISHED", forged)
-    published._schemas.cache_clear()
+    published._published.cache_clear()
     yield
-    published._schemas.cache_clear()
+    published._published.cache_clear()
 
 
 def test_the_published_file_is_the_live_build_of_these_sources() -> None:
     assert published.current(), f"{published.PUBLISHED.name} is stale: run `{UPDATE}` and commit it."
-    assert published.PUBLISHED.read_text(encoding="utf-8") == published.render(list(BUILT_IN)), UPDATE
+    assert published.PUBLISHED.read_text(encoding="utf-8") == published_file(), UPDATE
+
+
+def test_a_described_tool_is_what_its_code_defines() -> None:
+    """Start-up serves the families from the file: each tool's words, flags and schemas are the code's, and its
+    code (models, handler, previews) is the code's own, imported when first asked for."""
+    code = catalogue.from_code()
+    assert list(FAMILIES) == list(code)
+    for family, described in FAMILIES.items():
+        assert [d.name for d in described] == [d.name for d in code[family]]
+        for shown, defined in zip(described, code[family], strict=True):
+            assert isinstance(shown, Described)
+            ours = shown.model_dump(exclude={*CODE_FIELDS, "code", "input_key", "output_key", "present"})
+            assert ours == defined.model_dump(exclude=set(CODE_FIELDS))
+            assert shown.input_schema() == defined.input_schema()
+            assert shown.output_schema() == defined.output_schema()
+            assert all(getattr(shown, name) is getattr(defined, name) for name in CODE_FIELDS)
+
+
+# A server whose every import of a family's module is written to the file IMPORTS names: a finder first on
+# sys.meta_path sees each module as it is first imported (`-X importtime` and the audit hook miss importlib's).
+WATCHED_SERVER = """
+import sys
+families, log = set(sys.argv[1].split(",")), sys.argv[2]
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in families:
+            with open(log, "a") as out:
+                out.write(name + "\\n")
+sys.meta_path.insert(0, Watch())
+sys.argv = ["managed-tools", *sys.argv[3:]]
+from managed_tools.server.cli.command import main
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("serving", [[], ["--preset", "coding"], ["--tool-search"]], ids=["full", "coding", "search"])
+def test_a_start_imports_no_family_until_its_first_call(workspace: Path, tmp_path: Path, serving: list[str]) -> None:
+    """tools/list, the setup contract, the instructions, presets and tool search are served from the file: a real
+    server imports a family's code only when one of its tools is called, and then that family's alone."""
+    families = {f"managed_tools.tools.{m}" for modules in FAMILY_MODULES.values() for m in modules}
+    log = tmp_path / "imports"
+    log.touch()
+    serve = ["serve", "--workspace", str(workspace), "--data-dir", str(tmp_path / "state"), *serving]
+    argv = [sys.executable, "-c", WATCHED_SERVER, ",".join(sorted(families)), str(log), *serve]
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert server.stdin is not None and server.stdout is not None
+
+    def answer(*messages: dict[str, Any]) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        server.stdin.flush()
+        while True:
+            found: dict[str, Any] = json.loads(server.stdout.readline())
+            if found.get("id") == messages[-1]["id"]:
+                return found
+
+    try:
+        listed = answer(*HANDSHAKE, {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {}})
+        assert listed["result"]["tools"]
+        assert log.read_text() == ""
+        call = {"name": "glob", "arguments": {"pattern": "*"}}
+        if any(tool["name"] == "glob" for tool in listed["result"]["tools"]):
+            globbed = answer({"jsonrpc": "2.0", "id": "glob", "method": "tools/call", "params": call})
+            assert globbed["result"]["isError"] is False
+            assert log.read_text().split() == ["managed_tools.tools.files.tools"]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+def test_a_record_naming_code_outside_its_family_is_not_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file only says where a family's own code is: a record pointing a tool at another module, or one whose
+    fields are not a definition's, makes the whole file unused (the families are built from code)."""
+    content = json.loads(published.PUBLISHED.read_text(encoding="utf-8"))
+    damages: list[dict[str, Any]] = [
+        {"module": "shell.tools"}, {"module": "os"}, {"timeout_seconds": -1}, {"code": ["__class__"]},
+        {"input": None}, {"code": [[]]},
+    ]  # fmt: skip
+    for damage in damages:
+        forged = tmp_path / "published.json"
+        first = {**content["tools"][0], **damage}
+        forged.write_text(json.dumps({**content, "tools": [first, *content["tools"][1:]]}), encoding="utf-8")
+        monkeypatch.setattr(published, "PUBLISHED", forged)
+        published._published.cache_clear()
+        assert published.current()
+        assert catalogue.described() is None, damage
+    published._published.cache_clear()
 
 
 def test_every_built_in_tool_keeps_the_registry_rules_start_up_skips() -> None:
@@ -70,6 +160,7 @@ def test_an_amended_built_in_tool_is_checked_again() -> None:
 
 def test_a_stale_file_is_not_used_and_every_rule_runs(stale: None) -> None:
     assert not published.current()
+    assert catalogue.described() is None  # the families are built from their code
     definition = BUILT_IN[0]
     assert published.schema("input", definition.input_model) is None
     assert not checked(definition)
@@ -110,7 +201,7 @@ FIRST_CALLS = {
 
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-HANDSHAKE = [
+HANDSHAKE: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": HELLO},
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
 ]

@@ -142,6 +142,11 @@ class ToolDefinition(BaseModel):
         return self.permission_policy == "always_ask" or (self.asks_when is not None and self.asks_when(args))
 
     @property
+    def asks_for_some_arguments(self) -> bool:
+        """Does an always_allow call of it ask a person for some arguments (`asks_when`)?"""
+        return self.asks_when is not None
+
+    @property
     def scanned(self) -> bool:
         """Are this tool's arguments and results scanned for credentials?"""
         return self.scans_secrets or self.ownership == "mcp"

@@ -70,18 +70,40 @@ def sources_digest() -> str:
 
 
 @functools.cache
-def _schemas() -> dict[str, dict[str, Any]] | None:
-    """The published schemas, or None when the file is missing or not built from these sources."""
+def _published() -> dict[str, Any] | None:
+    """The published file, or None when it is missing, damaged or not built from these sources."""
     try:
         published = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(published, dict) or published.get("digest") != sources_digest():
         return None
-    schemas = published.get("schemas")
+    schemas, tools = published.get("schemas"), published.get("tools")
     if not isinstance(schemas, dict) or not all(isinstance(schemas.get(kind), dict) for kind in ("input", "output")):
         return None
-    return schemas
+    if not isinstance(tools, list) or not all(isinstance(entry, dict) for entry in tools):
+        return None
+    return published
+
+
+def _schemas() -> dict[str, dict[str, Any]] | None:
+    published = _published()
+    return None if published is None else published["schemas"]
+
+
+def tools() -> list[dict[str, Any]] | None:
+    """The families' tools as recorded (tools/framework/definitions/described.py), in publishing order, or None
+    when the file is not current."""
+    published = _published()
+    return None if published is None else published["tools"]
+
+
+def schema_of(kind: Kind, key: str) -> dict[str, Any] | None:
+    """The published schema of the model named `key` (`module:qualname`), for a tool the file itself describes;
+    None when the file is not current (any more: a test replaces it) or lacks it."""
+    schemas = _schemas()
+    found: dict[str, Any] | None = None if schemas is None else schemas[kind].get(key)
+    return found
 
 
 def current() -> bool:
@@ -102,16 +124,18 @@ def schema(kind: Kind, model: type) -> dict[str, Any] | None:
     return found if owner is model else None
 
 
-def build(definitions: Sequence[Published]) -> dict[str, Any]:
-    """The file's content for these definitions, every schema built live from its model."""
+def build(definitions: Sequence[Published], tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The file's content for these definitions, every schema built live from its model, and the families' `tools`
+    as described.py records them."""
     inputs = {model_key(d.input_model): built_input_schema(d.input_model) for d in definitions}
     outputs = {model_key(d.output_model): built_output_schema(d.output_model) for d in definitions}
     return {
         "digest": sources_digest(),
         "schemas": {"input": dict(sorted(inputs.items())), "output": dict(sorted(outputs.items()))},
+        "tools": list(tools),
     }
 
 
-def render(definitions: Sequence[Published]) -> str:
+def render(definitions: Sequence[Published], tools: Sequence[dict[str, Any]]) -> str:
     """The file as written: one key a line, so a regenerated file diffs by what changed."""
-    return json.dumps(build(definitions), indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(build(definitions, tools), indent=1, ensure_ascii=False) + "\n"
