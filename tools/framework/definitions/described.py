@@ -80,11 +80,16 @@ class Described(ToolDefinition):
     def asks_for_some_arguments(self) -> bool:
         return "asks_when" in self.present
 
-    # Served from the file; from the code itself if the file no longer holds it.
+    # Served from the file; from the code itself if the file no longer holds it. A copy given models of its own
+    # (sandbox_execute's actions run under a tool with their own input and output) has those models' schemas.
     def input_schema(self) -> dict[str, Any]:
+        if "input_model" in self.__dict__:
+            return super().input_schema()
         found = published.schema_of("input", self.input_key)
         return copy.deepcopy(found) if found is not None else self.code().input_schema()
 
     def output_schema(self) -> dict[str, Any]:
+        if "output_model" in self.__dict__:
+            return super().output_schema()
         found = published.schema_of("output", self.output_key)
         return copy.deepcopy(found) if found is not None else self.code().output_schema()
