@@ -4,6 +4,7 @@ while some reader is always on it. Real `managed-tools serve` processes over std
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -50,7 +51,12 @@ async def test_f9_the_wal_stays_bounded_with_eight_servers_on_one_data_dir(works
             for n in range(SERVERS):
                 tg.start_soon(work, n, until)
             tg.start_soon(watch, until)
-    print(f"{writes} writes by {SERVERS} servers; WAL peak {max(sizes) / 2**20:.2f} MB")
     assert writes > SERVERS * 10
-    # 2.1-4.2 MB here on a loaded machine; main peaked at 56 and 146 MB in this test
-    assert max(sizes) <= 3 * WAL_SIZE_LIMIT, max(sizes)
+    # The WAL starts over again and again (back under the limit after it went past it), and its peak between two
+    # restarts stays a few limits' worth: 2.1-5.6 MB here on a loaded machine and 6.7 MB once in CI, where 8 servers
+    # write about 6 MB a second and a restart waits on readers the machine has descheduled. Before issue 39 F9 the
+    # WAL never started over while the servers ran and peaked at 56 and 146 MB in this test.
+    restarts = sum(1 for before, after in itertools.pairwise(sizes) if before > WAL_SIZE_LIMIT >= after)
+    print(f"{writes} writes by {SERVERS} servers; WAL peak {max(sizes) / 2**20:.2f} MB, {restarts} restarts")
+    assert restarts >= 3, sizes
+    assert max(sizes) <= 4 * WAL_SIZE_LIMIT, max(sizes)
