@@ -9,13 +9,12 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from managed_tools.stores import learnings, memory
-from managed_tools.stores.errors import NotFoundError
 from managed_tools.stores.memory import Mode
 from managed_tools.tools.framework.context import provenance
 from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.context.uris import memory_uri
 from managed_tools.tools.framework.wire.errors import Refused
-from managed_tools.tools.framework.wire.models import Arguments, NonEmptyStr, WireModel
+from managed_tools.tools.framework.wire.models import Arguments, WireModel
 from managed_tools.tools.memory.learning import LearningView, NoticeView, changeable, notice_views, shown, view
 from managed_tools.tools.memory.targets import MAX_CONTENT_CHARS
 
@@ -25,28 +24,21 @@ SHOWN_CHARS = 600
 
 class CorrectArgs(Arguments):
     action: Literal["supersede", "forget", "restore"]
-    learning_id: NonEmptyStr | None = Field(default=None, description="The learning to correct (or target).")
-    target: Literal["workspace_memory_notes"] | None = Field(default=None, description="The agent's notes.")
-    kind: Literal["lesson", "correction", "error"] | None = Field(
-        default=None, description="supersede a learning: the new one's kind (default: the old one's)."
-    )
-    title: Annotated[NonEmptyStr, Field(max_length=120)] | None = None
-    detail: Annotated[NonEmptyStr, Field(max_length=400)] | None = None
-    content: Annotated[NonEmptyStr, Field(max_length=MAX_CONTENT_CHARS)] | None = Field(
-        default=None, description="supersede the notes: their new content."
-    )
-    version_id: NonEmptyStr | None = Field(
-        default=None, description="restore the notes: this version's content (default: the last before forgetting)."
-    )
+    # Plain strings (an empty one is refused below as missing): the catalogue's budget counts every schema word.
+    learning_id: str | None = None
+    target: Literal["workspace_memory_notes"] | None = None
+    title: Annotated[str, Field(max_length=120)] | None = None
+    detail: Annotated[str, Field(max_length=400)] | None = None
+    content: Annotated[str, Field(max_length=MAX_CONTENT_CHARS)] | None = None  # the notes' new content
     reason: Annotated[str, Field(max_length=400)] | None = None
 
     @model_validator(mode="after")
     def _one_thing(self) -> CorrectArgs:
-        if (self.learning_id is None) == (self.target is None):
+        if (not self.learning_id) == (self.target is None):
             raise ValueError("name exactly one of learningId (a learning) or target (the agent's notes)")
         if self.action == "supersede":
             needed = ("title", "detail") if self.learning_id is not None else ("content",)
-            if missing := [name for name in needed if getattr(self, name) is None]:
+            if missing := [name for name in needed if not (getattr(self, name) or "").strip()]:
                 raise ValueError(f"supersede needs {' and '.join(missing)}")
         return self
 
@@ -81,24 +73,21 @@ async def _notes_change(ctx: ToolContext, args: CorrectArgs) -> tuple[str, str, 
         if not current.content:
             raise Refused("The notes are empty already; nothing to forget.")
         return current.content, "", "forget", "forgets (an empty version; the older ones stay listed)"
-    older = await _restorable(ctx, args.version_id)
+    older = await _restorable(ctx)
     return current.content, older, "restore", "restores an older version of"
 
 
-async def _restorable(ctx: ToolContext, version_id: str | None) -> str:
+async def _restorable(ctx: ToolContext) -> str:
+    """The notes as they were before they were forgotten (another older version: memory_read_version, then
+    supersede with its content)."""
     scope = memory.agent_scope(ctx.agent_id)
-    if version_id is None:
-        versions = await memory.list_versions(ctx.tx, scope, NOTES, 100)
-        if not versions or versions[0].mode != "forget":
-            raise Refused("The notes are not forgotten; name the versionId to restore (memory_list_versions).")
-        earlier = next((v for v in versions[1:] if v.mode != "forget"), None)
-        if earlier is None:
-            raise Refused("No version of the notes before they were forgotten is left to restore.")
-        version_id = earlier.id
-    try:
-        return (await memory.read_version(ctx.tx, scope, NOTES, version_id))[1]
-    except NotFoundError as exc:
-        raise Refused(str(exc)) from exc
+    versions = await memory.list_versions(ctx.tx, scope, NOTES, 100)
+    if not versions or versions[0].mode != "forget":
+        raise Refused("The notes are not forgotten; supersede them with an older version's content instead.")
+    earlier = next((v for v in versions[1:] if v.mode != "forget"), None)
+    if earlier is None:
+        raise Refused("No version of the notes before they were forgotten is left to restore.")
+    return (await memory.read_version(ctx.tx, scope, NOTES, earlier.id))[1]
 
 
 async def correct_check(ctx: ToolContext, args: CorrectArgs) -> None:
@@ -122,7 +111,7 @@ async def correct_preview(ctx: ToolContext, args: CorrectArgs) -> str:
         "restore": f"This restores {old.state} learning {old.id} of agent {ctx.agent_id} to workspace memory, "
         f"search and learning_list.\n    {shown(old)}",
         "supersede": f"This supersedes learning {old.id} of agent {ctx.agent_id}: {hidden}.\n    was: {shown(old)}"
-        f"\n    now: [{args.kind or old.kind}] {args.title} — {args.detail}",
+        f"\n    now: [{old.kind}] {args.title} — {args.detail}",
     }
     return said[args.action] + (f"\nReason: {args.reason}" if args.reason else "")
 
@@ -139,7 +128,7 @@ async def memory_correct(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
             ctx.tx,
             agent_id=ctx.agent_id,
             session_id=ctx.session_id,
-            kind=args.kind or old.kind,
+            kind=old.kind,
             title=args.title,
             detail=args.detail,
             promote=old.promote_to_memory,

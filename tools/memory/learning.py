@@ -67,9 +67,7 @@ class RecordArgs(Arguments):
         default=False,
         description="Also into the shared MEMORY.md (needs a passing outcome).",
     )
-    supersedes: NonEmptyStr | None = Field(
-        default=None, description="The id of a learning this one replaces (a person approves; it stays in history)."
-    )
+    supersedes: NonEmptyStr | None = None  # a learning this replaces (a person approves; history keeps it)
 
 
 class RecordOutput(WireModel):
@@ -141,7 +139,7 @@ async def learning_record(ctx: ToolContext, args: RecordArgs) -> RecordOutput:
 
 class LearningListArgs(Arguments):
     limit: Annotated[int, Field(ge=1, le=200)] = 20
-    include_hidden: bool = Field(default=False, description="Also the superseded and forgotten learnings.")
+    include_hidden: bool = False  # also the superseded and forgotten ones
 
 
 class LearningListOutput(WireModel):

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.models import NoArguments
-from managed_tools.tools.memory.correct import CorrectArgs, CorrectOutput, correct_check, correct_preview, memory_correct
+from managed_tools.tools.memory.correct import (
+    CorrectArgs,
+    CorrectOutput,
+    correct_check,
+    correct_preview,
+    memory_correct,
+)
 from managed_tools.tools.memory.learning import (
     LearningListArgs,
     LearningListOutput,
@@ -126,7 +132,7 @@ DEFINITIONS = (
         name="learning_record",
         title="Record a learning",
         description="Record a lesson, correction or error for later sessions; promoting it to the shared MEMORY.md "
-        "or superseding one asks a person. The result names learnings it repeats or contradicts.",
+        "or superseding one asks a person.",
         input_model=RecordArgs,
         output_model=RecordOutput,
         handler=learning_record,
@@ -139,7 +145,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="learning_list",
         title="List learnings",
-        description="List the agent's latest learnings, oldest first (superseded and forgotten ones on request).",
+        description="List the agent's latest learnings, oldest first.",
         input_model=LearningListArgs,
         output_model=LearningListOutput,
         handler=learning_list,
@@ -148,8 +154,7 @@ DEFINITIONS = (
     ToolDefinition(
         name="memory_correct",
         title="Correct shared memory",
-        description="Supersede, forget or restore a learning or the agent's notes; a person approves each, and "
-        "the history keeps every state.",
+        description="Supersede, forget or restore a learning or the notes; a person approves.",
         input_model=CorrectArgs,
         output_model=CorrectOutput,
         handler=memory_correct,
@@ -159,11 +164,5 @@ DEFINITIONS = (
         precondition=correct_check,
         consent_preview=correct_preview,
         max_argument_bytes=4 * MAX_CONTENT_CHARS + 4096,
-        examples=(
-            ToolExample(
-                description="Forget a wrong learning",
-                input={"action": "forget", "learningId": "0190a1b2-0000-7000-8000-000000000001", "reason": "wrong"},
-            ),
-        ),
     ),
 )
