@@ -15,7 +15,7 @@ from managed_tools.tools.framework.context.context import ToolContext
 from managed_tools.tools.framework.context.uris import memory_uri
 from managed_tools.tools.framework.wire.errors import Refused
 from managed_tools.tools.framework.wire.models import Arguments, WireModel
-from managed_tools.tools.memory.learning import LearningView, NoticeView, changeable, notice_views, shown, view
+from managed_tools.tools.memory.learning import LearningView, changeable, shown, view
 from managed_tools.tools.memory.targets import MAX_CONTENT_CHARS
 
 NOTES = "workspace_memory_notes"
@@ -54,13 +54,10 @@ class ChangeView(WireModel):
 
 class CorrectOutput(WireModel):
     action: str
-    learning: LearningView | None = Field(description="The learning corrected, in its new state.")
-    replacement: LearningView | None = Field(description="supersede: the new learning.")
-    history: list[ChangeView] = Field(description="The learning's changes, oldest first.")
-    notices: list[NoticeView]
-    target: str | None
-    version_id: str | None = Field(description="The notes' new version (its versions keep every older one).")
-    uri: str | None
+    learning: LearningView | None  # the learning corrected, in its new state
+    replacement_id: str | None  # supersede: the new learning
+    history: list[ChangeView]  # the learning's changes, oldest first
+    version_id: str | None  # the notes' new version (their versions keep every older one)
 
 
 async def _notes_change(ctx: ToolContext, args: CorrectArgs) -> tuple[str, str, Mode, str]:
@@ -120,7 +117,7 @@ async def memory_correct(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
     await correct_check(ctx, args)  # again, inside the write's transaction
     if args.learning_id is None:
         return await _correct_notes(ctx, args)
-    replacement, found = None, []
+    replacement = None
     if args.action == "supersede":
         assert args.title is not None and args.detail is not None  # the model's check
         old = await learnings.get(ctx.tx, ctx.agent_id, args.learning_id)
@@ -136,7 +133,6 @@ async def memory_correct(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
             supersedes=old.id,
             reason=args.reason,
         )
-        found = await learnings.notices(ctx.tx, ctx.agent_id, args.title, args.detail, skip=replacement.id)
     else:
         await learnings.change(
             ctx.tx, ctx.agent_id, args.learning_id, args.action, session_id=ctx.session_id, reason=args.reason
@@ -145,15 +141,12 @@ async def memory_correct(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
     return CorrectOutput(
         action=args.action,
         learning=view(await learnings.get(ctx.tx, ctx.agent_id, args.learning_id)),
-        replacement=None if replacement is None else view(replacement),
+        replacement_id=None if replacement is None else replacement.id,
         history=[
             ChangeView(change_id=c.id, **c.model_dump(exclude={"id", "learning_id", "agent_id"}))
             for c in await learnings.history(ctx.tx, args.learning_id)
         ],
-        notices=notice_views(found),
-        target=None,
         version_id=None,
-        uri=None,
     )
 
 
@@ -174,13 +167,4 @@ async def _correct_notes(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
     )
     uri = memory_uri(NOTES, ctx.session_id)
     ctx.touched.update({uri, memory_uri("workspace_memory", ctx.session_id)})
-    return CorrectOutput(
-        action=args.action,
-        learning=None,
-        replacement=None,
-        history=[],
-        notices=[],
-        target=NOTES,
-        version_id=version.id,
-        uri=uri,
-    )
+    return CorrectOutput(action=args.action, learning=None, replacement_id=None, history=[], version_id=version.id)

@@ -37,7 +37,7 @@ class NoticeView(WireModel):
     relation: Literal["duplicate", "contradiction"]
     learning_id: str
     title: str
-    similarity: float = Field(description="Jaccard index of the two learnings' content words.")
+    similarity: float  # the Jaccard index of the two learnings' content words
     message: str
 
 
@@ -74,7 +74,7 @@ class RecordOutput(WireModel):
     agent_id: str
     learning: LearningView
     workspace_memory_uri: str | None
-    notices: list[NoticeView] = Field(description="Learnings this one nearly repeats or may contradict.")
+    notices: list[NoticeView]  # learnings this one nearly repeats or may contradict
 
 
 def promotes(args: RecordArgs) -> bool:
@@ -146,7 +146,7 @@ class LearningListOutput(WireModel):
     agent_id: str
     count: int
     learnings: list[LearningView]
-    hidden: int = Field(description="Superseded or forgotten learnings left out (includeHidden lists them).")
+    hidden: int  # superseded or forgotten learnings left out (includeHidden lists them)
     note: str | None
 
 
