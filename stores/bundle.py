@@ -40,7 +40,7 @@ from managed_tools.stores.errors import StoreError
 from managed_tools.stores.ids import sha256_hex
 from managed_tools.stores.provenance import Provenance, Source
 
-FORMAT = 1
+FORMAT = 2  # 2: a learning's state and what it supersedes, the notes' forget and restore versions; 1 still read
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a memory document's million characters, escaped, fits
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # the records are checked whole before anything is written
 PAGE = 500
@@ -97,7 +97,7 @@ class MemoryVersion(_Record):
     wake_id: Id | None
     created_at: Stamp
     source: Name
-    mode: Literal["replace", "append"]
+    mode: memory.Mode
     content_hash: Digest
     content: str
     provenance: tuple[Source, ...]
@@ -133,6 +133,8 @@ class Learning(_Record):
     promoted: bool
     created_at: Stamp
     provenance: tuple[Source, ...]
+    state: learnings.State = "active"  # format 1 had no corrections
+    supersedes: Id | None = None
 
 
 def _virtual(path: str) -> str:
@@ -235,7 +237,9 @@ async def export(tx: Tx, producer: str) -> AsyncIterator[Record]:
             item = learnings.from_row(row)
             yield Learning(
                 kind="learning",
-                **item.model_dump(include={"id", "agent_id", "session_id", "title", "detail", "created_at"}),
+                **item.model_dump(
+                    include={"id", "agent_id", "session_id", "title", "detail", "created_at", "state", "supersedes"}
+                ),
                 type=item.kind,
                 promoted=item.promote_to_memory,
                 provenance=item.provenance.sources,
@@ -562,7 +566,9 @@ async def _learnings(tx: Tx, records: list[tuple[int, Learning]], counts: Counts
         await learnings.insert(
             tx,
             learnings.Learning(
-                **record.model_dump(include={"id", "agent_id", "session_id", "title", "detail", "created_at"}),
+                **record.model_dump(
+                    include={"id", "agent_id", "session_id", "title", "detail", "created_at", "state", "supersedes"}
+                ),
                 kind=record.type,
                 promote_to_memory=record.promoted,
                 provenance=Provenance(sources=record.provenance),

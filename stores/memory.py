@@ -19,7 +19,7 @@ from managed_tools.stores.errors import NotFoundError, PreconditionError, StoreE
 from managed_tools.stores.ids import sha256_hex, utc_now, uuid7
 from managed_tools.stores.provenance import Provenance
 
-Mode = Literal["replace", "append"]
+Mode = Literal["replace", "append", "forget", "restore"]  # forget: an empty tombstone; restore: an older content again
 PREVIEW_CHARS = 160
 # A version that shares at least MIN_SHARED_CHARS leading characters with the one before it stores only the rest
 # (an append, or an edit near the end); every MAX_DEPTH + 1-th version of a run of them is whole, so a read rebuilds
@@ -61,7 +61,9 @@ def preview(content: str) -> str:
 
 def combine(existing: str, content: str, mode: Mode) -> str:
     """The reference's write rule: replace trims the end and adds a newline; append joins with one newline."""
-    if mode == "replace":
+    if mode == "forget":
+        return ""
+    if mode in ("replace", "restore"):
         return content.rstrip() + "\n"
     head = existing.rstrip()
     return (head + "\n" + content.strip() if head else content.strip()) + "\n"

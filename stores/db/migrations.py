@@ -323,6 +323,27 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
         ),
     ),
     (
+        29,
+        "learnings a person can correct: superseded, forgotten and restored, with the history of each change",
+        (
+            # A learning's state now (active | superseded | forgotten) and the one it replaces; every change to a
+            # state is a row of learning_changes, never an edit, so the history keeps what was hidden and why.
+            "ALTER TABLE learnings ADD COLUMN state TEXT NOT NULL DEFAULT 'active'",
+            "ALTER TABLE learnings ADD COLUMN supersedes TEXT",
+            """CREATE TABLE learning_changes (
+                id TEXT PRIMARY KEY,
+                learning_id TEXT NOT NULL REFERENCES learnings(id),
+                agent_id TEXT NOT NULL,
+                session_id TEXT,
+                action TEXT NOT NULL CHECK (action IN ('supersede','forget','restore')),
+                replacement_id TEXT,
+                reason TEXT,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX learning_changes_learning ON learning_changes(learning_id, created_at)",
+        ),
+    ),
+    (
         30,
         "where each learning came from (stores/provenance.py), as memory and substrate versions already say",
         # A JSON list of sources, as memory_versions.provenance; '[]' (trusted, not recorded) for those before it.

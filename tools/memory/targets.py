@@ -62,6 +62,8 @@ async def workspace_memory(ctx: ToolContext) -> str:
     notes = (await memory.read(ctx.tx, memory.agent_scope(ctx.agent_id), "workspace_memory_notes")).content.strip()
     lines = ["# MEMORY", "", "## Learnings", ""]
     lines += [f"- [{item.kind}] {item.title} — {item.detail}" for item in promoted] or ["_No promoted learnings yet._"]
+    if hidden := await learnings.hidden(ctx.tx, ctx.agent_id, promoted_only=True):
+        lines += ["", f"_{hidden} superseded or forgotten learning(s) left out (learning_list includeHidden: true)._"]
     lines += ["", "## Managed Memory Notes", "", notes or NOTES_PLACEHOLDER]
     return "\n".join(lines) + "\n"
 

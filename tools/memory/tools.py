@@ -3,7 +3,7 @@
 | target | scope | how it changes |
 |---|---|---|
 | session_state, working_buffer | session | memory_write (replace/append), versioned |
-| workspace_memory_notes | agent | memory_promote_note only (always_ask, outcome-gated), versioned |
+| workspace_memory_notes | agent | memory_promote_note (always_ask, outcome-gated) and memory_correct, versioned |
 | workspace_memory | agent | read-only: promoted learnings plus the notes |
 | checkpoint, shell_state | session | read-only JSON views of session state |
 """
@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from managed_tools.tools.framework.definitions.definition import ToolDefinition, ToolExample
 from managed_tools.tools.framework.wire.models import NoArguments
+from managed_tools.tools.memory.correct import (
+    CorrectArgs,
+    CorrectOutput,
+    correct_check,
+    correct_preview,
+    memory_correct,
+)
 from managed_tools.tools.memory.learning import (
     LearningListArgs,
     LearningListOutput,
@@ -125,7 +132,7 @@ DEFINITIONS = (
         name="learning_record",
         title="Record a learning",
         description="Record a lesson, correction or error for later sessions; promoting it to the shared MEMORY.md "
-        "asks a person.",
+        "or superseding one asks a person.",
         input_model=RecordArgs,
         output_model=RecordOutput,
         handler=learning_record,
@@ -143,5 +150,19 @@ DEFINITIONS = (
         output_model=LearningListOutput,
         handler=learning_list,
         effects=("learning_read",),
+    ),
+    ToolDefinition(
+        name="memory_correct",
+        title="Correct shared memory",
+        description="Supersede, forget or restore a learning or the notes; a person approves.",
+        input_model=CorrectArgs,
+        output_model=CorrectOutput,
+        handler=memory_correct,
+        read_only=False,
+        permission_policy="always_ask",
+        effects=("memory_write",),
+        precondition=correct_check,
+        consent_preview=correct_preview,
+        max_argument_bytes=4 * MAX_CONTENT_CHARS + 4096,
     ),
 )

@@ -158,7 +158,7 @@ def test_export_import_export_is_byte_for_byte(
     source = fill(fresh("source"))
     first = export(capsys, source, tmp_path / "first.jsonl")
     lines = [json.loads(line) for line in first.splitlines()]
-    assert lines[0] == {"kind": "header", "format": 1, "producer": lines[0]["producer"]}
+    assert lines[0] == {"kind": "header", "format": 2, "producer": lines[0]["producer"]}
     assert lines[-1] == {"kind": "end", "records": len(lines) - 2}
     kinds = [line["kind"] for line in lines[1:-1]]
     assert kinds == sorted(kinds, key=["session", "memory_version", "memory_head", "learning",
@@ -232,7 +232,7 @@ BAD: dict[str, tuple[Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]]
     "scope of another agent": (
         lambda r: (_edit(r, "memory_version", scope="agent:intruder"), {}), "belongs in scope"
     ),
-    "newer format": (lambda r: (_edit(r, "header", format=2), {}), "this bundle is format 2, newer than"),
+    "newer format": (lambda r: (_edit(r, "header", format=3), {}), "this bundle is format 3, newer than"),
     "cut short": (lambda r: (r[:-1], {}), "has no end record: it was cut short"),
     "a NUL": (lambda r: (_edit(r, "learning", title="a\x00b"), {}), "learning.title: holds a NUL character"),
 }  # fmt: skip
