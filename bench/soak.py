@@ -146,7 +146,7 @@ async def main(ns: argparse.Namespace) -> None:
         async with anyio.create_task_group() as tg:
             for engine in engines:
                 tg.start_soon(one, engine)
-    report = []
+    report: list[dict[str, Any]] = []
     for s in sorted(results, key=lambda r: r.engine):
         third = max(1, len(s.rows) // 3)
         report.append(
