@@ -164,5 +164,11 @@ DEFINITIONS = (
         precondition=correct_check,
         consent_preview=correct_preview,
         max_argument_bytes=4 * MAX_CONTENT_CHARS + 4096,
+        examples=(
+            ToolExample(
+                description="Forget a learning that proved wrong",
+                input={"action": "forget", "learningId": "lrn_01", "reason": "the suite moved to tox"},
+            ),
+        ),
     ),
 )

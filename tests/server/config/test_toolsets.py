@@ -224,7 +224,10 @@ async def test_what_lists_tools_lists_only_the_served(workspace: Path, connect: 
         posture = data(await mcp_client.call_tool("permissions_describe", {}))
         views = {r.name for r in (await mcp_client.list_resources()).resources}
     assert [t["name"] for t in setup["agentSetup"]["tools"]["tools"]] == names
-    assert "memory_write" not in names and [t["name"] for t in posture["alwaysAskTools"]] == ["memory_promote_note"]
+    assert "memory_write" not in names and [t["name"] for t in posture["alwaysAskTools"]] == [
+        "memory_promote_note",
+        "memory_correct",
+    ]
     assert {"agent_setup", "permission_posture"} <= views and not views & {"shell_history", "outcome_history"}
 
 

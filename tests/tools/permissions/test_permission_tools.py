@@ -19,8 +19,8 @@ async def test_describe_lists_the_posture(rt: Runtime) -> None:
     async with client_for(rt) as client:
         described = data(await client.call_tool("permissions_describe", {}))
     asking = {t["name"]: t for t in described["alwaysAskTools"]}
-    assert set(asking) == {"memory_promote_note", "resources_promote_to_substrate", "resources_restore_version",
-                           "probe_danger", "shell_run", "shell_exec"}  # fmt: skip
+    assert set(asking) == {"memory_promote_note", "memory_correct", "resources_promote_to_substrate",
+                           "resources_restore_version", "probe_danger", "shell_run", "shell_exec"}  # fmt: skip
     assert asking["probe_danger"]["effects"] == ["session_write"]
     assert described["pendingToolConfirmationRequest"] is None and described["openRequests"] == []
     gated = described["outcomeGatedTools"]

@@ -30,8 +30,8 @@ async def test_tools_list_publishes_schemas_annotations_and_meta(runtime: Runtim
         assert tool.annotations.open_world_hint is shell  # a shell reaches out
         # only what differs from the defaults (managed, always_allow, block); read-only is the annotation's
         assert set(meta) <= {"permissionPolicy", "effects", "interruptBehavior", "examples"} and meta["effects"]
-        asks = tool.name in ("memory_promote_note", "resources_promote_to_substrate", "resources_restore_version",
-                             "shell_run", "shell_exec")  # fmt: skip
+        asks = tool.name in ("memory_promote_note", "memory_correct", "resources_promote_to_substrate",
+                             "resources_restore_version", "shell_run", "shell_exec")  # fmt: skip
         assert meta.get("permissionPolicy", "always_allow") == ("always_ask" if asks else "always_allow")
     # the executor refuses an extra field by name; publishing that costs every model's context (the catalogue budget)
     assert "additionalProperties" not in tools["session_get_events"].input_schema
