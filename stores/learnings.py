@@ -84,10 +84,8 @@ async def record(
         provenance=provenance,
         supersedes=supersedes,
     )
-    if supersedes is not None:
-        await changeable(tx, agent_id, supersedes, "supersede")
     await insert(tx, learning)
-    if supersedes is not None:
+    if supersedes is not None:  # checked there: a refusal rolls the insert back with the caller's transaction
         await change(
             tx, agent_id, supersedes, "supersede", session_id=session_id, replacement=learning.id, reason=reason
         )
@@ -162,8 +160,7 @@ async def get(tx: Tx, agent_id: str, learning_id: str) -> Learning:
     return from_row(row)
 
 
-def next_state(current: State, action: Action) -> State:
-    return "active" if action == "restore" else "superseded" if action == "supersede" else "forgotten"
+STATE_AFTER: dict[Action, State] = {"supersede": "superseded", "forget": "forgotten", "restore": "active"}
 
 
 async def changeable(tx: Tx, agent_id: str, learning_id: str, action: Action) -> Learning:
@@ -187,7 +184,7 @@ async def change(
 ) -> Change:
     """Supersede, forget or restore a learning: its new state and a change row, in the caller's transaction."""
     item = await changeable(tx, agent_id, learning_id, action)
-    state = next_state(item.state, action)
+    state = STATE_AFTER[action]
     entry = Change(
         id=uuid7(),
         learning_id=learning_id,

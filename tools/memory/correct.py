@@ -114,13 +114,13 @@ async def correct_preview(ctx: ToolContext, args: CorrectArgs) -> str:
 
 
 async def memory_correct(ctx: ToolContext, args: CorrectArgs) -> CorrectOutput:
-    await correct_check(ctx, args)  # again, inside the write's transaction
+    # The precondition again, inside the write's transaction: the notes' change is worked out (or refused) there.
     if args.learning_id is None:
         return await _correct_notes(ctx, args)
+    old = await changeable(ctx, args.learning_id, args.action)
     replacement = None
     if args.action == "supersede":
         assert args.title is not None and args.detail is not None  # the model's check
-        old = await learnings.get(ctx.tx, ctx.agent_id, args.learning_id)
         replacement = await learnings.record(
             ctx.tx,
             agent_id=ctx.agent_id,
